@@ -1,0 +1,93 @@
+// The receiver: validates packets, places each payload at its offset in the
+// slot's receive region, tracks which packets of a message are in, and writes
+// the completion slot once the LAST packet's trailer is valid, every byte is
+// placed, and the CRC32C matches.
+//
+// One RxPlacer belongs to one rx lcore. It is never shared: its counters and
+// per-slot state are written by that lcore only.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <rte_mbuf.h>
+
+#include "tailmark/completion_ring.h"
+#include "tailmark/drop_reason.h"
+#include "tailmark/packet_parser.h"
+
+namespace tailmark {
+
+enum class CompletionMode : uint8_t {
+    Message, // one completion write per message (tailmark)
+    Packet,  // one completion write per data packet (the conventional baseline)
+};
+
+struct RxCounters {
+    uint64_t packets = 0;     // seen by the placer
+    uint64_t placed = 0;      // payloads written to a region
+    uint64_t bytes = 0;       // payload bytes placed
+    uint64_t completions = 0; // completion slot writes (messages)
+    uint64_t packet_completions = 0; // per-packet completion writes (packet mode)
+    DropCounters drops{};
+
+    uint64_t dropped() const {
+        uint64_t n = 0;
+        for (uint64_t d : drops)
+            n += d;
+        return n;
+    }
+};
+
+// Per-packet completion record (packet mode): what a conventional transport
+// hands its consumer for every packet.
+struct PacketCompletion {
+    uint32_t msg_id;
+    uint16_t pkt_idx;
+    uint16_t pkt_count; // from the trailer on the LAST packet, 0 on the others
+    uint32_t offset;
+    uint32_t len;
+};
+static_assert(sizeof(PacketCompletion) == 16);
+
+class RxPlacer {
+public:
+    RxPlacer(const ParserConfig& cfg, int socket_id);
+    ~RxPlacer();
+    RxPlacer(const RxPlacer&) = delete;
+    RxPlacer& operator=(const RxPlacer&) = delete;
+
+    // Registers a flow. The ring must outlive the placer. False on bad
+    // arguments or no memory.
+    bool add_flow(uint16_t flow, CompletionRing* ring, uint32_t key);
+
+    // Packet mode: per-packet completions are pushed here (single producer).
+    void set_packet_completion_ring(uint16_t flow, struct rte_ring* r);
+    void set_mode(CompletionMode m) { mode_ = m; }
+    CompletionMode mode() const { return mode_; }
+
+    // Processes and frees a whole burst.
+    void rx_burst(rte_mbuf** pkts, uint16_t n, uint64_t now_tsc);
+
+    // Processes one packet and leaves it to the caller. Returns None when the
+    // payload was placed (whether or not it completed a message).
+    DropReason process(const rte_mbuf* m, uint64_t now_tsc);
+
+    const RxCounters& counters() const { return ctr_; }
+    RxCounters& counters() { return ctr_; }
+
+private:
+    struct FlowRx;
+    DropReason place(FlowRx& f, const rte_mbuf* m, const ParsedPacket& p, uint64_t now_tsc);
+    void complete(FlowRx& f, uint32_t slot_idx, uint64_t now_tsc);
+
+    ParserConfig cfg_;
+    int socket_;
+    CompletionMode mode_ = CompletionMode::Message;
+    RxCounters ctr_;
+    FlowRx** table_ = nullptr; // indexed by flow id, 65536 entries
+    std::vector<FlowRx*> flows_;
+};
+
+} // namespace tailmark

@@ -1,0 +1,279 @@
+#include "tailmark/tx_marker.h"
+
+#include <cerrno>
+#include <cstring>
+
+#include <rte_ip.h>
+#include <rte_memcpy.h>
+#include <rte_udp.h>
+
+#include "tailmark/crc32c.h"
+
+namespace tailmark {
+
+uint16_t TxFlow::source_port(uint16_t flow) {
+    // Ephemeral range, mixed so neighbouring flows land on different RSS buckets.
+    uint32_t h = static_cast<uint32_t>(flow) * 0x9E3779B1u;
+    return static_cast<uint16_t>(49152 + ((h >> 16) % 16384));
+}
+
+bool TxFlow::make(TxFlow& out, uint16_t id, uint32_t key, uint32_t ring_size, uint32_t mtu,
+                  const Addressing& a) {
+    const uint32_t stride = stride_for_mtu(mtu);
+    if (ring_size == 0 || (ring_size & (ring_size - 1)) != 0 || stride <= kTrailerLen ||
+        stride > UINT16_MAX)
+        return false;
+    out = TxFlow{};
+    out.id = id;
+    out.key = key;
+    out.ring_mask = ring_size - 1;
+    out.stride = stride;
+    auto* eth = reinterpret_cast<rte_ether_hdr*>(out.l2l4);
+    auto* ip = reinterpret_cast<rte_ipv4_hdr*>(out.l2l4 + kEthLen);
+    auto* udp = reinterpret_cast<rte_udp_hdr*>(out.l2l4 + kEthLen + kIpLen);
+    eth->dst_addr = a.dst_mac;
+    eth->src_addr = a.src_mac;
+    eth->ether_type = RTE_BE16(RTE_ETHER_TYPE_IPV4);
+    ip->version_ihl = RTE_IPV4_VHL_DEF; // version 4, IHL 5
+    ip->type_of_service = 0;
+    ip->total_length = 0;                // per packet
+    ip->packet_id = 0;                   // DF set: the ID is unused (RFC 6864)
+    ip->fragment_offset = RTE_BE16(RTE_IPV4_HDR_DF_FLAG);
+    ip->time_to_live = 64;
+    ip->next_proto_id = IPPROTO_UDP;
+    ip->hdr_checksum = 0;
+    ip->src_addr = rte_cpu_to_be_32(a.src_ip);
+    ip->dst_addr = rte_cpu_to_be_32(a.dst_ip);
+    udp->src_port = rte_cpu_to_be_16(source_port(id));
+    udp->dst_port = rte_cpu_to_be_16(a.udp_port);
+    udp->dgram_len = 0; // per packet
+    udp->dgram_cksum = 0; // allowed for IPv4; the trailer's CRC32C covers the payload
+    out.ip_sum = rte_raw_cksum(ip, kIpLen);
+    return true;
+}
+
+bool TxMarker::prepare(const TxFlow& flow, TxMessage& msg) const {
+    msg.plan = plan_group(msg.length(), flow.stride);
+    if (!msg.plan.ok())
+        return false;
+    uint32_t st = kCrc32cInit;
+    if (msg.chain) {
+        for (const rte_mbuf* s = msg.chain; s; s = s->next)
+            st = crc32c_update(st, {rte_pktmbuf_mtod(s, const uint8_t*), s->data_len});
+    } else {
+        st = crc32c_update(st, msg.bytes);
+    }
+    msg.crc32c = crc32c_finish(st);
+    return true;
+}
+
+namespace {
+
+// Position inside a message given as an mbuf chain.
+struct ChainPos {
+    rte_mbuf* seg;
+    uint32_t off;
+};
+
+ChainPos seek(rte_mbuf* chain, uint32_t off) {
+    rte_mbuf* s = chain;
+    while (s && off >= s->data_len && s->next) {
+        off -= s->data_len;
+        s = s->next;
+    }
+    return {s, off};
+}
+
+// Pieces (source segments) that bytes [off, off+len) of the chain span.
+uint32_t chain_pieces(rte_mbuf* chain, uint32_t off, uint32_t len) {
+    if (len == 0)
+        return 0;
+    ChainPos p = seek(chain, off);
+    uint32_t n = 0;
+    while (len > 0 && p.seg) {
+        uint32_t take = p.seg->data_len - p.off;
+        if (take > len)
+            take = len;
+        if (take > 0)
+            n++;
+        len -= take;
+        p.seg = p.seg->next;
+        p.off = 0;
+    }
+    return n;
+}
+
+inline uint16_t dataroom(rte_mempool* mp) {
+    return rte_pktmbuf_data_room_size(mp) - RTE_PKTMBUF_HEADROOM;
+}
+
+inline uint16_t fold_add(uint16_t sum, uint16_t v) {
+    uint32_t s = static_cast<uint32_t>(sum) + v;
+    s = (s & 0xFFFF) + (s >> 16);
+    return static_cast<uint16_t>(s);
+}
+
+} // namespace
+
+uint32_t TxMarker::segs_for(const TxMessage& msg, uint32_t idx) const {
+    const uint32_t len = msg.plan.len_of(idx);
+    const bool last = msg.plan.is_last(idx);
+    if (mode_ == PayloadMode::Copy) {
+        const uint32_t room = dataroom(pool_);
+        const uint32_t body = kFrameOverhead + len;
+        uint32_t segs = (body + room - 1) / room;
+        const uint32_t used_in_final = body - (segs - 1) * room;
+        if (last && room - used_in_final < kTrailerLen)
+            segs++; // the trailer must sit whole in the final segment
+        return segs;
+    }
+    uint32_t pieces = msg.chain ? chain_pieces(msg.chain, msg.plan.offset_of(idx), len)
+                                : (len > 0 ? 1u : 0u);
+    // header mbuf + payload references + (LAST with payload) a trailer mbuf:
+    // the trailer cannot be appended to memory the sender does not own.
+    return 1 + pieces + ((last && pieces > 0) ? 1u : 0u);
+}
+
+int TxMarker::build(const TxFlow& flow, const TxMessage& msg, uint32_t first, uint32_t n,
+                    rte_mbuf** out) const {
+    const GroupPlan& plan = msg.plan;
+    if (n == 0 || n > kMaxBurst || first >= plan.pkt_count || n > plan.pkt_count - first)
+        return -EINVAL;
+    if (mode_ == PayloadMode::ZeroCopy && !msg.chain && msg.shinfo == nullptr && msg.length() > 0)
+        return -EINVAL;
+
+    if (dataroom(pool_) < kFrameOverhead + kTrailerLen)
+        return -EINVAL;
+    uint32_t segs[kMaxBurst];
+    uint32_t total = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        segs[i] = segs_for(msg, first + i);
+        if (segs[i] > kMaxSegs)
+            return -EINVAL;
+        total += segs[i];
+    }
+    rte_mbuf* mb[kMaxBurst * kMaxSegs];
+    if (rte_pktmbuf_alloc_bulk(pool_, mb, total) != 0)
+        return -ENOMEM;
+
+    const uint32_t room = dataroom(pool_);
+    uint32_t next = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const uint32_t idx = first + i;
+        const bool last = plan.is_last(idx);
+        const uint32_t off = plan.offset_of(idx);
+        const uint32_t len = plan.len_of(idx);
+        rte_mbuf* head = mb[next++];
+        rte_mbuf* seg = head; // the chain's current final segment
+        // Links a segment from the bulk allocation behind `seg`. Attaching
+        // resets an mbuf's next pointer, so segments are linked as they fill.
+        auto link = [&](rte_mbuf* s) {
+            seg->next = s;
+            seg = s;
+        };
+
+        // L2-L4 from the template, then lengths and the IPv4 checksum.
+        uint8_t* p = rte_pktmbuf_mtod(head, uint8_t*);
+        rte_memcpy(p, flow.l2l4, sizeof(flow.l2l4));
+        const uint32_t udp_len = kUdpLen + kHeaderLen + len + (last ? kTrailerLen : 0);
+        const uint16_t ip_len = static_cast<uint16_t>(kIpLen + udp_len);
+        auto* ip = reinterpret_cast<rte_ipv4_hdr*>(p + kEthLen);
+        auto* udp = reinterpret_cast<rte_udp_hdr*>(p + kEthLen + kIpLen);
+        ip->total_length = rte_cpu_to_be_16(ip_len);
+        ip->hdr_checksum = static_cast<uint16_t>(~fold_add(flow.ip_sum, rte_cpu_to_be_16(ip_len)));
+        udp->dgram_len = rte_cpu_to_be_16(static_cast<uint16_t>(udp_len));
+        Header h;
+        h.flags = last ? Flags::Last : Flags::None;
+        h.flow = flow.id;
+        h.msg_id = msg.msg_id;
+        h.pkt_idx = static_cast<uint16_t>(idx);
+        h.pay_len = static_cast<uint16_t>(len);
+        h.offset = off;
+        encode(h, reinterpret_cast<WireHeader*>(p + kEthLen + kIpLen + kUdpLen));
+        head->data_len = static_cast<uint16_t>(kFrameOverhead);
+
+        if (mode_ == PayloadMode::Copy) {
+            // Fill segment after segment.
+            uint32_t done = 0;
+            ChainPos cp = msg.chain ? seek(msg.chain, off) : ChainPos{nullptr, 0};
+            while (done < len) {
+                if (seg->data_len == room)
+                    link(mb[next++]);
+                uint32_t take = room - seg->data_len;
+                if (take > len - done)
+                    take = len - done;
+                uint8_t* dst = rte_pktmbuf_mtod_offset(seg, uint8_t*, seg->data_len);
+                if (msg.chain) {
+                    for (uint32_t copied = 0; copied < take;) {
+                        uint32_t c = cp.seg->data_len - cp.off;
+                        if (c > take - copied)
+                            c = take - copied;
+                        rte_memcpy(dst + copied, rte_pktmbuf_mtod_offset(cp.seg, uint8_t*, cp.off), c);
+                        copied += c;
+                        cp.off += c;
+                        if (cp.off == cp.seg->data_len && cp.seg->next)
+                            cp = {cp.seg->next, 0};
+                    }
+                } else {
+                    rte_memcpy(dst, msg.bytes.data() + off + done, take);
+                }
+                seg->data_len = static_cast<uint16_t>(seg->data_len + take);
+                done += take;
+            }
+            if (last && rte_pktmbuf_tailroom(seg) < kTrailerLen)
+                link(mb[next++]); // the trailer sits whole in the final segment
+        } else if (len > 0) {
+            if (msg.chain) {
+                ChainPos cp = seek(msg.chain, off);
+                for (uint32_t left = len; left > 0; cp = {cp.seg->next, 0}) {
+                    uint32_t c = cp.seg->data_len - cp.off;
+                    if (c > left)
+                        c = left;
+                    if (c == 0)
+                        continue;
+                    rte_mbuf* ref = mb[next++];
+                    rte_pktmbuf_attach(ref, cp.seg); // holds a reference on the source buffer
+                    ref->data_off = static_cast<uint16_t>(ref->data_off + cp.off);
+                    ref->data_len = static_cast<uint16_t>(c);
+                    link(ref);
+                    left -= c;
+                }
+            } else {
+                rte_mbuf* ref = mb[next++];
+                auto* addr = const_cast<uint8_t*>(msg.bytes.data() + off);
+                rte_mbuf_ext_refcnt_update(msg.shinfo, 1);
+                rte_pktmbuf_attach_extbuf(ref, addr, rte_mem_virt2iova(addr),
+                                          static_cast<uint16_t>(len), msg.shinfo);
+                ref->data_len = static_cast<uint16_t>(len);
+                link(ref);
+            }
+            // The trailer cannot be appended to memory the sender does not
+            // own: it gets a fresh, writable final segment.
+            if (last)
+                link(mb[next++]);
+        }
+
+        uint32_t pkt_len = kFrameOverhead + len;
+        if (last) {
+            Trailer t;
+            t.flag = flag_for(msg.msg_id);
+            t.slot = msg.msg_id & flow.ring_mask;
+            t.key = flow.key;
+            t.msg_len = plan.msg_len;
+            t.pkt_count = static_cast<uint16_t>(plan.pkt_count);
+            t.crc32c = msg.crc32c;
+            encode(t, rte_pktmbuf_mtod_offset(seg, WireTrailer*, seg->data_len));
+            seg->data_len = static_cast<uint16_t>(seg->data_len + kTrailerLen);
+            pkt_len += kTrailerLen;
+        }
+        seg->next = nullptr;
+        head->nb_segs = static_cast<uint16_t>(segs[i]);
+        head->pkt_len = pkt_len;
+        head->l2_len = kEthLen;
+        head->l3_len = kIpLen;
+        out[i] = head;
+    }
+    return static_cast<int>(n);
+}
+
+} // namespace tailmark

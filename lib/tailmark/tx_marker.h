@@ -1,0 +1,87 @@
+// The sender: cuts a message into its packet group (wire.h's GroupPlan),
+// writes headers from the flow's template, and appends the 32-byte trailer to
+// the final mbuf segment of the group's last packet.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include <rte_ether.h>
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+
+#include "tailmark/wire.h"
+
+namespace tailmark {
+
+struct Addressing {
+    rte_ether_addr src_mac{};
+    rte_ether_addr dst_mac{};
+    uint32_t src_ip = 0; // host order
+    uint32_t dst_ip = 0;
+    uint16_t udp_port = kDefaultUdpPort;
+};
+
+// Everything the sender knows about a flow, prepared once at set-up.
+struct TxFlow {
+    uint16_t id = 0;
+    uint32_t key = 0;
+    uint32_t ring_mask = 0; // ring size - 1 at the receiver
+    uint32_t stride = 0;    // payload bytes per full packet
+    uint16_t ip_sum = 0;    // folded sum of the IPv4 header template (length, checksum 0)
+    alignas(8) uint8_t l2l4[kEthLen + kIpLen + kUdpLen]{};
+
+    // False when ring_size is not a power of two or the MTU cannot hold a trailer.
+    static bool make(TxFlow& out, uint16_t id, uint32_t key, uint32_t ring_size, uint32_t mtu,
+                     const Addressing& addr);
+    // UDP source port: stable per flow, spread for RSS/ECMP.
+    static uint16_t source_port(uint16_t flow);
+};
+
+enum class PayloadMode : uint8_t {
+    Copy,     // payload copied into the packet mbufs
+    ZeroCopy, // payload referenced: extbuf over the caller's bytes, or indirect mbufs of its chain
+};
+
+struct TxMessage {
+    uint32_t msg_id = 0;
+    std::span<const uint8_t> bytes; // the message, when chain is null
+    rte_mbuf* chain = nullptr;      // or: the message as an mbuf chain (pkt_len bytes)
+    // ZeroCopy from bytes: the caller's shared info. Every packet segment holds
+    // one reference; the caller holds one more and drops it when done.
+    rte_mbuf_ext_shared_info* shinfo = nullptr;
+    // Filled by TxMarker::prepare.
+    GroupPlan plan;
+    uint32_t crc32c = 0;
+
+    uint64_t length() const { return chain ? rte_pktmbuf_pkt_len(chain) : bytes.size(); }
+};
+
+class TxMarker {
+public:
+    // `pool` gives every mbuf the marker needs (headers, copies, attachments).
+    TxMarker(rte_mempool* pool, PayloadMode mode) : pool_(pool), mode_(mode) {}
+
+    // Plans the group and computes the CRC32C. False: the message cannot be
+    // sent with this flow's stride (more than 65535 packets).
+    bool prepare(const TxFlow& flow, TxMessage& msg) const;
+
+    // Builds packets [first, first + n) of the group into out[0..n). Returns n,
+    // or a negative errno with nothing allocated and nothing leaked:
+    // -ENOMEM (pool empty), -EINVAL (range outside the group, or a packet would
+    // need more than kMaxSegs segments).
+    int build(const TxFlow& flow, const TxMessage& msg, uint32_t first, uint32_t n,
+              rte_mbuf** out) const;
+
+    static constexpr uint32_t kMaxBurst = 64;
+    static constexpr uint32_t kMaxSegs = 16;
+
+    PayloadMode mode() const { return mode_; }
+
+private:
+    uint32_t segs_for(const TxMessage& msg, uint32_t idx) const;
+    rte_mempool* pool_;
+    PayloadMode mode_;
+};
+
+} // namespace tailmark
