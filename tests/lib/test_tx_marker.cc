@@ -1,0 +1,224 @@
+#include <catch2/catch.hpp>
+
+#include <cstring>
+
+#include "fixtures.h"
+#include "tailmark/crc32c.h"
+#include "tailmark/packet_parser.h"
+#include "tailmark/tx_marker.h"
+
+using namespace tailmark;
+
+namespace {
+
+// Parses every packet of a group, reassembles the message by offset, and
+// checks the trailer sits whole at the end of the last packet's final segment.
+std::vector<uint8_t> reassemble(const std::vector<rte_mbuf*>& pkts, uint32_t msg_id, uint32_t key) {
+    REQUIRE(!pkts.empty());
+    std::vector<uint8_t> msg;
+    ParserConfig cfg;
+    for (size_t i = 0; i < pkts.size(); i++) {
+        ParsedPacket p;
+        REQUIRE(parse_packet(pkts[i], cfg, p) == DropReason::None);
+        CHECK(p.hdr.msg_id == msg_id);
+        CHECK(p.hdr.pkt_idx == i);
+        CHECK(p.is_last() == (i + 1 == pkts.size()));
+        auto f = tmtest::flat(pkts[i]);
+        if (msg.size() < p.hdr.offset + p.hdr.pay_len)
+            msg.resize(p.hdr.offset + p.hdr.pay_len);
+        memcpy(msg.data() + p.hdr.offset, f.data() + kFrameOverhead, p.hdr.pay_len);
+        if (p.is_last()) {
+            CHECK(p.trailer.key == key);
+            CHECK(p.trailer.pkt_count == pkts.size());
+            CHECK(p.trailer.msg_len == msg.size());
+            CHECK(p.trailer.crc32c == crc32c(msg));
+            // The trailer is the tail of the final segment, whole.
+            const rte_mbuf* seg = rte_pktmbuf_lastseg(const_cast<rte_mbuf*>(pkts[i]));
+            REQUIRE(seg->data_len >= kTrailerLen);
+            const auto* wt = rte_pktmbuf_mtod_offset(seg, const WireTrailer*, seg->data_len - kTrailerLen);
+            CHECK(decode(wt) == p.trailer);
+        }
+        CHECK(rte_pktmbuf_pkt_len(pkts[i]) ==
+              kFrameOverhead + p.hdr.pay_len + (p.is_last() ? kTrailerLen : 0));
+    }
+    return msg;
+}
+
+} // namespace
+
+TEST_CASE("copy mode: sizes around the MTU and 16 MiB", "[tx]") {
+    tmtest::Pool pool;
+    TxFlow flow = tmtest::make_flow(3, 0xABCD, 16);
+    const uint32_t stride = flow.stride;
+    for (uint32_t len : {0u, 1u, stride - kTrailerLen, stride - kTrailerLen + 1, stride, stride + 1, 65536u}) {
+        INFO("len " << len);
+        auto data = tmtest::pattern(len, len);
+        auto pkts = tmtest::build_group(pool.mp, flow, 9, data);
+        CHECK(pkts.size() == plan_group(len, stride).pkt_count);
+        for (auto* m : pkts)
+            CHECK(m->nb_segs == 1);
+        CHECK(reassemble(pkts, 9, 0xABCD) == data);
+        tmtest::free_all(pkts);
+    }
+    CHECK(pool.avail() == 8191);
+}
+
+TEST_CASE("copy mode: a 16 MiB message is 11523 packets and reassembles", "[tx]") {
+    tmtest::Pool pool(16383);
+    TxFlow flow = tmtest::make_flow();
+    auto data = tmtest::pattern(16u << 20, 77);
+    auto pkts = tmtest::build_group(pool.mp, flow, 1, data);
+    CHECK(pkts.size() == 11523);
+    CHECK(reassemble(pkts, 1, 0xC0FFEE) == data);
+    tmtest::free_all(pkts);
+    CHECK(pool.avail() == 16383);
+}
+
+TEST_CASE("copy mode: multi-segment packets keep the trailer whole in the final segment", "[tx]") {
+    // 256-byte data rooms: a 1500-byte frame needs 6 segments.
+    tmtest::Pool pool(4095, 256 + RTE_PKTMBUF_HEADROOM);
+    TxFlow flow = tmtest::make_flow();
+    for (uint32_t len : {0u, 100u, 198u, 199u, 200u, 1424u, 5000u, 256u * 7}) {
+        INFO("len " << len);
+        auto data = tmtest::pattern(len, 3);
+        auto pkts = tmtest::build_group(pool.mp, flow, 2, data);
+        bool chained = false;
+        for (auto* m : pkts) {
+            chained |= m->nb_segs > 1;
+            uint32_t segs = 0, bytes = 0;
+            for (rte_mbuf* s = m; s; s = s->next) {
+                segs++;
+                bytes += s->data_len;
+            }
+            CHECK(segs == m->nb_segs);
+            CHECK(bytes == m->pkt_len);
+        }
+        if (len > 200)
+            CHECK(chained);
+        CHECK(reassemble(pkts, 2, 0xC0FFEE) == data);
+        tmtest::free_all(pkts);
+    }
+    CHECK(pool.avail() == 4095);
+}
+
+TEST_CASE("zero-copy: extbuf payload segments over the caller's bytes", "[tx]") {
+    tmtest::Pool pool;
+    TxFlow flow = tmtest::make_flow();
+    auto data = tmtest::pattern(10000, 11);
+    bool freed = false;
+    rte_mbuf_ext_shared_info shinfo{};
+    shinfo.free_cb = [](void*, void* opaque) { *static_cast<bool*>(opaque) = true; };
+    shinfo.fcb_opaque = &freed;
+    rte_mbuf_ext_refcnt_set(&shinfo, 1); // the caller's own reference
+
+    TxMarker tx(pool.mp, PayloadMode::ZeroCopy);
+    TxMessage m;
+    m.msg_id = 4;
+    m.bytes = data;
+    m.shinfo = &shinfo;
+    REQUIRE(tx.prepare(flow, m));
+    std::vector<rte_mbuf*> pkts(m.plan.pkt_count);
+    REQUIRE(tx.build(flow, m, 0, m.plan.pkt_count, pkts.data()) == static_cast<int>(m.plan.pkt_count));
+    CHECK(rte_mbuf_ext_refcnt_read(&shinfo) == 1 + m.plan.pkt_count);
+    for (size_t i = 0; i < pkts.size(); i++) {
+        rte_mbuf* pay = pkts[i]->next;
+        REQUIRE(pay != nullptr);
+        CHECK(RTE_MBUF_HAS_EXTBUF(pay));
+        CHECK(rte_pktmbuf_mtod(pay, const uint8_t*) == data.data() + m.plan.offset_of(i));
+        if (i + 1 == pkts.size())
+            CHECK(pkts[i]->nb_segs == 3); // header, payload, trailer
+        else
+            CHECK(pkts[i]->nb_segs == 2);
+    }
+    CHECK(reassemble(pkts, 4, 0xC0FFEE) == data);
+    tmtest::free_all(pkts);
+    CHECK(rte_mbuf_ext_refcnt_read(&shinfo) == 1);
+    CHECK_FALSE(freed);
+    CHECK(pool.avail() == 8191);
+}
+
+TEST_CASE("a message given as an mbuf chain, copied and referenced", "[tx]") {
+    tmtest::Pool pool;
+    TxFlow flow = tmtest::make_flow();
+    auto data = tmtest::pattern(1000 + 2000 + 333, 21);
+    auto make_chain = [&]() {
+        rte_mbuf* a = tmtest::mbuf_of(pool.mp, std::vector<uint8_t>(data.begin(), data.begin() + 1000));
+        rte_mbuf* b = tmtest::mbuf_of(pool.mp, std::vector<uint8_t>(data.begin() + 1000, data.begin() + 3000));
+        rte_mbuf* c = tmtest::mbuf_of(pool.mp, std::vector<uint8_t>(data.begin() + 3000, data.end()));
+        REQUIRE(rte_pktmbuf_chain(a, b) == 0);
+        REQUIRE(rte_pktmbuf_chain(a, c) == 0);
+        return a;
+    };
+    for (PayloadMode mode : {PayloadMode::Copy, PayloadMode::ZeroCopy}) {
+        rte_mbuf* chain = make_chain();
+        TxMarker tx(pool.mp, mode);
+        TxMessage m;
+        m.msg_id = 8;
+        m.chain = chain;
+        REQUIRE(tx.prepare(flow, m));
+        CHECK(m.crc32c == crc32c(data));
+        std::vector<rte_mbuf*> pkts(m.plan.pkt_count);
+        REQUIRE(tx.build(flow, m, 0, m.plan.pkt_count, pkts.data()) == static_cast<int>(m.plan.pkt_count));
+        rte_pktmbuf_free(chain); // the packets keep what they reference alive
+        CHECK(reassemble(pkts, 8, 0xC0FFEE) == data);
+        if (mode == PayloadMode::ZeroCopy)
+            CHECK(RTE_MBUF_CLONED(pkts[0]->next));
+        tmtest::free_all(pkts);
+        CHECK(pool.avail() == 8191);
+    }
+}
+
+TEST_CASE("allocation failure leaks nothing and says so", "[tx]") {
+    tmtest::Pool pool(15);
+    TxFlow flow = tmtest::make_flow();
+    auto data = tmtest::pattern(64 * 1456, 1);
+    TxMarker tx(pool.mp, PayloadMode::Copy);
+    TxMessage m;
+    m.bytes = data;
+    REQUIRE(tx.prepare(flow, m));
+    rte_mbuf* out[TxMarker::kMaxBurst];
+    CHECK(tx.build(flow, m, 0, 16, out) == -ENOMEM);
+    CHECK(pool.avail() == 15);
+    CHECK(tx.build(flow, m, 0, 15, out) == 15);
+    CHECK(pool.avail() == 0);
+    rte_pktmbuf_free_bulk(out, 15);
+    CHECK(pool.avail() == 15);
+}
+
+TEST_CASE("build refuses ranges outside the group", "[tx]") {
+    tmtest::Pool pool;
+    TxFlow flow = tmtest::make_flow();
+    auto data = tmtest::pattern(3000, 1);
+    TxMarker tx(pool.mp, PayloadMode::Copy);
+    TxMessage m;
+    m.bytes = data;
+    REQUIRE(tx.prepare(flow, m));
+    rte_mbuf* out[TxMarker::kMaxBurst];
+    CHECK(tx.build(flow, m, 0, 4, out) == -EINVAL);
+    CHECK(tx.build(flow, m, 3, 1, out) == -EINVAL);
+    CHECK(tx.build(flow, m, 0, 0, out) == -EINVAL);
+    CHECK(pool.avail() == 8191);
+    TxMessage zc;
+    zc.bytes = data; // zero copy of raw bytes needs the caller's shared info
+    TxMarker ztx(pool.mp, PayloadMode::ZeroCopy);
+    REQUIRE(ztx.prepare(flow, zc));
+    CHECK(ztx.build(flow, zc, 0, 1, out) == -EINVAL);
+}
+
+TEST_CASE("flow template: UDP source port is stable per flow, IPv4 checksum valid", "[tx]") {
+    CHECK(TxFlow::source_port(1) == TxFlow::source_port(1));
+    CHECK(TxFlow::source_port(1) != TxFlow::source_port(2));
+    CHECK(TxFlow::source_port(0) >= 49152);
+    TxFlow f;
+    CHECK_FALSE(TxFlow::make(f, 1, 1, 3, 1500, tmtest::test_addr())); // ring not a power of two
+    CHECK_FALSE(TxFlow::make(f, 1, 1, 4, 60, tmtest::test_addr()));   // MTU too small
+    tmtest::Pool pool;
+    TxFlow flow = tmtest::make_flow();
+    for (uint32_t len : {0u, 1u, 777u, 1424u}) {
+        auto pkts = tmtest::build_group(pool.mp, flow, 1, tmtest::pattern(len, 1));
+        auto fr = tmtest::flat(pkts[0]);
+        CHECK(rte_ipv4_cksum(tmtest::ip_of(fr)) == 0);
+        CHECK((tmtest::ip_of(fr)->fragment_offset & RTE_BE16(RTE_IPV4_HDR_DF_FLAG)) != 0);
+        tmtest::free_all(pkts);
+    }
+}
