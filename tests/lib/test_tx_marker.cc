@@ -26,7 +26,8 @@ std::vector<uint8_t> reassemble(const std::vector<rte_mbuf*>& pkts, uint32_t msg
         auto f = tmtest::flat(pkts[i]);
         if (msg.size() < p.hdr.offset + p.hdr.pay_len)
             msg.resize(p.hdr.offset + p.hdr.pay_len);
-        memcpy(msg.data() + p.hdr.offset, f.data() + kFrameOverhead, p.hdr.pay_len);
+        if (p.hdr.pay_len)
+            memcpy(msg.data() + p.hdr.offset, f.data() + kFrameOverhead, p.hdr.pay_len);
         if (p.is_last()) {
             CHECK(p.trailer.key == key);
             CHECK(p.trailer.pkt_count == pkts.size());
