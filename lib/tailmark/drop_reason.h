@@ -30,7 +30,7 @@ namespace tailmark {
     X(BadReserved, "bad_reserved")                                                          \
     X(BadFlag, "bad_flag")                    /* trailer flag != msg_id + 1 */             \
     X(BadPktCount, "bad_pkt_count")           /* 0, or LAST not at index pkt_count-1 */    \
-    X(BadOffset, "bad_offset")                /* offset + pay_len beyond msg_len */        \
+    X(BadOffset, "bad_offset")                /* offset off the group geometry */          \
     X(UnknownFlow, "unknown_flow")                                                          \
     X(BadKey, "bad_key")                                                                    \
     X(BadSlot, "bad_slot")                    /* slot != msg_id mod ring */                \

@@ -41,7 +41,7 @@ struct RxPlacer::FlowRx {
     uint32_t key;
     uint32_t mask;
     uint64_t region_size;
-    uint32_t released; // cached consumer cursor; only ever behind the real one
+    uint32_t stride;   // payload bytes of every full packet of a group
     uint16_t id;
     rte_ring* pkt_cq;  // packet mode
     SlotRx* slots;
@@ -62,8 +62,9 @@ RxPlacer::~RxPlacer() {
     rte_free(table_);
 }
 
-bool RxPlacer::add_flow(uint16_t flow, CompletionRing* ring, uint32_t key) {
-    if (table_ == nullptr || ring == nullptr || table_[flow] != nullptr)
+bool RxPlacer::add_flow(uint16_t flow, CompletionRing* ring, uint32_t key, uint32_t stride) {
+    if (table_ == nullptr || ring == nullptr || table_[flow] != nullptr || stride <= kTrailerLen ||
+        stride > UINT16_MAX)
         return false;
     auto* f = static_cast<FlowRx*>(rte_zmalloc_socket("tm_flow_rx", sizeof(FlowRx), 64, socket_));
     if (f == nullptr)
@@ -84,7 +85,7 @@ bool RxPlacer::add_flow(uint16_t flow, CompletionRing* ring, uint32_t key) {
     f->key = key;
     f->mask = ring->mask();
     f->region_size = ring->region_size();
-    f->released = ring->released();
+    f->stride = stride;
     f->id = flow;
     table_[flow] = f;
     flows_.push_back(f);
@@ -168,13 +169,18 @@ DropReason RxPlacer::place(FlowRx& f, const rte_mbuf* m, const ParsedPacket& p, 
     }
     if (static_cast<uint64_t>(h.offset) + h.pay_len > f.region_size)
         return DropReason::OutsideRegion;
+    // Group geometry (wire.h, plan_group): payload-bearing packets sit at
+    // pkt_idx * stride and carry at most stride bytes, so no two overlap; a
+    // LAST without payload sits at msg_len (checked by the parser).
+    if ((h.pay_len != 0 && static_cast<uint64_t>(h.pkt_idx) * f.stride != h.offset) ||
+        h.pay_len > f.stride)
+        return DropReason::BadOffset;
 
     // Receive window: the credits granted, [released, released + ring size).
-    if (static_cast<uint32_t>(h.msg_id - f.released) > f.mask) {
-        f.released = f.ring->released();
-        if (static_cast<uint32_t>(h.msg_id - f.released) > f.mask)
-            return DropReason::OutsideWindow;
-    }
+    // Read live, not cached: a consumer may release (give up) a message that
+    // never completed, and a late packet of it must not touch the slot again.
+    if (static_cast<uint32_t>(h.msg_id - f.ring->released()) > f.mask)
+        return DropReason::OutsideWindow;
 
     const uint32_t slot_idx = h.msg_id & f.mask;
     SlotRx& s = f.slots[slot_idx];

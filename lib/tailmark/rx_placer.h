@@ -58,9 +58,13 @@ public:
     RxPlacer(const RxPlacer&) = delete;
     RxPlacer& operator=(const RxPlacer&) = delete;
 
-    // Registers a flow. The ring must outlive the placer. False on bad
-    // arguments or no memory.
-    bool add_flow(uint16_t flow, CompletionRing* ring, uint32_t key);
+    // Registers a flow. The ring must outlive the placer. `stride` is the
+    // sender's payload bytes per full packet (stride_for_mtu of the flow's
+    // MTU), agreed at set-up like the key: with it the receiver checks every
+    // packet's offset against the group geometry, so packets cannot overlap
+    // and a byte count proves every byte was placed. False on bad arguments
+    // or no memory.
+    bool add_flow(uint16_t flow, CompletionRing* ring, uint32_t key, uint32_t stride);
 
     // Packet mode: per-packet completions are pushed here (single producer).
     void set_packet_completion_ring(uint16_t flow, struct rte_ring* r);

@@ -129,7 +129,7 @@ TEST_CASE("acquire/release between two lcores: every byte seen with its flag", "
     auto ring = tmtest::make_ring(903, 8, 4096);
     REQUIRE(ring);
     RxPlacer placer(ParserConfig{}, SOCKET_ID_ANY);
-    REQUIRE(placer.add_flow(903, ring.get(), 77));
+    REQUIRE(placer.add_flow(903, ring.get(), 77, stride_for_mtu(1500)));
     TwoLcore t;
     t.ring = ring.get();
     t.placer = &placer;

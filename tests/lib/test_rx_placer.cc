@@ -34,7 +34,7 @@ struct Rig {
         flow = tmtest::make_flow(flow_id, key, ring_size);
         ring = tmtest::make_ring(flow_id, ring_size, region);
         REQUIRE(ring);
-        REQUIRE(placer.add_flow(flow_id, ring.get(), key));
+        REQUIRE(placer.add_flow(flow_id, ring.get(), key, flow.stride));
     }
     std::vector<rte_mbuf*> group(uint32_t msg_id, const std::vector<uint8_t>& data) {
         return tmtest::build_group(pool.mp, flow, msg_id, data);
@@ -219,12 +219,18 @@ TEST_CASE("flow-level drop reasons", "[rx]") {
     CHECK(rig.feed(b[0]) == R::ConflictingLast);
     // After the LAST, a packet index beyond its pkt_count.
     auto wrong_idx = tmtest::flat(a[0]);
-    tmtest::hdr_of(wrong_idx)->pkt_idx = RTE_BE16(5);
+    tmtest::hdr_of(wrong_idx)->pkt_idx = RTE_BE16(3);
+    tmtest::hdr_of(wrong_idx)->offset = RTE_BE32(3 * 1456);
     CHECK(rig.feed_bytes(wrong_idx) == R::PktIdxRange);
     // ...and one whose bytes end beyond the LAST's msg_len.
     auto beyond = tmtest::flat(a[0]);
-    tmtest::hdr_of(beyond)->offset = RTE_BE32(2000);
+    tmtest::hdr_of(beyond)->pkt_idx = RTE_BE16(2);
+    tmtest::hdr_of(beyond)->offset = RTE_BE32(2 * 1456);
     CHECK(rig.feed_bytes(beyond) == R::BadOffset);
+    // Off the group geometry: overlapping its neighbour.
+    auto overlap = tmtest::flat(a[1]);
+    tmtest::hdr_of(overlap)->offset = RTE_BE32(1000);
+    CHECK(rig.feed_bytes(overlap) == R::BadOffset);
     tmtest::free_all(a);
     tmtest::free_all(b);
 
@@ -245,8 +251,9 @@ TEST_CASE("flow-level drop reasons", "[rx]") {
 
     CHECK(rig.ctr().completions == 1);
     for (R r : {R::UnknownFlow, R::BadKey, R::Control, R::OutsideRegion, R::MsgTooLarge,
-                R::ConflictingLast, R::PktIdxRange, R::BadOffset, R::LengthMismatch})
+                R::ConflictingLast, R::PktIdxRange, R::LengthMismatch})
         CHECK(rig.drops(r) == 1);
+    CHECK(rig.drops(R::BadOffset) == 2);
     CHECK(rig.drops(R::BadSlot) == 2);
     CHECK(rig.drops(R::OutsideWindow) == 2);
 }
@@ -293,6 +300,42 @@ TEST_CASE("a slot is not reused before its message is released", "[rx]") {
     CHECK_FALSE(rig.completed(0));
     CHECK(rig.message(2) == tmtest::pattern(64, 2));
     tmtest::free_all(p2);
+}
+
+TEST_CASE("overlapping packets cannot stand in for missing bytes", "[rx]") {
+    // The fuzzer's find: index 1 re-sent at index 0's offset, so the byte count
+    // adds up while [1456, 2912) still holds the previous message's bytes.
+    Rig rig(1);
+    auto data = tmtest::pattern(3000, 5);
+    auto first = rig.group(0, data);
+    for (auto* m : first)
+        REQUIRE(rig.feed(m) == R::None);
+    REQUIRE(rig.completed(0));
+    REQUIRE(rig.ring->release(0));
+    auto again = rig.group(1, data); // same bytes, next message, same slot
+    auto dup = tmtest::flat(again[0]);
+    tmtest::hdr_of(dup)->pkt_idx = RTE_BE16(1);
+    CHECK(rig.feed(again[0]) == R::None);
+    CHECK(rig.feed_bytes(dup) == R::BadOffset);
+    CHECK(rig.feed(again[2]) == R::None);
+    CHECK_FALSE(rig.completed(1));
+    CHECK(rig.feed(again[1]) == R::None);
+    CHECK(rig.completed(1));
+    tmtest::free_all(first);
+    tmtest::free_all(again);
+}
+
+TEST_CASE("a message the consumer gave up on is never completed late", "[rx]") {
+    Rig rig(2);
+    auto data = tmtest::pattern(3000, 6);
+    auto pkts = rig.group(0, data);
+    CHECK(rig.feed(pkts[0]) == R::None);
+    REQUIRE(rig.ring->release(0)); // given up: incomplete, credit returned
+    CHECK(rig.feed(pkts[1]) == R::OutsideWindow);
+    CHECK(rig.feed(pkts[2]) == R::OutsideWindow);
+    CHECK(rig.ring->slot(0)->flag == 0);
+    CHECK(rig.ctr().completions == 0);
+    tmtest::free_all(pkts);
 }
 
 TEST_CASE("packet mode writes one completion per data packet", "[rx]") {
