@@ -1,0 +1,198 @@
+// Run-time state shared by the lcore roles and the control loop.
+//
+// Ownership: every per-lcore context (TxCtx, RxCtx, ConsCtx) is cache-aligned
+// and written by its lcore only; the control loop (main lcore) reads its
+// counters with relaxed atomic loads. Cross-lcore values of a flow live in
+// FlowCtx, each on its own cache line, written by exactly one role:
+//   sent       - the flow's tx lcore        (messages fully handed to tx)
+//   consumed   - the flow's consumer lcore  (== the ring's released cursor)
+//   credit     - send mode: the rx lcores   (released_upto from ACKs)
+//   final_acks - recv mode: the tx lcore    (ACKs carrying the final cursor)
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+#include <rte_ring.h>
+
+#include "latency_hist.h"
+#include "options.h"
+#include "tailmark/completion_ring.h"
+#include "tailmark/drop_reason.h"
+#include "tailmark/packet_parser.h"
+#include "tailmark/rx_placer.h"
+#include "tailmark/tx_marker.h"
+
+namespace tailmark::app {
+
+// Life cycle of the data plane. Only the control loop moves it forward; the
+// signal handler only counts quit requests (see signals.h).
+enum class Phase : int {
+    Run = 0,   // traffic
+    Drain = 1, // no new messages; finish what is in flight
+    Stop = 2,  // every loop returns
+};
+extern std::atomic<int> g_phase;
+inline Phase phase() { return static_cast<Phase>(g_phase.load(std::memory_order_relaxed)); }
+
+// Counters written by one lcore and read by the control loop.
+inline void bump(uint64_t& c, uint64_t n = 1) { __atomic_store_n(&c, c + n, __ATOMIC_RELAXED); }
+inline uint64_t peek(const uint64_t& c) { return __atomic_load_n(&c, __ATOMIC_RELAXED); }
+
+inline constexpr uint32_t kMaxBurst = TxMarker::kMaxBurst; // 64
+
+struct FlowCtx {
+    uint16_t id = 0;
+    uint32_t key = 0;
+    uint32_t ring_size = 0;
+    uint32_t pkts_per_msg = 0;  // the group plan's pkt_count for --msg-size
+    uint16_t rx_owner = 0;      // index of the rx lcore that places this flow
+    uint16_t txq = 0;           // tx queue this flow is sent on
+    TxFlow tx{};                // L2-L4 template: data (loopback, send) or ACKs (recv)
+    CompletionRing* ring = nullptr;   // loopback, recv
+    rte_ring* pkt_cq = nullptr;       // packet mode: per-packet completions
+    uint64_t* last_rx_tsc = nullptr;  // packet mode: rx TSC of each slot's LAST packet
+
+    alignas(64) std::atomic<uint32_t> credit{0};
+    std::atomic<uint32_t> peer_seen{0};
+    alignas(64) std::atomic<uint32_t> sent{0};
+    alignas(64) std::atomic<uint32_t> consumed{0};
+    alignas(64) std::atomic<uint32_t> final_acks{0};
+};
+
+// --- tx role -----------------------------------------------------------------
+
+struct TxFlowState {
+    FlowCtx* f = nullptr;
+    uint8_t* buf = nullptr; // the message being sent (data modes)
+    uint32_t next_msg = 0;
+    uint32_t next_pkt = 0;
+    bool active = false;
+    TxMessage msg;
+    uint32_t acked = 0;   // recv mode: released_upto of the last ACK sent
+    uint64_t ack_tsc = 0; // recv mode: when it was sent
+};
+
+struct TxQueueCtx {
+    uint16_t queue = 0;
+    uint32_t nflows = 0;
+    TxFlowState* flows = nullptr;
+    uint32_t rr = 0;
+    // Built but not yet accepted by the PMD: retried on later iterations
+    // (an lcore that also polls rx drains a loopback ring in between),
+    // dropped after kTxStallUs without progress.
+    rte_mbuf* pend[kMaxBurst];
+    uint32_t npend = 0;
+    uint32_t pos = 0;
+    uint64_t stall_since = 0;
+};
+
+struct alignas(64) TxCtx {
+    unsigned lcore = 0;
+    uint16_t port = 0;
+    rte_mempool* pool = nullptr;
+    TxMarker marker;
+    uint32_t nqueues = 0;
+    TxQueueCtx* queues = nullptr;
+    uint32_t active = 0; // messages in progress
+    // counters
+    alignas(64) uint64_t msgs_sent = 0;
+    uint64_t pkts_tx = 0;
+    uint64_t bytes_tx = 0;    // message payload bytes of the messages sent
+    uint64_t tx_dropped = 0;  // packets freed after a stalled partial burst
+    uint64_t alloc_fail = 0;  // bursts postponed: mbuf pool empty
+    uint64_t acks_tx = 0;
+    uint32_t busy = 0;        // messages in progress or packets pending (control reads)
+
+    TxCtx(rte_mempool* p) : pool(p), marker(p, PayloadMode::Copy) {}
+};
+
+// --- rx role -----------------------------------------------------------------
+
+struct alignas(64) RxCtx {
+    unsigned lcore = 0;
+    uint16_t port = 0;
+    uint16_t queue = 0;
+    uint16_t index = 0;      // rx lcore index == rx queue
+    RxPlacer* placer = nullptr; // loopback, recv
+    ParserConfig pcfg{};        // send mode (ACK reception)
+    alignas(64) uint64_t pkts_rx = 0;
+    uint64_t acks_rx = 0;
+    DropCounters drops{};       // send mode; the placer counts its own
+};
+
+// --- consumer role -----------------------------------------------------------
+
+struct PktSlot { // packet mode: per-packet completions seen for one slot
+    uint32_t msg_id;
+    uint32_t got;
+    uint32_t total; // pkt_count, from the LAST packet's record
+    uint32_t bytes;
+    uint32_t valid;
+};
+
+struct ConsFlowState {
+    FlowCtx* f = nullptr;
+    uint32_t next = 0;        // next msg_id to consume
+    PktSlot* slots = nullptr; // packet mode
+};
+
+struct alignas(64) ConsCtx {
+    unsigned lcore = 0;
+    uint32_t nflows = 0;
+    ConsFlowState* flows = nullptr;
+    alignas(64) uint64_t completed = 0;
+    uint64_t verified = 0;
+    uint64_t verify_errors = 0;
+    uint64_t bytes = 0;
+    LatencyHist hist; // TSC cycles, completion latency
+};
+
+// Roles of one lcore (run to completion: tx, then rx, then consume).
+struct LcoreRoles {
+    TxCtx* tx = nullptr;
+    RxCtx* rx = nullptr;
+    ConsCtx* cons = nullptr;
+    bool any() const { return tx || rx || cons; }
+};
+
+// Read-only after set-up; the role steps read it.
+struct DataPlaneConfig {
+    Mode mode = Mode::Loopback;
+    CompletionMode completion = CompletionMode::Message;
+    uint64_t msg_size = 0;
+    uint64_t messages = 0;
+    uint32_t ring_size = 0;
+    uint32_t burst = 32;
+    bool flow_control = true;
+    FlowCtx* flows = nullptr;
+    uint32_t nflows = 0;
+    uint64_t stall_cycles = 0;       // tx: give up a stalled partial burst
+    uint64_t ack_min_cycles = 0;     // recv: ACK an advanced cursor at least this often
+    uint64_t ack_keepalive_cycles = 0;
+    uint32_t ack_batch = 1;          // recv: ACK at once after this many releases
+};
+extern DataPlaneConfig g_dp;
+
+// One iteration of each role. Each returns whether it did any work, so an
+// idle lcore can rte_pause() and leave its sibling hyperthread the core.
+bool tx_step(TxCtx& c);
+bool rx_step(RxCtx& c);
+bool consume_step(ConsCtx& c);
+// All roles of one lcore, once.
+inline bool run_roles(const LcoreRoles& r) {
+    bool work = false;
+    if (r.tx)
+        work |= tx_step(*r.tx);
+    if (r.rx)
+        work |= rx_step(*r.rx);
+    if (r.cons)
+        work |= consume_step(*r.cons);
+    return work;
+}
+// Runs the roles until Phase::Stop (rte_eal_remote_launch entry point).
+int lcore_main(void* roles);
+
+} // namespace tailmark::app

@@ -1,0 +1,101 @@
+// tailmarkd [EAL args] -- [options]
+//
+// Parse the options (before EAL: a bad configuration costs no hugepage
+// files), initialise EAL, set everything up, run the lcores, then tear down
+// in the conventions' order: lcores joined, ports stopped and closed, pdump
+// uninitialised, memzones freed, rte_eal_cleanup.
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_pdump.h>
+
+#include "eal_files.h"
+#include "options.h"
+#include "runtime.h"
+#include "signals.h"
+#include "summary.h"
+#include "tailmark/log.h"
+
+using namespace tailmark::app;
+
+int main(int argc, char** argv) {
+    // EAL arguments before "--", ours after it.
+    int dash = argc;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--") == 0) {
+            dash = i;
+            break;
+        }
+    }
+    std::vector<std::string> args;
+    for (int i = dash + 1; i < argc; i++)
+        args.emplace_back(argv[i]);
+    if (dash == argc && argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0))
+        args.emplace_back("--help");
+
+    Options opt;
+    ParseResult pr = parse_options(args, opt);
+    if (pr.action == ParseResult::Action::ExitError) {
+        fprintf(stderr, "tailmarkd: %s\n", pr.error.c_str());
+        return 2;
+    }
+    if (pr.action == ParseResult::Action::ExitOk) {
+        if (opt.dump_config)
+            fputs(dump_ini(opt).c_str(), stdout);
+        else
+            print_help("tailmarkd");
+        return 0;
+    }
+
+    std::vector<char*> eal_argv(argv, argv + dash);
+    eal_argv.push_back(nullptr);
+    if (rte_eal_init(dash, eal_argv.data()) < 0) {
+        fprintf(stderr, "tailmarkd: EAL initialisation failed: %s\n", rte_strerror(rte_errno));
+        return 1;
+    }
+    block_async_signals_on_lcore(); // after EAL created its control threads, which take them
+    if (!install_signal_handlers()) {
+        fprintf(stderr, "tailmarkd: sigaction: %s\n", strerror(errno));
+        const std::string runtime_dir = rte_eal_get_runtime_dir();
+        rte_eal_cleanup();
+        remove_eal_files(runtime_dir);
+        return 1;
+    }
+    const bool pdump = rte_pdump_init() == 0; // dpdk-dumpcap --file-prefix=... can capture
+    if (opt.interactive)
+        fprintf(stderr, "tailmarkd: -i: the shell is not yet implemented; running non-interactively\n");
+
+    int rc = 0;
+    {
+        Runtime rt(opt);
+        SetupError e;
+        if (!rt.setup(e)) {
+            fprintf(stderr, "tailmarkd: %s\n", e.message.c_str());
+            fflush(stdout);
+            rc = e.exit_code;
+        } else {
+            rt.run(); // returns with every lcore joined
+            const Results r = rt.results();
+            print_summary(r, stdout);
+            if (!opt.summary_json.empty()) {
+                std::string err;
+                if (!write_summary_json(r, opt.summary_json, err)) {
+                    fprintf(stderr, "tailmarkd: --summary-json: %s\n", err.c_str());
+                    rc = 1;
+                }
+            }
+            rc = r.ok && rc == 0 ? 0 : 1;
+        }
+        rt.teardown(); // ports stopped and closed, rings and memzones freed
+    }
+    if (pdump)
+        rte_pdump_uninit();
+    const std::string runtime_dir = rte_eal_get_runtime_dir();
+    rte_eal_cleanup();
+    remove_eal_files(runtime_dir); // hugepage files and /var/run/dpdk/<prefix>
+    return rc;
+}

@@ -1,0 +1,509 @@
+#include "options.h"
+
+#include <arpa/inet.h>
+
+#include <cerrno>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+#include <sstream>
+
+#include <rte_ethdev.h>
+
+#include "config_file.h"
+#include "tailmark/tx_marker.h"
+
+namespace tailmark::app {
+
+const char* to_string(Mode m) {
+    switch (m) {
+    case Mode::Loopback: return "loopback";
+    case Mode::Send: return "send";
+    case Mode::Recv: return "recv";
+    }
+    return "?";
+}
+
+const char* to_string(CompletionMode m) {
+    return m == CompletionMode::Packet ? "packet" : "message";
+}
+
+namespace {
+
+using Err = std::string; // empty: fine
+
+std::string trim(std::string_view s) {
+    size_t b = 0, e = s.size();
+    while (b < e && (s[b] == ' ' || s[b] == '\t'))
+        b++;
+    while (e > b && (s[e - 1] == ' ' || s[e - 1] == '\t' || s[e - 1] == '\r'))
+        e--;
+    return std::string(s.substr(b, e - b));
+}
+
+// Unsigned integer: decimal, or hex with 0x. With `sizes`, an optional
+// binary suffix: k/K/KiB (1024), m/M/MiB, g/G/GiB.
+Err parse_u64(std::string_view sv, uint64_t& out, bool sizes = false) {
+    std::string s = trim(sv);
+    if (s.empty())
+        return "missing value";
+    if (s[0] == '-' || s[0] == '+')
+        return "'" + s + "' is not an unsigned number";
+    int base = 10;
+    size_t start = 0;
+    if (s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
+        base = 16;
+        start = 2;
+    }
+    errno = 0;
+    char* end = nullptr;
+    unsigned long long v = strtoull(s.c_str() + start, &end, base);
+    if (errno != 0 || end == s.c_str() + start)
+        return "'" + s + "' is not a number";
+    std::string suf = end;
+    uint64_t mul = 1;
+    if (!suf.empty()) {
+        if (!sizes || base == 16)
+            return "'" + s + "' is not a number";
+        if (suf == "k" || suf == "K" || suf == "KiB")
+            mul = 1ull << 10;
+        else if (suf == "m" || suf == "M" || suf == "MiB")
+            mul = 1ull << 20;
+        else if (suf == "g" || suf == "G" || suf == "GiB")
+            mul = 1ull << 30;
+        else
+            return "'" + s + "': unknown suffix '" + suf + "' (k, M, G, KiB, MiB, GiB)";
+    }
+    if (v > UINT64_MAX / mul)
+        return "'" + s + "' is too large";
+    out = v * mul;
+    return {};
+}
+
+Err parse_range(std::string_view sv, uint64_t lo, uint64_t hi, uint64_t& out, bool sizes = false) {
+    uint64_t v;
+    if (Err e = parse_u64(sv, v, sizes); !e.empty())
+        return e;
+    if (v < lo || v > hi)
+        return std::to_string(v) + " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+    out = v;
+    return {};
+}
+
+Err parse_seconds(std::string_view sv, double& out) {
+    std::string s = trim(sv);
+    errno = 0;
+    char* end = nullptr;
+    double v = strtod(s.c_str(), &end);
+    if (s.empty() || errno != 0 || *end != '\0' || !std::isfinite(v) || v < 0)
+        return "'" + s + "' is not a number of seconds >= 0";
+    out = v;
+    return {};
+}
+
+Err parse_bool(std::string_view sv, bool& out) {
+    std::string s = trim(sv);
+    if (s == "1" || s == "true" || s == "yes" || s == "on") {
+        out = true;
+        return {};
+    }
+    if (s == "0" || s == "false" || s == "no" || s == "off") {
+        out = false;
+        return {};
+    }
+    return "'" + s + "' is not a boolean (1/0, true/false, yes/no, on/off)";
+}
+
+// The completion key: hex with 0x, decimal, or bare hex digits (deadbeef).
+Err parse_key(std::string_view sv, uint32_t& out) {
+    std::string s = trim(sv);
+    uint64_t v;
+    Err e = parse_u64(s, v);
+    if (!e.empty()) {
+        bool hex = !s.empty() && s.size() <= 8;
+        for (char c : s)
+            hex = hex && isxdigit(static_cast<unsigned char>(c));
+        if (!hex)
+            return "'" + s + "' is not a key (hex with 0x, or decimal)";
+        v = strtoull(s.c_str(), nullptr, 16);
+    }
+    if (v > UINT32_MAX)
+        return "'" + s + "' does not fit in 32 bits";
+    out = static_cast<uint32_t>(v);
+    return {};
+}
+
+// "1,3-5" -> {1,3,4,5}
+Err parse_lcores(std::string_view sv, std::vector<unsigned>& out) {
+    std::string s = trim(sv);
+    std::vector<unsigned> v;
+    std::set<unsigned> seen;
+    std::stringstream ss(s);
+    std::string item;
+    if (s.empty())
+        return "empty lcore list";
+    while (std::getline(ss, item, ',')) {
+        item = trim(item);
+        uint64_t a, b;
+        size_t dash = item.find('-');
+        Err e = dash == std::string::npos ? parse_range(item, 0, RTE_MAX_LCORE - 1, a)
+                                          : parse_range(item.substr(0, dash), 0, RTE_MAX_LCORE - 1, a);
+        if (!e.empty())
+            return "lcore list '" + s + "': " + e;
+        b = a;
+        if (dash != std::string::npos) {
+            e = parse_range(item.substr(dash + 1), 0, RTE_MAX_LCORE - 1, b);
+            if (!e.empty() || b < a)
+                return "lcore list '" + s + "': bad range '" + item + "'";
+        }
+        for (uint64_t l = a; l <= b; l++) {
+            if (!seen.insert(static_cast<unsigned>(l)).second)
+                return "lcore list '" + s + "': lcore " + std::to_string(l) + " twice";
+            v.push_back(static_cast<unsigned>(l));
+        }
+    }
+    out = std::move(v);
+    return {};
+}
+
+Err parse_mac(std::string_view sv, rte_ether_addr& out) {
+    std::string s = trim(sv);
+    if (rte_ether_unformat_addr(s.c_str(), &out) != 0)
+        return "'" + s + "' is not a MAC address (xx:xx:xx:xx:xx:xx)";
+    return {};
+}
+
+Err parse_ip(std::string_view sv, uint32_t& out) {
+    std::string s = trim(sv);
+    in_addr a;
+    if (inet_pton(AF_INET, s.c_str(), &a) != 1)
+        return "'" + s + "' is not an IPv4 address";
+    out = ntohl(a.s_addr);
+    return {};
+}
+
+struct OptDef {
+    const char* name;
+    const char* arg; // nullptr: a flag
+    const char* help;
+    Err (*set)(Options&, std::string_view);
+};
+
+#define U64_OPT(field, lo, hi, sizes)                                                     \
+    [](Options& o, std::string_view v) -> Err {                                           \
+        uint64_t x;                                                                       \
+        Err e = parse_range(v, lo, hi, x, sizes);                                         \
+        if (e.empty())                                                                    \
+            o.field = static_cast<decltype(o.field)>(x);                                  \
+        return e;                                                                         \
+    }
+
+const OptDef kOpts[] = {
+    {"mode", "loopback|send|recv",
+     "loopback: sender and receiver in one process (default); send/recv: two processes",
+     [](Options& o, std::string_view v) -> Err {
+         std::string s = trim(v);
+         if (s == "loopback")
+             o.mode = Mode::Loopback;
+         else if (s == "send")
+             o.mode = Mode::Send;
+         else if (s == "recv")
+             o.mode = Mode::Recv;
+         else
+             return "'" + s + "' is not one of loopback, send, recv";
+         return {};
+     }},
+    {"flows", "N", "flows, each with its own completion ring and regions (1..4096)",
+     U64_OPT(flows, 1, 4096, false)},
+    {"msg-size", "BYTES", "message size of the built-in generator (suffixes k, M: 64, 4k, 1M)",
+     U64_OPT(msg_size, 0, UINT32_MAX, true)},
+    {"messages", "N", "messages per flow (0 = until stopped); in recv mode, how many to expect per flow",
+     U64_OPT(messages, 0, UINT32_MAX, false)},
+    {"duration", "SEC", "time limit in seconds (0 = none); exit 1 if messages are still missing then",
+     [](Options& o, std::string_view v) { return parse_seconds(v, o.duration); }},
+    {"ring-size", "N", "completion slots per flow, a power of two (1..4096)",
+     [](Options& o, std::string_view v) -> Err {
+         uint64_t x;
+         if (Err e = parse_range(v, 1, 4096, x); !e.empty())
+             return e;
+         if ((x & (x - 1)) != 0)
+             return std::to_string(x) + " is not a power of two";
+         o.ring_size = static_cast<uint32_t>(x);
+         return {};
+     }},
+    {"mtu", "BYTES", "packet size cap: IPv4 total length of the largest frame (80..9702)",
+     U64_OPT(mtu, 80, 9702, false)},
+    {"completion", "message|packet",
+     "message: one completion write per message (tailmark); packet: one per data packet (baseline)",
+     [](Options& o, std::string_view v) -> Err {
+         std::string s = trim(v);
+         if (s == "message")
+             o.completion = CompletionMode::Message;
+         else if (s == "packet")
+             o.completion = CompletionMode::Packet;
+         else
+             return "'" + s + "' is not one of message, packet";
+         return {};
+     }},
+    {"tx-lcores", "LIST", "lcores running the generator and tx (e.g. 1 or 1,2 or 1-3)",
+     [](Options& o, std::string_view v) { return parse_lcores(v, o.tx_lcores); }},
+    {"rx-lcores", "LIST", "lcores running rx, placement and completion (one rx queue each)",
+     [](Options& o, std::string_view v) { return parse_lcores(v, o.rx_lcores); }},
+    {"consumer-lcores", "LIST", "lcores polling completions, verifying and releasing",
+     [](Options& o, std::string_view v) { return parse_lcores(v, o.consumer_lcores); }},
+    {"tx-port", "P", "port that sends (default 0)", U64_OPT(tx_port, 0, RTE_MAX_ETHPORTS - 1, false)},
+    {"rx-port", "Q", "port that receives (default 0; in send/recv mode: --tx-port)",
+     [](Options& o, std::string_view v) -> Err {
+         uint64_t x;
+         Err e = parse_range(v, 0, RTE_MAX_ETHPORTS - 1, x);
+         if (e.empty()) {
+             o.rx_port = static_cast<uint16_t>(x);
+             o.rx_port_set = true;
+         }
+         return e;
+     }},
+    {"src-mac", "MAC", "source MAC of what this process sends (default: the tx port's)",
+     [](Options& o, std::string_view v) -> Err {
+         Err e = parse_mac(v, o.src_mac);
+         o.src_mac_set = e.empty();
+         return e;
+     }},
+    {"dst-mac", "MAC",
+     "destination MAC (default: the rx port's in loopback, ff:ff:ff:ff:ff:ff otherwise)",
+     [](Options& o, std::string_view v) -> Err {
+         Err e = parse_mac(v, o.dst_mac);
+         o.dst_mac_set = e.empty();
+         return e;
+     }},
+    {"src-ip", "IPV4", "this process's IPv4 address (default 198.18.0.1)",
+     [](Options& o, std::string_view v) { return parse_ip(v, o.src_ip); }},
+    {"dst-ip", "IPV4", "the peer's IPv4 address (default 198.18.0.2)",
+     [](Options& o, std::string_view v) { return parse_ip(v, o.dst_ip); }},
+    {"udp-port", "PORT", "UDP destination port of every tailmark packet (default 47474)",
+     U64_OPT(udp_port, 1, 65535, false)},
+    {"key", "K", "the flows' completion key, hex (0x...) or decimal; [flow.N] key= overrides per flow",
+     [](Options& o, std::string_view v) { return parse_key(v, o.key); }},
+    {"stats-period", "SEC", "one stats line per period (0 = off; default 1)",
+     [](Options& o, std::string_view v) { return parse_seconds(v, o.stats_period); }},
+    {"summary-json", "FILE", "write the results there at exit",
+     [](Options& o, std::string_view v) -> Err {
+         o.summary_json = trim(v);
+         return o.summary_json.empty() ? "empty file name" : Err{};
+     }},
+    {"exit-when-done", nullptr, "stop once every message is completed and consumed",
+     [](Options& o, std::string_view v) { return parse_bool(v, o.exit_when_done); }},
+    {"flow-control", "on|off",
+     "off: the sender ignores credits (tx benchmarks on ports that never complete, e.g. net_null)",
+     [](Options& o, std::string_view v) { return parse_bool(v, o.flow_control); }},
+    {"burst", "N", "packets per rx/tx burst (1..64, default 32)", U64_OPT(burst, 1, 64, false)},
+    {"config", "FILE", "INI file of options ([tailmark] name = value) and per-flow keys ([flow.N] key = K)",
+     [](Options& o, std::string_view v) -> Err {
+         o.config_path = trim(v);
+         return {};
+     }},
+    {"dump-config", nullptr, "print the effective options as an INI file and exit",
+     [](Options& o, std::string_view v) { return parse_bool(v, o.dump_config); }},
+    {"help", nullptr, "this text", nullptr},
+};
+
+const OptDef* find_opt(std::string_view name) {
+    for (const OptDef& d : kOpts)
+        if (name == d.name)
+            return &d;
+    return nullptr;
+}
+
+// Cross-option checks, after every source is applied.
+Err validate(Options& o) {
+    const uint32_t stride = stride_for_mtu(o.mtu);
+    if (!plan_group(o.msg_size, stride).ok())
+        return "--msg-size: " + std::to_string(o.msg_size) + " B needs more than " +
+               std::to_string(kMaxPktsPerMessage) + " packets at --mtu " + std::to_string(o.mtu);
+    for (auto& [flow, k] : o.flow_keys) {
+        (void)k;
+        if (flow >= o.flows)
+            return "[flow." + std::to_string(flow) + "]: flow " + std::to_string(flow) +
+                   " does not exist with --flows " + std::to_string(o.flows);
+    }
+    if (o.mode != Mode::Loopback && !o.rx_port_set)
+        o.rx_port = o.tx_port;
+    if (o.mode != Mode::Loopback && o.tx_port != o.rx_port)
+        return "--rx-port: send and recv modes use one port for data and credits (--tx-port == --rx-port)";
+    return {};
+}
+
+Err apply_ini(const std::string& path, Options& o) {
+    std::vector<IniEntry> entries;
+    std::string err;
+    if (!read_ini(path, entries, err))
+        return "--config: " + err;
+    for (const IniEntry& e : entries) {
+        const std::string where = " (" + path + ", [" + e.section + "] " + e.name + ")";
+        if (e.section == "tailmark") {
+            const OptDef* d = find_opt(e.name);
+            if (d == nullptr || d->set == nullptr || e.name == "config" || e.name == "dump-config")
+                return "--config: unknown option '" + e.name + "'" + where;
+            if (Err x = d->set(o, e.value); !x.empty())
+                return "--" + e.name + ": " + x + where;
+        } else if (e.section.rfind("flow.", 0) == 0) {
+            uint64_t flow;
+            if (Err x = parse_range(e.section.substr(5), 0, 65535, flow); !x.empty())
+                return "--config: section [" + e.section + "]: flow id " + x + where;
+            if (e.name != "key")
+                return "--config: [" + e.section + "]: unknown field '" + e.name + "' (only key)" + where;
+            uint32_t k;
+            if (Err x = parse_key(e.value, k); !x.empty())
+                return "--config: [" + e.section + "] key: " + x + where;
+            o.flow_keys[static_cast<uint16_t>(flow)] = k;
+        } else {
+            return "--config: unknown section [" + e.section + "] (use [tailmark] or [flow.N])" + where;
+        }
+    }
+    return {};
+}
+
+} // namespace
+
+ParseResult parse_options(const std::vector<std::string>& args, Options& opt) {
+    ParseResult r;
+    auto error = [&](std::string msg) {
+        r.action = ParseResult::Action::ExitError;
+        r.error = std::move(msg);
+        return r;
+    };
+
+    // Split into (definition, value) pairs first; -h/--help wins over everything.
+    struct Item {
+        const OptDef* def;
+        std::string name, value;
+    };
+    std::vector<Item> items;
+    for (size_t i = 0; i < args.size(); i++) {
+        const std::string& a = args[i];
+        if (a == "-h" || a == "--help") {
+            r.action = ParseResult::Action::ExitOk;
+            return r;
+        }
+        if (a == "-i") {
+            opt.interactive = true;
+            continue;
+        }
+        if (a.rfind("--", 0) != 0 || a.size() == 2)
+            return error("unexpected argument '" + a + "' (options start with --; see --help)");
+        const std::string_view body = std::string_view(a).substr(2);
+        const size_t eq = body.find('=');
+        const bool has_value = eq != std::string_view::npos;
+        const std::string name(body.substr(0, eq));
+        const OptDef* d = find_opt(name);
+        if (d == nullptr)
+            return error("--" + name + ": unknown option (see --help)");
+        std::string_view value = has_value ? body.substr(eq + 1) : std::string_view("1");
+        if (d->arg != nullptr && !has_value) {
+            if (i + 1 >= args.size())
+                return error("--" + name + ": missing value " + d->arg);
+            value = args[++i];
+        }
+        items.push_back({d, name, std::string(value)});
+    }
+
+    // Defaults < file < command line.
+    for (const Item& it : items)
+        if (it.name == "config")
+            it.def->set(opt, it.value);
+    if (!opt.config_path.empty())
+        if (Err e = apply_ini(opt.config_path, opt); !e.empty())
+            return error(e);
+    for (const Item& it : items) {
+        if (it.name == "config")
+            continue;
+        if (Err e = it.def->set(opt, it.value); !e.empty())
+            return error("--" + it.name + ": " + e);
+    }
+    if (Err e = validate(opt); !e.empty())
+        return error(e);
+    if (opt.dump_config)
+        r.action = ParseResult::Action::ExitOk;
+    return r;
+}
+
+void print_help(const char* prog) {
+    printf("usage: %s [EAL args] -- [options]\n\n"
+           "Moves messages between ports with one completion flag per message.\n"
+           "Example: %s --no-huge -m 1024 --no-pci --vdev=net_ring0 -l 0,1 -- --exit-when-done\n\n"
+           "options (a command-line flag overrides --config; see config/*.ini):\n",
+           prog, prog);
+    for (const OptDef& d : kOpts) {
+        char left[64];
+        snprintf(left, sizeof(left), "--%s%s%s", d.name, d.arg ? " " : "", d.arg ? d.arg : "");
+        printf("  %-32s %s\n", left, d.help);
+    }
+    printf("  %-32s %s\n", "-i", "interactive shell (not yet implemented: runs non-interactively)");
+    printf("\nexit codes: 0 every requested message completed and verified; 1 not (or a run-time\n"
+           "failure); 2 bad configuration (one message on stderr names the option).\n");
+}
+
+std::string dump_ini(const Options& o) {
+    std::ostringstream s;
+    auto lc = [](const std::vector<unsigned>& v) {
+        std::string r;
+        for (unsigned l : v) {
+            if (!r.empty())
+                r += ',';
+            r += std::to_string(l);
+        }
+        return r;
+    };
+    auto ip = [](uint32_t a) {
+        char b[INET_ADDRSTRLEN];
+        in_addr x{htonl(a)};
+        inet_ntop(AF_INET, &x, b, sizeof(b));
+        return std::string(b);
+    };
+    auto mac = [](const rte_ether_addr& m) {
+        char b[RTE_ETHER_ADDR_FMT_SIZE];
+        rte_ether_format_addr(b, sizeof(b), &m);
+        return std::string(b);
+    };
+    char key[16];
+    snprintf(key, sizeof(key), "0x%08x", o.key);
+    s << "[tailmark]\n"
+      << "mode = " << to_string(o.mode) << "\n"
+      << "flows = " << o.flows << "\n"
+      << "msg-size = " << o.msg_size << "\n"
+      << "messages = " << o.messages << "\n"
+      << "duration = " << o.duration << "\n"
+      << "ring-size = " << o.ring_size << "\n"
+      << "mtu = " << o.mtu << "\n"
+      << "completion = " << to_string(o.completion) << "\n";
+    if (!o.tx_lcores.empty())
+        s << "tx-lcores = " << lc(o.tx_lcores) << "\n";
+    if (!o.rx_lcores.empty())
+        s << "rx-lcores = " << lc(o.rx_lcores) << "\n";
+    if (!o.consumer_lcores.empty())
+        s << "consumer-lcores = " << lc(o.consumer_lcores) << "\n";
+    s << "tx-port = " << o.tx_port << "\n"
+      << "rx-port = " << o.rx_port << "\n";
+    if (o.src_mac_set)
+        s << "src-mac = " << mac(o.src_mac) << "\n";
+    if (o.dst_mac_set)
+        s << "dst-mac = " << mac(o.dst_mac) << "\n";
+    s << "src-ip = " << ip(o.src_ip) << "\n"
+      << "dst-ip = " << ip(o.dst_ip) << "\n"
+      << "udp-port = " << o.udp_port << "\n"
+      << "key = " << key << "\n"
+      << "stats-period = " << o.stats_period << "\n";
+    if (!o.summary_json.empty())
+        s << "summary-json = " << o.summary_json << "\n";
+    s << "exit-when-done = " << (o.exit_when_done ? 1 : 0) << "\n"
+      << "flow-control = " << (o.flow_control ? "on" : "off") << "\n"
+      << "burst = " << o.burst << "\n";
+    for (auto& [flow, k] : o.flow_keys) {
+        snprintf(key, sizeof(key), "0x%08x", k);
+        s << "\n[flow." << flow << "]\nkey = " << key << "\n";
+    }
+    return s.str();
+}
+
+} // namespace tailmark::app

@@ -1,0 +1,72 @@
+// tailmarkd's options: built-in defaults (identical to config/loopback.ini),
+// then an INI file (--config), then the command line; a later source
+// overrides an earlier one. Every value goes through the same setter, so a
+// bad value gets the same message whatever its source.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <rte_ether.h>
+
+#include "tailmark/rx_placer.h"
+#include "tailmark/wire.h"
+
+namespace tailmark::app {
+
+enum class Mode : uint8_t { Loopback, Send, Recv };
+const char* to_string(Mode m);
+const char* to_string(CompletionMode m);
+
+struct Options {
+    Mode mode = Mode::Loopback;
+    uint32_t flows = 4;
+    uint64_t msg_size = 4096;
+    uint64_t messages = 100000; // per flow; 0 = until stopped
+    double duration = 0;        // seconds; 0 = no limit
+    uint32_t ring_size = 64;
+    uint32_t mtu = 1500;
+    CompletionMode completion = CompletionMode::Message;
+    std::vector<unsigned> tx_lcores, rx_lcores, consumer_lcores; // empty: the default lcore
+    uint16_t tx_port = 0;
+    uint16_t rx_port = 0;
+    bool rx_port_set = false; // send/recv: the rx port follows --tx-port unless given
+    bool src_mac_set = false, dst_mac_set = false;
+    rte_ether_addr src_mac{}, dst_mac{};
+    uint32_t src_ip = 0xC6120001; // 198.18.0.1 (RFC 2544 benchmarking range)
+    uint32_t dst_ip = 0xC6120002; // 198.18.0.2
+    uint16_t udp_port = kDefaultUdpPort;
+    uint32_t key = 0x7A11C0DE;
+    std::map<uint16_t, uint32_t> flow_keys; // [flow.N] key=...
+    double stats_period = 1.0;  // seconds; 0 = off
+    std::string summary_json;
+    bool exit_when_done = false;
+    bool interactive = false;
+    bool flow_control = true;   // sender waits for credits (the receiver's released cursor)
+    uint32_t burst = 32;
+    std::string config_path;
+    bool dump_config = false;
+
+    uint32_t key_of(uint16_t flow) const {
+        auto it = flow_keys.find(flow);
+        return it == flow_keys.end() ? key : it->second;
+    }
+};
+
+// Result of parsing: run, exit 0 (--help, --dump-config), or exit 2 with one message.
+struct ParseResult {
+    enum class Action { Run, ExitOk, ExitError } action = Action::Run;
+    std::string error; // "--ring-size: 3 is not a power of two"
+};
+
+// args: the application's arguments (after EAL's "--"), argv[0] excluded.
+ParseResult parse_options(const std::vector<std::string>& args, Options& opt);
+
+void print_help(const char* prog);
+// The effective options in INI form (--dump-config).
+std::string dump_ini(const Options& opt);
+
+} // namespace tailmark::app

@@ -1,0 +1,828 @@
+#include "runtime.h"
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <new>
+
+#ifdef TAILMARK_HAVE_VDEV_INIT
+#include <rte_bus_vdev.h>
+#endif
+#include <rte_cycles.h>
+#include <rte_errno.h>
+#include <rte_launch.h>
+#include <rte_malloc.h>
+#include <rte_pause.h>
+#include <rte_ring_elem.h>
+
+#include "signals.h"
+#include "tailmark/log.h"
+
+namespace tailmark::app {
+
+namespace {
+
+constexpr uint64_t kTxStallUs = 250000;     // give up a partial burst after 250 ms without progress
+constexpr uint64_t kAckMinUs = 20;          // recv: ACK an advanced cursor within 20 us
+constexpr uint64_t kAckKeepaliveUs = 1000;  // recv: one ACK per flow per ms regardless
+constexpr uint64_t kDrainUs = 500000;       // after a stop request, finish in-flight messages for 0.5 s
+constexpr uint64_t kControlUs = 100;        // control loop period
+
+// Objects on a NUMA socket (rte_zmalloc_socket + placement new).
+template <class T, class... A>
+T* socket_new(int socket, A&&... a) {
+    void* p = rte_zmalloc_socket("tailmarkd", sizeof(T), alignof(T) < 64 ? 64 : alignof(T), socket);
+    return p ? new (p) T(std::forward<A>(a)...) : nullptr;
+}
+template <class T>
+void socket_delete(T* p) {
+    if (p) {
+        p->~T();
+        rte_free(p);
+    }
+}
+template <class T>
+T* socket_array(size_t n, int socket) {
+    void* p = rte_zmalloc_socket("tailmarkd", sizeof(T) * (n ? n : 1), 64, socket);
+    if (p == nullptr)
+        return nullptr;
+    T* a = static_cast<T*>(p);
+    for (size_t i = 0; i < n; i++)
+        new (&a[i]) T();
+    return a;
+}
+
+std::string lcore_list() {
+    std::string s;
+    unsigned l;
+    RTE_LCORE_FOREACH(l) {
+        if (!s.empty())
+            s += ',';
+        s += std::to_string(l);
+    }
+    return s;
+}
+
+uint32_t round_pow2_minus1(uint64_t n) {
+    uint64_t p = 1;
+    while (p - 1 < n)
+        p <<= 1;
+    return static_cast<uint32_t>(p - 1);
+}
+
+std::string mac_str(const rte_ether_addr& m) {
+    char b[RTE_ETHER_ADDR_FMT_SIZE];
+    rte_ether_format_addr(b, sizeof(b), &m);
+    return b;
+}
+
+} // namespace
+
+Runtime::~Runtime() {
+    teardown();
+}
+
+// --- set-up -----------------------------------------------------------------
+
+bool Runtime::plan_lcores(SetupError& e) {
+    unsigned def = rte_get_next_lcore(static_cast<unsigned>(-1), 1, 0);
+    if (def >= RTE_MAX_LCORE)
+        def = rte_get_main_lcore();
+    auto take = [&](const std::vector<unsigned>& given, const char* opt, std::vector<unsigned>& out) {
+        out = given.empty() ? std::vector<unsigned>{def} : given;
+        for (unsigned l : out) {
+            if (!rte_lcore_is_enabled(l)) {
+                e = {2, std::string(opt) + ": lcore " + std::to_string(l) +
+                            " is not enabled (EAL -l/--lcores gives " + lcore_list() + ")"};
+                return false;
+            }
+        }
+        return true;
+    };
+    if (!take(opt_.tx_lcores, "--tx-lcores", tx_lcores_) ||
+        !take(opt_.rx_lcores, "--rx-lcores", rx_lcores_) ||
+        !take(opt_.consumer_lcores, "--consumer-lcores", cons_lcores_))
+        return false;
+    if (opt_.mode == Mode::Send) {
+        if (!opt_.consumer_lcores.empty())
+            TM_LOG(WARNING, app, "--consumer-lcores: nothing to consume in send mode; ignored");
+        cons_lcores_.clear();
+    }
+    return true;
+}
+
+bool Runtime::open_ports(SetupError& e) {
+    // The embedded default: loopback on net_ring0 when no port was given.
+#ifdef TAILMARK_HAVE_VDEV_INIT
+    if (rte_eth_dev_count_avail() == 0 && opt_.mode == Mode::Loopback) {
+        TM_LOG(NOTICE, app, "no ports: creating net_ring0 (loopback)");
+        if (rte_vdev_init("net_ring0", nullptr) != 0) {
+            e = {1, "no ports, and net_ring0 could not be created: pass --vdev=..."};
+            return false;
+        }
+    }
+#endif
+    rte_eth_dev_info txi, rxi;
+    std::string err;
+    if (!drivers::Port::info(opt_.tx_port, txi, err)) {
+        e = {2, "--tx-port: " + err};
+        return false;
+    }
+    if (!drivers::Port::info(opt_.rx_port, rxi, err)) {
+        e = {2, "--rx-port: " + err};
+        return false;
+    }
+    const bool same = opt_.tx_port == opt_.rx_port;
+    const std::string rx_driver = rxi.driver_name ? rxi.driver_name : "";
+    const auto R = static_cast<uint16_t>(rx_lcores_.size());
+    const auto T = static_cast<uint16_t>(tx_lcores_.size());
+    // Flow steering. net_ring loops tx queue q back to rx queue q, so in
+    // loopback each flow is sent on the queue of the rx lcore that owns it.
+    // Elsewhere, several rx lcores need RSS (flows are then placed where the
+    // port's hash sends them).
+    steer_by_queue_ = opt_.mode == Mode::Loopback && same && rx_driver == "net_ring";
+    uint16_t rx_nrxq = R, rx_ntxq = 1, tx_nrxq = 1;
+    if (steer_by_queue_) {
+        tx_nq_ = R;
+        rx_ntxq = R;
+        if (T > R)
+            TM_LOG(WARNING, app, "net_ring loopback uses one tx queue per rx lcore: %u of the %u tx lcores idle",
+                   T - R, T);
+    } else {
+        tx_nq_ = T;
+        if (R > 1 && opt_.mode != Mode::Send) {
+            const uint64_t want = RTE_ETH_RSS_NONFRAG_IPV4_UDP | RTE_ETH_RSS_IPV4;
+            if ((rxi.flow_type_rss_offloads & want) == 0 || rxi.reta_size == 0) {
+                e = {2, "--rx-lcores: port " + std::to_string(opt_.rx_port) + " (" + rx_driver +
+                            ") has no RSS to spread flows over " + std::to_string(R) +
+                            " rx queues; give one rx lcore"};
+                return false;
+            }
+            rss_ = true;
+        }
+    }
+    if (same)
+        rx_ntxq = tx_nq_;
+    // What the ports cannot do is a configuration error (exit 2), caught
+    // before anything is opened.
+    auto queues_fit = [&](const rte_eth_dev_info& i, uint16_t port, uint16_t nrx, uint16_t ntx) {
+        if (nrx > i.max_rx_queues) {
+            e = {2, "--rx-lcores: port " + std::to_string(port) + " (" + i.driver_name + ") has " +
+                        std::to_string(i.max_rx_queues) + " rx queue(s), " + std::to_string(nrx) + " needed"};
+            return false;
+        }
+        if (ntx > i.max_tx_queues) {
+            e = {2, "--tx-lcores: port " + std::to_string(port) + " (" + i.driver_name + ") has " +
+                        std::to_string(i.max_tx_queues) + " tx queue(s), " + std::to_string(ntx) + " needed"};
+            return false;
+        }
+        if (opt_.mtu < i.min_mtu || opt_.mtu > i.max_mtu) {
+            e = {2, "--mtu: " + std::to_string(opt_.mtu) + " is outside port " + std::to_string(port) + "'s [" +
+                        std::to_string(i.min_mtu) + ", " + std::to_string(i.max_mtu) + "]"};
+            return false;
+        }
+        return true;
+    };
+    if (same ? !queues_fit(rxi, opt_.rx_port, rx_nrxq, rx_ntxq)
+             : !queues_fit(txi, opt_.tx_port, tx_nrxq, tx_nq_) || !queues_fit(rxi, opt_.rx_port, rx_nrxq, rx_ntxq))
+        return false;
+
+    // Pools: one per NUMA socket in use, every frame in one segment.
+    tx_socket_ = drivers::port_socket(opt_.tx_port);
+    rx_socket_ = drivers::port_socket(opt_.rx_port);
+    const uint32_t room = std::max<uint32_t>(RTE_MBUF_DEFAULT_DATAROOM,
+                                             RTE_ALIGN_CEIL(opt_.mtu + kEthLen + 4, 64));
+    const uint64_t queues = same ? uint64_t(rx_nrxq) + rx_ntxq : uint64_t(tx_nrxq) + tx_nq_ + rx_nrxq + rx_ntxq;
+    const uint64_t want = queues * 1024 * 2 + uint64_t(rte_lcore_count()) * 512 + 8192;
+    for (int sock : {tx_socket_, rx_socket_}) {
+        bool have = false;
+        for (auto& p : pools_)
+            have = have || p->socket() == sock;
+        if (have)
+            continue;
+        auto pool = drivers::Mempool::create("tm_pool_s" + std::to_string(sock), round_pow2_minus1(want),
+                                             room, sock, err);
+        if (!pool) {
+            e = {1, err + " (raise EAL -m)"};
+            return false;
+        }
+        pools_.push_back(std::move(pool));
+    }
+    for (auto& p : pools_) {
+        if (p->socket() == tx_socket_ && tx_pool_ == nullptr)
+            tx_pool_ = p->get();
+        if (p->socket() == rx_socket_ && rx_pool_ == nullptr)
+            rx_pool_ = p->get();
+    }
+    if (tx_pool_ == nullptr)
+        tx_pool_ = pools_.front()->get();
+    if (rx_pool_ == nullptr)
+        rx_pool_ = pools_.front()->get();
+
+    drivers::PortSetup ps;
+    ps.mtu = opt_.mtu;
+    ps.rss = rss_;
+    if (same) {
+        ps.nb_rxq = rx_nrxq;
+        ps.nb_txq = rx_ntxq;
+        ps.pool = rx_pool_;
+        tx_port_ = drivers::Port::open(opt_.tx_port, ps, err);
+        if (!tx_port_) {
+            e = {1, err};
+            return false;
+        }
+        rx_port_ = tx_port_.get();
+    } else {
+        ps.nb_rxq = tx_nrxq;
+        ps.nb_txq = tx_nq_;
+        ps.rss = false;
+        ps.pool = tx_pool_;
+        tx_port_ = drivers::Port::open(opt_.tx_port, ps, err);
+        if (!tx_port_) {
+            e = {1, err};
+            return false;
+        }
+        ps.nb_rxq = rx_nrxq;
+        ps.nb_txq = rx_ntxq;
+        ps.rss = rss_;
+        ps.pool = rx_pool_;
+        rx_port_owned_ = drivers::Port::open(opt_.rx_port, ps, err);
+        if (!rx_port_owned_) {
+            e = {1, err};
+            return false;
+        }
+        rx_port_ = rx_port_owned_.get();
+    }
+    if (rss_ && !rx_port_->rss_active()) {
+        e = {1, "port " + std::to_string(opt_.rx_port) +
+                    ": RSS is on but its key or RETA cannot be read, so flows cannot be assigned to rx lcores; "
+                    "give one rx lcore"};
+        return false;
+    }
+    return true;
+}
+
+bool Runtime::make_flows(SetupError& e) {
+    const uint32_t n = opt_.flows;
+    flows_ = socket_array<FlowCtx>(n, rx_socket_);
+    if (flows_ == nullptr) {
+        e = {1, "out of memory (flow contexts)"};
+        return false;
+    }
+    Addressing addr;
+    addr.src_mac = opt_.src_mac_set ? opt_.src_mac : tx_port_->mac();
+    if (opt_.dst_mac_set)
+        addr.dst_mac = opt_.dst_mac;
+    else if (opt_.mode == Mode::Loopback)
+        addr.dst_mac = rx_port_->mac();
+    else
+        memset(&addr.dst_mac, 0xFF, sizeof(addr.dst_mac));
+    addr.src_ip = opt_.src_ip;
+    addr.dst_ip = opt_.dst_ip;
+    addr.udp_port = opt_.udp_port;
+    TM_LOG(INFO, app, "addressing: %s -> %s, UDP port %u", mac_str(addr.src_mac).c_str(),
+           mac_str(addr.dst_mac).c_str(), opt_.udp_port);
+
+    const uint32_t stride = stride_for_mtu(opt_.mtu);
+    const GroupPlan plan = plan_group(opt_.msg_size, stride);
+    const bool receives = opt_.mode != Mode::Send;
+    const bool packet_mode = opt_.completion == CompletionMode::Packet;
+    const auto R = static_cast<uint32_t>(rx_lcores_.size());
+    const auto T = static_cast<uint32_t>(tx_lcores_.size());
+
+    for (uint32_t i = 0; i < n; i++) {
+        FlowCtx& f = flows_[i];
+        f.id = static_cast<uint16_t>(i);
+        f.key = opt_.key_of(f.id);
+        f.ring_size = opt_.ring_size;
+        f.pkts_per_msg = plan.pkt_count;
+        if (!TxFlow::make(f.tx, f.id, f.key, opt_.ring_size, opt_.mtu, addr)) {
+            e = {2, "--mtu: " + std::to_string(opt_.mtu) + " leaves no room for a packet"};
+            return false;
+        }
+        f.txq = static_cast<uint16_t>(steer_by_queue_ ? i % R : i % T);
+        if (steer_by_queue_ || R == 1 || !receives) {
+            f.rx_owner = static_cast<uint16_t>(steer_by_queue_ ? i % R : 0);
+        } else {
+            // RSS: the queue the port hashes this flow's data packets to.
+            const uint32_t sip = opt_.mode == Mode::Recv ? opt_.dst_ip : opt_.src_ip;
+            const uint32_t dip = opt_.mode == Mode::Recv ? opt_.src_ip : opt_.dst_ip;
+            const int q = rx_port_->rss_queue_of(sip, dip, TxFlow::source_port(f.id), opt_.udp_port);
+            if (q < 0 || static_cast<uint32_t>(q) >= R) {
+                e = {1, "flow " + std::to_string(i) + ": RSS queue unknown"};
+                return false;
+            }
+            f.rx_owner = static_cast<uint16_t>(q);
+        }
+        if (!receives)
+            continue;
+        auto ring = CompletionRing::create(f.id, opt_.ring_size, opt_.msg_size, rx_socket_);
+        if (!ring) {
+            const double mib = double(opt_.ring_size) * double(RTE_ALIGN_CEIL(opt_.msg_size ? opt_.msg_size : 1, 4096)) /
+                               (1 << 20);
+            e = {2, "--ring-size/--msg-size: the completion ring of flow " + std::to_string(i) + " needs " +
+                        std::to_string(static_cast<uint64_t>(mib + 0.5)) + " MiB (" +
+                        rte_strerror(rte_errno) + "); lower them, or raise EAL -m"};
+            return false;
+        }
+        f.ring = ring.get();
+        rings_.push_back(std::move(ring));
+        if (packet_mode) {
+            // Room for every packet of a full window: the placer never finds it full.
+            const uint64_t cap = uint64_t(opt_.ring_size) * plan.pkt_count + kMaxBurst;
+            char name[RTE_RING_NAMESIZE];
+            snprintf(name, sizeof(name), "tm_cq_%u", i);
+            f.pkt_cq = rte_ring_create_elem(name, sizeof(PacketCompletion), static_cast<unsigned>(cap),
+                                            rx_socket_, RING_F_SP_ENQ | RING_F_SC_DEQ | RING_F_EXACT_SZ);
+            if (f.pkt_cq == nullptr) {
+                e = {2, "--completion packet: per-packet completion ring of flow " + std::to_string(i) + " (" +
+                            std::to_string(cap) + " entries): " + rte_strerror(rte_errno) +
+                            "; lower --ring-size, or raise EAL -m"};
+                return false;
+            }
+            cqs_.push_back(f.pkt_cq);
+            f.last_rx_tsc = static_cast<uint64_t*>(
+                rte_zmalloc_socket("tm_last_rx_tsc", sizeof(uint64_t) * opt_.ring_size, 64, rx_socket_));
+            if (f.last_rx_tsc == nullptr) {
+                e = {1, "out of memory (packet mode timestamps)"};
+                return false;
+            }
+            allocs_.push_back(f.last_rx_tsc);
+        }
+    }
+    return true;
+}
+
+bool Runtime::make_contexts(SetupError& e) {
+    const uint32_t n = opt_.flows;
+    const bool receives = opt_.mode != Mode::Send;
+    const auto T = static_cast<uint32_t>(tx_lcores_.size());
+    auto oom = [&](const char* what) {
+        e = {1, std::string("out of memory: ") + what + " (raise EAL -m)"};
+        return false;
+    };
+
+    // tx: lcore t owns the tx queues q with q % T == t, and the flows sent on them.
+    for (uint32_t t = 0; t < T; t++) {
+        TxCtx* c = socket_new<TxCtx>(tx_socket_, tx_pool_);
+        if (c == nullptr)
+            return oom("tx context");
+        txs_.push_back(c);
+        c->lcore = tx_lcores_[t];
+        c->port = tx_port_->id();
+        std::vector<uint16_t> qs;
+        for (uint16_t q = 0; q < tx_nq_; q++)
+            if (q % T == t)
+                qs.push_back(q);
+        c->nqueues = static_cast<uint32_t>(qs.size());
+        c->queues = socket_array<TxQueueCtx>(qs.size(), tx_socket_);
+        if (c->queues == nullptr)
+            return oom("tx queues");
+        allocs_.push_back(c->queues);
+        uint32_t owned = 0;
+        for (size_t k = 0; k < qs.size(); k++) {
+            TxQueueCtx& q = c->queues[k];
+            q.queue = qs[k];
+            for (uint32_t i = 0; i < n; i++)
+                q.nflows += flows_[i].txq == q.queue;
+            q.flows = socket_array<TxFlowState>(q.nflows, tx_socket_);
+            if (q.flows == nullptr)
+                return oom("tx flow state");
+            allocs_.push_back(q.flows);
+            uint32_t j = 0;
+            for (uint32_t i = 0; i < n; i++) {
+                if (flows_[i].txq != q.queue)
+                    continue;
+                TxFlowState& s = q.flows[j++];
+                s.f = &flows_[i];
+                if (opt_.mode != Mode::Recv) {
+                    s.buf = static_cast<uint8_t*>(
+                        rte_malloc_socket("tm_tx_msg", opt_.msg_size ? opt_.msg_size : 64, 64, tx_socket_));
+                    if (s.buf == nullptr)
+                        return oom("tx message buffers (flows x --msg-size)");
+                    allocs_.push_back(s.buf);
+                }
+            }
+            owned += q.nflows;
+        }
+        if (owned == 0)
+            TM_LOG(WARNING, app, "tx lcore %u has no flow to send", c->lcore);
+        roles_[c->lcore].tx = c;
+    }
+
+    // rx: lcore r polls rx queue r.
+    for (uint32_t r = 0; r < rx_lcores_.size(); r++) {
+        RxCtx* c = socket_new<RxCtx>(rx_socket_);
+        if (c == nullptr)
+            return oom("rx context");
+        rxs_.push_back(c);
+        c->lcore = rx_lcores_[r];
+        c->port = rx_port_->id();
+        c->queue = static_cast<uint16_t>(r);
+        c->index = static_cast<uint16_t>(r);
+        c->pcfg.udp_port = opt_.udp_port;
+        if (receives) {
+            auto* p = new (std::nothrow) RxPlacer(c->pcfg, rx_socket_);
+            if (p == nullptr)
+                return oom("rx placer");
+            placers_.push_back(p);
+            c->placer = p;
+            p->set_mode(opt_.completion);
+            uint32_t owned = 0;
+            for (uint32_t i = 0; i < n; i++) {
+                FlowCtx& f = flows_[i];
+                if (f.rx_owner != r)
+                    continue;
+                if (!p->add_flow(f.id, f.ring, f.key, stride_for_mtu(opt_.mtu)))
+                    return oom("rx placer flow state");
+                if (f.pkt_cq)
+                    p->set_packet_completion_ring(f.id, f.pkt_cq);
+                owned++;
+            }
+            if (owned == 0)
+                TM_LOG(WARNING, app, "rx lcore %u owns no flow", c->lcore);
+        }
+        roles_[c->lcore].rx = c;
+    }
+
+    // consumers: flow f goes to consumer f % C.
+    const auto C = static_cast<uint32_t>(cons_lcores_.size());
+    for (uint32_t k = 0; k < C && receives; k++) {
+        ConsCtx* c = socket_new<ConsCtx>(rx_socket_);
+        if (c == nullptr)
+            return oom("consumer context");
+        conss_.push_back(c);
+        c->lcore = cons_lcores_[k];
+        c->hist.clear();
+        for (uint32_t i = 0; i < n; i++)
+            c->nflows += i % C == k;
+        c->flows = socket_array<ConsFlowState>(c->nflows, rx_socket_);
+        if (c->flows == nullptr)
+            return oom("consumer flow state");
+        allocs_.push_back(c->flows);
+        uint32_t j = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            if (i % C != k)
+                continue;
+            ConsFlowState& s = c->flows[j++];
+            s.f = &flows_[i];
+            if (opt_.completion == CompletionMode::Packet) {
+                s.slots = socket_array<PktSlot>(opt_.ring_size, rx_socket_);
+                if (s.slots == nullptr)
+                    return oom("packet mode slots");
+                allocs_.push_back(s.slots);
+            }
+        }
+        if (c->nflows == 0)
+            TM_LOG(WARNING, app, "consumer lcore %u owns no flow", c->lcore);
+        roles_[c->lcore].cons = c;
+    }
+    return true;
+}
+
+bool Runtime::setup(SetupError& e) {
+    tsc_hz_ = rte_get_tsc_hz();
+    if (!plan_lcores(e) || !open_ports(e) || !make_flows(e) || !make_contexts(e))
+        return false;
+    g_dp.mode = opt_.mode;
+    g_dp.completion = opt_.completion;
+    g_dp.msg_size = opt_.msg_size;
+    g_dp.messages = opt_.messages;
+    g_dp.ring_size = opt_.ring_size;
+    g_dp.burst = opt_.burst;
+    g_dp.flow_control = opt_.flow_control;
+    g_dp.flows = flows_;
+    g_dp.nflows = opt_.flows;
+    g_dp.stall_cycles = tsc_hz_ * kTxStallUs / 1000000;
+    g_dp.ack_min_cycles = tsc_hz_ * kAckMinUs / 1000000;
+    g_dp.ack_keepalive_cycles = tsc_hz_ * kAckKeepaliveUs / 1000000;
+    g_dp.ack_batch = opt_.ring_size >= 4 ? opt_.ring_size / 4 : 1;
+
+    std::string lc;
+    for (unsigned l = 0; l < RTE_MAX_LCORE; l++) {
+        if (!roles_[l].any())
+            continue;
+        lc += ' ';
+        lc += std::to_string(l);
+        lc += roles_[l].tx ? ":tx" : ":";
+        lc += roles_[l].rx ? "+rx" : "";
+        lc += roles_[l].cons ? "+consumer" : "";
+    }
+    TM_LOG(INFO, app,
+           "mode %s, %u flows x %" PRIu64 " messages of %" PRIu64 " B (%u packets each), ring %u, MTU %u, "
+           "completion %s, steering %s; lcores%s",
+           to_string(opt_.mode), opt_.flows, opt_.messages, opt_.msg_size, flows_[0].pkts_per_msg,
+           opt_.ring_size, opt_.mtu, to_string(opt_.completion),
+           steer_by_queue_ ? "by queue (net_ring)" : rss_ ? "RSS" : "single rx queue", lc.c_str());
+    return true;
+}
+
+// --- run and control ----------------------------------------------------------
+
+void Runtime::run() {
+    const unsigned main_lcore = rte_get_main_lcore();
+    start_tsc_ = rte_rdtsc();
+    deadline_tsc_ = opt_.duration > 0 ? start_tsc_ + static_cast<uint64_t>(opt_.duration * double(tsc_hz_)) : 0;
+    last_stats_tsc_ = start_tsc_;
+    const uint64_t period = static_cast<uint64_t>(opt_.stats_period * double(tsc_hz_));
+    next_stats_ = period ? start_tsc_ + period : 0;
+    launched_ = true;
+    for (unsigned l = 0; l < RTE_MAX_LCORE; l++) {
+        if (l == main_lcore || !roles_[l].any())
+            continue;
+        int rc = rte_eal_remote_launch(lcore_main, &roles_[l], l);
+        if (rc != 0) {
+            TM_LOG(ERR, app, "lcore %u: launch failed (%d)", l, rc);
+            g_phase.store(static_cast<int>(Phase::Stop));
+            exit_reason_ = "launch_failed";
+        }
+    }
+    const LcoreRoles& mine = roles_[main_lcore];
+    const uint64_t ctrl = tsc_hz_ * kControlUs / 1000000;
+    uint64_t next_ctrl = 0;
+    while (phase() != Phase::Stop) {
+        if (mine.any()) {
+            if (!run_roles(mine))
+                rte_pause();
+        } else {
+            rte_delay_us_sleep(kControlUs);
+        }
+        const uint64_t now = rte_rdtsc();
+        if (now >= next_ctrl) {
+            control(now);
+            next_ctrl = now + ctrl;
+        }
+    }
+    rte_eal_mp_wait_lcore();
+    if (end_tsc_ == 0)
+        end_tsc_ = rte_rdtsc();
+}
+
+void Runtime::begin_drain(uint64_t now, const char* reason) {
+    if (exit_reason_.empty())
+        exit_reason_ = reason;
+    if (opt_.mode == Mode::Recv) { // a receiver cannot know what is still in flight
+        stop(now, reason);
+        return;
+    }
+    TM_LOG(INFO, app, "%s: draining (no new messages; up to %" PRIu64 " ms for those in flight)", reason,
+           kDrainUs / 1000);
+    drain_start_ = now;
+    drain_deadline_ = now + tsc_hz_ * kDrainUs / 1000000;
+    g_phase.store(static_cast<int>(Phase::Drain), std::memory_order_relaxed);
+}
+
+void Runtime::stop(uint64_t now, const char* reason) {
+    if (exit_reason_.empty())
+        exit_reason_ = reason;
+    if (end_tsc_ == 0)
+        end_tsc_ = now;
+    g_phase.store(static_cast<int>(Phase::Stop), std::memory_order_relaxed);
+}
+
+bool Runtime::done() const {
+    if (opt_.messages == 0)
+        return false;
+    const uint32_t m = static_cast<uint32_t>(opt_.messages);
+    for (uint32_t i = 0; i < opt_.flows; i++) {
+        const FlowCtx& f = flows_[i];
+        switch (opt_.mode) {
+        case Mode::Loopback:
+            if (f.consumed.load(std::memory_order_acquire) != m)
+                return false;
+            break;
+        case Mode::Recv:
+            if (f.consumed.load(std::memory_order_acquire) != m ||
+                f.final_acks.load(std::memory_order_relaxed) < 2)
+                return false;
+            break;
+        case Mode::Send:
+            if (f.sent.load(std::memory_order_acquire) != m)
+                return false;
+            if (opt_.flow_control && f.credit.load(std::memory_order_acquire) != m)
+                return false;
+            break;
+        }
+    }
+    for (const TxCtx* t : txs_)
+        if (__atomic_load_n(&t->busy, __ATOMIC_RELAXED) != 0)
+            return false;
+    return true;
+}
+
+bool Runtime::drained() const {
+    for (const TxCtx* t : txs_)
+        if (__atomic_load_n(&t->busy, __ATOMIC_RELAXED) != 0)
+            return false;
+    for (uint32_t i = 0; i < opt_.flows; i++) {
+        const FlowCtx& f = flows_[i];
+        const uint32_t sent = f.sent.load(std::memory_order_acquire);
+        if (opt_.mode == Mode::Loopback && f.consumed.load(std::memory_order_acquire) != sent)
+            return false;
+        if (opt_.mode == Mode::Send && opt_.flow_control && f.credit.load(std::memory_order_acquire) != sent)
+            return false;
+    }
+    return true;
+}
+
+void Runtime::control(uint64_t now) {
+    const int q = g_quit_requests.load(std::memory_order_acquire);
+    if (q >= 2) {
+        stop(now, "signal");
+    } else if (q == 1 && phase() == Phase::Run) {
+        TM_LOG(NOTICE, app, "signal %d", g_last_signal.load());
+        begin_drain(now, "signal");
+    }
+    if (phase() == Phase::Run && deadline_tsc_ && now >= deadline_tsc_)
+        begin_drain(now, "duration");
+    if (phase() == Phase::Run && opt_.exit_when_done && done())
+        stop(now, "done");
+    if (phase() == Phase::Drain) {
+        if (drained())
+            stop(now, exit_reason_.c_str());
+        else if (now >= drain_deadline_)
+            stop(drain_start_, exit_reason_.c_str()); // rates: no traffic after the drain began
+    }
+    if (next_stats_ && now >= next_stats_ && phase() != Phase::Stop) {
+        print_stats(now);
+        const uint64_t period = static_cast<uint64_t>(opt_.stats_period * double(tsc_hz_));
+        while (next_stats_ <= now)
+            next_stats_ += period;
+    }
+}
+
+Runtime::Totals Runtime::totals() const {
+    Totals t;
+    for (const TxCtx* c : txs_) {
+        t.sent += peek(c->msgs_sent);
+        t.pkts_tx += peek(c->pkts_tx);
+        t.tx_dropped += peek(c->tx_dropped);
+        if (opt_.mode == Mode::Send)
+            t.bytes += peek(c->bytes_tx);
+    }
+    for (const RxCtx* c : rxs_) {
+        t.pkts_rx += peek(c->pkts_rx);
+        for (uint64_t d : c->drops)
+            t.drops += peek(d);
+        if (c->placer) {
+            const RxCounters& rc = c->placer->counters();
+            for (const uint64_t& d : rc.drops)
+                t.drops += peek(d);
+            t.completion_writes += opt_.completion == CompletionMode::Packet ? peek(rc.packet_completions)
+                                                                               : peek(rc.completions);
+        }
+    }
+    for (const ConsCtx* c : conss_) {
+        t.completed += peek(c->completed);
+        t.verified += peek(c->verified);
+        t.verify_errors += peek(c->verify_errors);
+        t.bytes += peek(c->bytes);
+    }
+    if (opt_.mode == Mode::Send && opt_.flow_control)
+        for (uint32_t i = 0; i < opt_.flows; i++)
+            t.acked += flows_[i].credit.load(std::memory_order_relaxed);
+    if (opt_.mode == Mode::Send)
+        t.completed = t.acked;
+    return t;
+}
+
+void Runtime::print_stats(uint64_t now) {
+    const Totals t = totals();
+    const double dt = double(now - last_stats_tsc_) / double(tsc_hz_);
+    const double el = double(now - start_tsc_) / double(tsc_hz_);
+    const uint64_t dmsg = (opt_.mode == Mode::Send ? t.sent - last_stats_.sent : t.completed - last_stats_.completed);
+    const uint64_t dpkt = opt_.mode == Mode::Recv ? t.pkts_rx - last_stats_.pkts_rx : t.pkts_tx - last_stats_.pkts_tx;
+    const double gbps = double(t.bytes - last_stats_.bytes) * 8 / dt / 1e9;
+    printf("stats t=%.2f sent=%" PRIu64 " completed=%" PRIu64 " verified=%" PRIu64 " verify_errors=%" PRIu64
+           " msgs_per_s=%.0f gbps=%.3f mpps=%.3f packets_tx=%" PRIu64 " packets_rx=%" PRIu64 " drops=%" PRIu64
+           " tx_dropped=%" PRIu64 "\n",
+           el, t.sent, t.completed, t.verified, t.verify_errors, double(dmsg) / dt, gbps,
+           double(dpkt) / dt / 1e6, t.pkts_tx, t.pkts_rx, t.drops, t.tx_dropped);
+    fflush(stdout);
+    last_stats_ = t;
+    last_stats_tsc_ = now;
+}
+
+// --- results ----------------------------------------------------------------
+
+Results Runtime::results() const {
+    Results r;
+    const Totals t = totals();
+    r.mode = opt_.mode;
+    r.completion = opt_.completion;
+    r.flows = opt_.flows;
+    r.msg_size = opt_.msg_size;
+    r.messages_per_flow = opt_.messages;
+    r.messages_sent = t.sent;
+    r.messages_completed = t.completed;
+    r.messages_acked = t.acked;
+    r.messages_verified = t.verified;
+    r.verify_errors = t.verify_errors;
+    r.completion_writes = t.completion_writes;
+    r.packets_tx = t.pkts_tx;
+    r.packets_rx = t.pkts_rx;
+    r.bytes_payload = t.bytes;
+    r.tx_dropped = t.tx_dropped;
+    for (const TxCtx* c : txs_) {
+        r.acks_tx += c->acks_tx;
+        r.tx_alloc_fail += c->alloc_fail;
+    }
+    LatencyHist* h = static_cast<LatencyHist*>(rte_zmalloc("tm_hist", sizeof(LatencyHist), 64));
+    for (const RxCtx* c : rxs_) {
+        r.acks_rx += c->acks_rx;
+        for (size_t i = 0; i < kDropReasonCount; i++)
+            r.drops[i] += c->drops[i];
+        if (c->placer) {
+            const RxCounters& rc = c->placer->counters();
+            r.packets_placed += rc.placed;
+            for (size_t i = 0; i < kDropReasonCount; i++)
+                r.drops[i] += rc.drops[i];
+        }
+    }
+    for (uint64_t d : r.drops)
+        r.drops_total += d;
+    if (h) {
+        for (const ConsCtx* c : conss_)
+            h->merge(c->hist);
+        const double ns = 1e9 / double(tsc_hz_);
+        r.latency_samples = h->samples();
+        r.lat_p50_ns = double(h->quantile(0.50)) * ns;
+        r.lat_p99_ns = double(h->quantile(0.99)) * ns;
+        r.lat_p999_ns = double(h->quantile(0.999)) * ns;
+        r.lat_max_ns = double(h->max()) * ns;
+        rte_free(h);
+    }
+    const uint64_t end = end_tsc_ ? end_tsc_ : rte_rdtsc();
+    r.elapsed_s = start_tsc_ ? double(end - start_tsc_) / double(tsc_hz_) : 0;
+    if (r.elapsed_s > 0) {
+        r.msgs_per_s = double(opt_.mode == Mode::Send ? r.messages_sent : r.messages_completed) / r.elapsed_s;
+        r.mpps = double(opt_.mode == Mode::Recv ? r.packets_rx : r.packets_tx) / r.elapsed_s / 1e6;
+        r.gbps = double(r.bytes_payload) * 8 / r.elapsed_s / 1e9;
+    }
+    r.exit_reason = exit_reason_.empty() ? "stopped" : exit_reason_;
+
+    const uint64_t per_flow_total = opt_.messages * opt_.flows;
+    switch (opt_.mode) {
+    case Mode::Loopback:
+        r.requested = opt_.messages ? per_flow_total : r.messages_sent;
+        r.ok = r.messages_sent == r.requested && r.messages_completed == r.requested &&
+               r.messages_verified == r.requested && r.verify_errors == 0;
+        break;
+    case Mode::Recv:
+        r.requested = per_flow_total;
+        r.ok = r.verify_errors == 0 && (opt_.messages == 0 || (r.messages_completed == r.requested &&
+                                                                r.messages_verified == r.requested));
+        break;
+    case Mode::Send:
+        r.requested = opt_.messages ? per_flow_total : r.messages_sent;
+        r.ok = r.messages_sent == r.requested && r.tx_dropped == 0 &&
+               (!opt_.flow_control || r.messages_acked == r.requested);
+        break;
+    }
+    return r;
+}
+
+// --- teardown ---------------------------------------------------------------
+
+void Runtime::teardown() {
+    // 1. lcores: stopped and joined by run(); make sure of it.
+    if (launched_) {
+        g_phase.store(static_cast<int>(Phase::Stop));
+        rte_eal_mp_wait_lcore();
+    }
+    // 2. ports: stop and close (their rx callbacks go with them).
+    rx_port_owned_.reset();
+    tx_port_.reset();
+    rx_port_ = nullptr;
+    // 3. what the data plane used: placers, rings, memzones, contexts.
+    for (RxPlacer* p : placers_)
+        delete p;
+    placers_.clear();
+    for (rte_ring* r : cqs_)
+        rte_ring_free(r);
+    cqs_.clear();
+    rings_.clear(); // CompletionRing frees its memzone
+    for (TxCtx* c : txs_)
+        socket_delete(c);
+    txs_.clear();
+    for (RxCtx* c : rxs_)
+        socket_delete(c);
+    rxs_.clear();
+    for (ConsCtx* c : conss_)
+        socket_delete(c);
+    conss_.clear();
+    for (void* p : allocs_)
+        rte_free(p);
+    allocs_.clear();
+    if (flows_) {
+        for (uint32_t i = 0; i < opt_.flows; i++)
+            flows_[i].~FlowCtx();
+        rte_free(flows_);
+        flows_ = nullptr;
+    }
+    // 4. pools last: the closed ports returned their mbufs.
+    pools_.clear();
+    tx_pool_ = rx_pool_ = nullptr;
+}
+
+} // namespace tailmark::app

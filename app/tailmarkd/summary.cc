@@ -1,0 +1,85 @@
+#include "summary.h"
+
+#include <cerrno>
+#include <cstring>
+
+namespace tailmark::app {
+
+void print_summary(const Results& r, FILE* out) {
+    fprintf(out,
+            "summary: mode=%s completion=%s flows=%u msg_size=%lu requested=%lu exit=%s %s\n"
+            "  messages: sent %lu, completed %lu, verified %lu, verify errors %lu%s\n"
+            "  completion writes %lu | packets tx %lu (acks %lu), rx %lu (acks %lu), placed %lu\n"
+            "  drops %lu, tx dropped %lu, tx alloc failures %lu\n"
+            "  elapsed %.3f s: %.0f msg/s, %.3f Mpps, %.3f Gbps payload\n"
+            "  latency (ns, %lu samples): p50 %.0f, p99 %.0f, p99.9 %.0f, max %.0f\n",
+            to_string(r.mode), to_string(r.completion), r.flows, r.msg_size, r.requested,
+            r.exit_reason.c_str(), r.ok ? "OK" : "INCOMPLETE", r.messages_sent, r.messages_completed,
+            r.messages_verified, r.verify_errors,
+            r.mode == Mode::Send ? " (completed = acknowledged by the receiver)" : "",
+            r.completion_writes, r.packets_tx, r.acks_tx, r.packets_rx, r.acks_rx, r.packets_placed,
+            r.drops_total, r.tx_dropped, r.tx_alloc_fail, r.elapsed_s, r.msgs_per_s, r.mpps, r.gbps,
+            r.latency_samples, r.lat_p50_ns, r.lat_p99_ns, r.lat_p999_ns, r.lat_max_ns);
+    for (size_t i = 0; i < kDropReasonCount; i++)
+        if (r.drops[i] != 0)
+            fprintf(out, "  drop %-22s %lu\n", std::string(kDropReasonNames[i]).c_str(), r.drops[i]);
+    fflush(out);
+}
+
+bool write_summary_json(const Results& r, const std::string& path, std::string& err) {
+    const std::string tmp = path + ".tmp";
+    FILE* f = fopen(tmp.c_str(), "w");
+    if (f == nullptr) {
+        err = "cannot write " + tmp + ": " + strerror(errno);
+        return false;
+    }
+    fprintf(f, "{\n");
+    fprintf(f, "  \"mode\": \"%s\",\n", to_string(r.mode));
+    fprintf(f, "  \"completion_mode\": \"%s\",\n", to_string(r.completion));
+    fprintf(f, "  \"flows\": %u,\n", r.flows);
+    fprintf(f, "  \"msg_size\": %lu,\n", r.msg_size);
+    fprintf(f, "  \"messages_per_flow\": %lu,\n", r.messages_per_flow);
+    fprintf(f, "  \"messages_requested\": %lu,\n", r.requested);
+    fprintf(f, "  \"messages_sent\": %lu,\n", r.messages_sent);
+    fprintf(f, "  \"messages_completed\": %lu,\n", r.messages_completed);
+    fprintf(f, "  \"messages_acked\": %lu,\n", r.messages_acked);
+    fprintf(f, "  \"messages_verified\": %lu,\n", r.messages_verified);
+    fprintf(f, "  \"verify_errors\": %lu,\n", r.verify_errors);
+    fprintf(f, "  \"completion_writes\": %lu,\n", r.completion_writes);
+    fprintf(f, "  \"packets_tx\": %lu,\n", r.packets_tx);
+    fprintf(f, "  \"packets_rx\": %lu,\n", r.packets_rx);
+    fprintf(f, "  \"acks_tx\": %lu,\n", r.acks_tx);
+    fprintf(f, "  \"acks_rx\": %lu,\n", r.acks_rx);
+    fprintf(f, "  \"packets_placed\": %lu,\n", r.packets_placed);
+    fprintf(f, "  \"bytes_payload\": %lu,\n", r.bytes_payload);
+    fprintf(f, "  \"drops\": {");
+    for (size_t i = 0; i < kDropReasonCount; i++)
+        fprintf(f, "%s\n    \"%s\": %lu", i ? "," : "", std::string(kDropReasonNames[i]).c_str(),
+                r.drops[i]);
+    fprintf(f, "\n  },\n");
+    fprintf(f, "  \"drops_total\": %lu,\n", r.drops_total);
+    fprintf(f, "  \"tx_dropped\": %lu,\n", r.tx_dropped);
+    fprintf(f, "  \"tx_alloc_fail\": %lu,\n", r.tx_alloc_fail);
+    fprintf(f, "  \"elapsed_s\": %.6f,\n", r.elapsed_s);
+    fprintf(f, "  \"msgs_per_s\": %.1f,\n", r.msgs_per_s);
+    fprintf(f, "  \"mpps\": %.6f,\n", r.mpps);
+    fprintf(f, "  \"gbps\": %.6f,\n", r.gbps);
+    fprintf(f, "  \"latency_ns\": {\"p50\": %.0f, \"p99\": %.0f, \"p999\": %.0f, \"max\": %.0f, "
+               "\"samples\": %lu},\n",
+            r.lat_p50_ns, r.lat_p99_ns, r.lat_p999_ns, r.lat_max_ns, r.latency_samples);
+    fprintf(f, "  \"exit_reason\": \"%s\",\n", r.exit_reason.c_str());
+    fprintf(f, "  \"ok\": %s\n", r.ok ? "true" : "false");
+    fprintf(f, "}\n");
+    const bool good = fflush(f) == 0 && ferror(f) == 0;
+    if (fclose(f) != 0 || !good) {
+        err = "cannot write " + tmp + ": " + strerror(errno);
+        return false;
+    }
+    if (rename(tmp.c_str(), path.c_str()) != 0) {
+        err = "cannot rename " + tmp + " to " + path + ": " + strerror(errno);
+        return false;
+    }
+    return true;
+}
+
+} // namespace tailmark::app

@@ -1,0 +1,50 @@
+// Results of a run: the summary JSON (--summary-json) and the human summary.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+#include "options.h"
+#include "tailmark/drop_reason.h"
+
+namespace tailmark::app {
+
+struct Results {
+    Mode mode = Mode::Loopback;
+    CompletionMode completion = CompletionMode::Message;
+    uint32_t flows = 0;
+    uint64_t msg_size = 0;
+    uint64_t messages_per_flow = 0;
+    uint64_t requested = 0;          // messages this process had to see through
+    uint64_t messages_sent = 0;      // fully handed to tx (loopback, send)
+    uint64_t messages_completed = 0; // seen complete by a consumer (send: acknowledged by the receiver)
+    uint64_t messages_acked = 0;     // send: released_upto summed over flows
+    uint64_t messages_verified = 0;
+    uint64_t verify_errors = 0;
+    uint64_t completion_writes = 0;  // message mode: slot writes; packet mode: per-packet completions
+    uint64_t packets_tx = 0;         // accepted by the PMD (data and ACKs)
+    uint64_t packets_rx = 0;         // returned by rx bursts (everything)
+    uint64_t acks_tx = 0;
+    uint64_t acks_rx = 0;
+    uint64_t packets_placed = 0;
+    uint64_t bytes_payload = 0;      // message payload: completed (loopback, recv) or sent (send)
+    DropCounters drops{};
+    uint64_t drops_total = 0;
+    uint64_t tx_dropped = 0;         // packets freed after a stalled partial burst
+    uint64_t tx_alloc_fail = 0;
+    double elapsed_s = 0;
+    double msgs_per_s = 0;
+    double mpps = 0;
+    double gbps = 0;
+    uint64_t latency_samples = 0;
+    double lat_p50_ns = 0, lat_p99_ns = 0, lat_p999_ns = 0, lat_max_ns = 0;
+    std::string exit_reason;         // done, signal, duration, stopped
+    bool ok = false;                 // the exit-code verdict
+};
+
+void print_summary(const Results& r, FILE* out);
+// Written to FILE.tmp, then renamed: a reader never sees half a file.
+bool write_summary_json(const Results& r, const std::string& path, std::string& err);
+
+} // namespace tailmark::app

@@ -1,0 +1,180 @@
+// tx role. Loopback and send mode: the generator writes each message, the
+// TxMarker cuts it into its packet group and marks the LAST packet, and
+// bursts go out with bounded retries. Recv mode: the credit ACKs (ack.h).
+//
+// Fast path: no heap allocation, no lock, no log. Mbufs come from the pool;
+// message buffers were allocated at set-up.
+#include <rte_branch_prediction.h>
+#include <rte_cycles.h>
+#include <rte_ethdev.h>
+
+#include "ack.h"
+#include "context.h"
+#include "generator.h"
+
+namespace tailmark::app {
+
+namespace {
+
+// Hands pending packets to the PMD. True when nothing is pending afterwards.
+// A partial burst keeps its rest for the next iteration; after stall_cycles
+// without any progress the rest is freed and counted (a dead link must not
+// hang the lcore, and must not stop it from polling its other roles).
+bool flush(TxCtx& c, TxQueueCtx& q, uint64_t now) {
+    if (q.pos == q.npend) {
+        q.npend = q.pos = 0;
+        return true;
+    }
+    const uint16_t left = static_cast<uint16_t>(q.npend - q.pos);
+    const uint16_t sent = rte_eth_tx_burst(c.port, q.queue, q.pend + q.pos, left);
+    if (sent)
+        bump(c.pkts_tx, sent);
+    q.pos += sent;
+    if (q.pos == q.npend) {
+        q.npend = q.pos = 0;
+        q.stall_since = 0;
+        return true;
+    }
+    if (sent != 0 || q.stall_since == 0) {
+        q.stall_since = now;
+        return false;
+    }
+    if (now - q.stall_since > g_dp.stall_cycles) {
+        rte_pktmbuf_free_bulk(q.pend + q.pos, q.npend - q.pos);
+        bump(c.tx_dropped, q.npend - q.pos);
+        q.npend = q.pos = 0;
+        q.stall_since = 0;
+        return true;
+    }
+    return false;
+}
+
+// May flow s start its next message now? (messages left, phase, credits)
+inline bool may_start(const TxFlowState& s) {
+    if (g_dp.messages != 0 && s.next_msg >= g_dp.messages)
+        return false;
+    if (!g_dp.flow_control)
+        return true;
+    const FlowCtx& f = *s.f;
+    uint32_t released;
+    if (g_dp.mode == Mode::Loopback) {
+        released = f.ring->released(); // same process: the consumer cursor itself
+    } else {
+        if (f.peer_seen.load(std::memory_order_acquire) == 0)
+            return false; // no receiver yet: nothing may be sent
+        released = f.credit.load(std::memory_order_acquire);
+    }
+    return static_cast<uint32_t>(s.next_msg - released) < g_dp.ring_size;
+}
+
+inline void start_message(TxCtx& c, TxFlowState& s) {
+    generate(s.f->id, s.next_msg, s.buf, g_dp.msg_size);
+    s.msg.msg_id = s.next_msg;
+    s.msg.bytes = {s.buf, static_cast<size_t>(g_dp.msg_size)};
+    s.msg.chain = nullptr;
+    c.marker.prepare(s.f->tx, s.msg); // checked at set-up: the plan fits
+    s.next_pkt = 0;
+    s.active = true;
+    c.active++;
+}
+
+bool tx_data_queue(TxCtx& c, TxQueueCtx& q, uint64_t now) {
+    if (!flush(c, q, now))
+        return false; // the PMD is full: let the other roles run
+    if (q.nflows == 0)
+        return false;
+    const bool may_open = phase() == Phase::Run;
+    uint32_t n = 0, idle = 0;
+    while (n < g_dp.burst && idle < q.nflows) {
+        TxFlowState& s = q.flows[q.rr];
+        if (!s.active) {
+            if (!may_open || !may_start(s)) {
+                q.rr = q.rr + 1 == q.nflows ? 0 : q.rr + 1;
+                idle++;
+                continue;
+            }
+            start_message(c, s);
+        }
+        idle = 0;
+        uint32_t k = s.msg.plan.pkt_count - s.next_pkt;
+        if (k > g_dp.burst - n)
+            k = g_dp.burst - n;
+        const int rc = c.marker.build(s.f->tx, s.msg, s.next_pkt, k, q.pend + n);
+        if (unlikely(rc < 0)) {
+            bump(c.alloc_fail);
+            break; // pool empty: retry next iteration
+        }
+        n += k;
+        s.next_pkt += k;
+        if (s.next_pkt == s.msg.plan.pkt_count) {
+            s.active = false;
+            c.active--;
+            s.next_msg++;
+            s.f->sent.store(s.next_msg, std::memory_order_release);
+            bump(c.msgs_sent);
+            bump(c.bytes_tx, g_dp.msg_size);
+        }
+        // Round robin per chunk: large messages of several flows interleave.
+        q.rr = q.rr + 1 == q.nflows ? 0 : q.rr + 1;
+    }
+    if (n == 0)
+        return false;
+    q.npend = n;
+    q.pos = 0;
+    flush(c, q, now);
+    return true;
+}
+
+// Recv mode: one credit ACK per flow whose consumer cursor advanced (batched),
+// and a keep-alive per flow every ack_keepalive_cycles.
+bool tx_ack_queue(TxCtx& c, TxQueueCtx& q, uint64_t now) {
+    if (!flush(c, q, now) || q.nflows == 0)
+        return false;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < q.nflows && n < g_dp.burst; i++) {
+        TxFlowState& s = q.flows[q.rr];
+        q.rr = q.rr + 1 == q.nflows ? 0 : q.rr + 1;
+        const uint32_t released = s.f->consumed.load(std::memory_order_acquire);
+        const uint32_t adv = released - s.acked;
+        const uint64_t since = now - s.ack_tsc;
+        if (!(adv >= g_dp.ack_batch || (adv != 0 && since >= g_dp.ack_min_cycles) ||
+              since >= g_dp.ack_keepalive_cycles || s.ack_tsc == 0))
+            continue;
+        rte_mbuf* m = build_ack(c.pool, s.f->tx, released);
+        if (unlikely(m == nullptr)) {
+            bump(c.alloc_fail);
+            break;
+        }
+        q.pend[n++] = m;
+        s.acked = released;
+        s.ack_tsc = now;
+        bump(c.acks_tx);
+        if (g_dp.messages != 0 && released == g_dp.messages)
+            s.f->final_acks.fetch_add(1, std::memory_order_relaxed);
+    }
+    if (n == 0)
+        return false;
+    q.npend = n;
+    q.pos = 0;
+    flush(c, q, now);
+    return true;
+}
+
+} // namespace
+
+bool tx_step(TxCtx& c) {
+    const uint64_t now = rte_rdtsc();
+    uint32_t pending = 0;
+    bool work = false;
+    for (uint32_t i = 0; i < c.nqueues; i++) {
+        TxQueueCtx& q = c.queues[i];
+        work |= g_dp.mode == Mode::Recv ? tx_ack_queue(c, q, now) : tx_data_queue(c, q, now);
+        pending += q.npend - q.pos;
+    }
+    const uint32_t busy = c.active + pending;
+    if (busy != c.busy)
+        __atomic_store_n(&c.busy, busy, __ATOMIC_RELAXED);
+    return work;
+}
+
+} // namespace tailmark::app

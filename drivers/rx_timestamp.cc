@@ -1,0 +1,31 @@
+#include "drivers/rx_timestamp.h"
+
+#include <rte_cycles.h>
+#include <rte_errno.h>
+
+namespace tailmark::drivers {
+
+int g_rx_tsc_offset = -1;
+
+int rx_tsc_register() {
+    if (g_rx_tsc_offset >= 0)
+        return g_rx_tsc_offset;
+    rte_mbuf_dynfield desc{};
+    snprintf(desc.name, sizeof(desc.name), "%s", kRxTscDynfieldName);
+    desc.size = sizeof(uint64_t);
+    desc.align = alignof(uint64_t);
+    desc.flags = 0;
+    g_rx_tsc_offset = rte_mbuf_dynfield_register(&desc);
+    return g_rx_tsc_offset;
+}
+
+uint16_t rx_tsc_stamp_cb(uint16_t, uint16_t, rte_mbuf** pkts, uint16_t nb_pkts, uint16_t, void*) {
+    if (nb_pkts == 0)
+        return 0;
+    const uint64_t now = rte_rdtsc();
+    for (uint16_t i = 0; i < nb_pkts; i++)
+        set_rx_tsc(pkts[i], now);
+    return nb_pkts;
+}
+
+} // namespace tailmark::drivers

@@ -1,0 +1,246 @@
+# Shared by the integration tests: source it, do not run it.
+# shellcheck shell=bash
+#
+# Environment:
+#   TAILMARKD           the daemon (meson passes it; else build-app/ or build/)
+#   TAILMARK_EAL_MEM    EAL memory arguments; "--no-huge -m 1024" when unset
+#                       (scripts/test.sh sets it: "" when hugepages are there)
+#   TAILMARK_CONFIG_DIR config/ of the source tree
+#   TM_KEEP=1           keep the work directory for inspection
+#
+# Every daemon run: its own --file-prefix (tm_it_<test>_<pid>_<n>), --no-pci,
+# `timeout` around it, and assertions read from its summary JSON. Nothing
+# waits on a fixed sleep: conditions are polled with a bounded loop.
+set -uo pipefail
+
+TM_TEST=${TM_TEST:-$(basename "${0%.sh}")}
+TM_SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+TAILMARKD=${TAILMARKD:-}
+if [ -z "$TAILMARKD" ]; then
+    for c in "$TM_SRC/build-app/app/tailmarkd/tailmarkd" "$TM_SRC/build/app/tailmarkd/tailmarkd"; do
+        [ -x "$c" ] && { TAILMARKD=$c; break; }
+    done
+fi
+TAILMARK_CONFIG_DIR=${TAILMARK_CONFIG_DIR:-$TM_SRC/config}
+# Unset: no hugepages assumed. Set but empty: hugepages (EAL's defaults).
+read -r -a TM_MEM <<<"${TAILMARK_EAL_MEM---no-huge -m 1024}"
+TM_WORK=$(mktemp -d "/tmp/tm_it_${TM_TEST}.XXXXXX")
+TM_RUNS=0
+TM_FAILS=0
+TM_PREFIXES=()
+TM_NETNS=()
+TM_CLEANUPS=()
+
+tm_log() { printf '[%s] %s\n' "$TM_TEST" "$*"; }
+
+tm_cleanup() {
+    local c ns p
+    for c in "${TM_CLEANUPS[@]}"; do eval "$c" >/dev/null 2>&1; done
+    for ns in "${TM_NETNS[@]}"; do ip netns del "$ns" >/dev/null 2>&1; done
+    # A daemon killed by `timeout -k` cannot clean up after itself.
+    for p in "${TM_PREFIXES[@]}"; do
+        rm -f /dev/hugepages/"${p}"map_* 2>/dev/null
+        rm -rf "/var/run/dpdk/$p" 2>/dev/null
+    done
+    if [ "${TM_KEEP:-0}" = 1 ] || [ "$TM_FAILS" -ne 0 ]; then
+        tm_log "work directory kept: $TM_WORK"
+    else
+        rm -rf "$TM_WORK"
+    fi
+}
+trap tm_cleanup EXIT
+
+tm_require_daemon() {
+    if [ -z "$TAILMARKD" ] || [ ! -x "$TAILMARKD" ]; then
+        tm_log "tailmarkd not found (set TAILMARKD)"
+        exit 1
+    fi
+}
+
+# Network namespaces, veth, tap and bridges need root; meson counts 77 as a skip.
+tm_require_root() {
+    if [ "$(id -u)" -ne 0 ]; then
+        tm_log "SKIP: needs root (network namespaces)"
+        exit 77
+    fi
+}
+
+tm_fail() {
+    TM_FAILS=$((TM_FAILS + 1))
+    tm_log "FAIL: $*"
+}
+
+# tm_prefix NAME: a fresh --file-prefix (or $TM_FIXED_PREFIX when set, to
+# run again on the same one), remembered for the cleanup.
+tm_prefix() {
+    TM_RUNS=$((TM_RUNS + 1))
+    local p="${TM_FIXED_PREFIX:-tm_it_${TM_TEST}_$$_${TM_RUNS}_$1}"
+    TM_PREFIXES+=("$p")
+    echo "$p"
+}
+
+# tm_run NAME TIMEOUT [ns NETNS] -- EAL... -- OPTIONS...
+# Runs the daemon in the foreground under `timeout`; stdout and stderr go to
+# $TM_WORK/NAME.out and NAME.err, the summary to NAME.json. Sets TM_RC.
+tm_run() {
+    local name=$1 tmo=$2
+    shift 2
+    local ns=()
+    if [ "${1:-}" = ns ]; then
+        ns=(ip netns exec "$2")
+        shift 2
+    fi
+    [ "${1:-}" = -- ] && shift
+    tm_prefix "$name" >/dev/null
+    local prefix=${TM_PREFIXES[-1]}
+    local eal=() opts=()
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do eal+=("$1"); shift; done
+    [ "${1:-}" = -- ] && shift
+    opts=("$@")
+    rm -f "$TM_WORK/$name.json"
+    "${ns[@]}" timeout -k 5 "$tmo" "$TAILMARKD" "${TM_MEM[@]}" --no-pci --file-prefix "$prefix" \
+        --log-level=lib.eal:warning "${eal[@]}" -- \
+        --summary-json "$TM_WORK/$name.json" "${opts[@]}" \
+        >"$TM_WORK/$name.out" 2>"$TM_WORK/$name.err"
+    TM_RC=$?
+}
+
+# tm_start NAME TIMEOUT [ns NETNS] -- EAL... -- OPTIONS...: same, in the
+# background. Sets TM_PID (the `timeout` process; its status is the daemon's).
+tm_start() {
+    local name=$1 tmo=$2
+    shift 2
+    local ns=()
+    if [ "${1:-}" = ns ]; then
+        ns=(ip netns exec "$2")
+        shift 2
+    fi
+    [ "${1:-}" = -- ] && shift
+    tm_prefix "$name" >/dev/null
+    local prefix=${TM_PREFIXES[-1]}
+    local eal=() opts=()
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do eal+=("$1"); shift; done
+    [ "${1:-}" = -- ] && shift
+    opts=("$@")
+    rm -f "$TM_WORK/$name.json"
+    "${ns[@]}" timeout -k 5 "$tmo" "$TAILMARKD" "${TM_MEM[@]}" --no-pci --file-prefix "$prefix" \
+        --log-level=lib.eal:warning "${eal[@]}" -- \
+        --summary-json "$TM_WORK/$name.json" "${opts[@]}" \
+        >"$TM_WORK/$name.out" 2>"$TM_WORK/$name.err" &
+    TM_PID=$!
+}
+
+# tm_show NAME: the tail of a run's output, for a failure report.
+tm_show() {
+    tm_log "--- $1: stderr"
+    tail -n 15 "$TM_WORK/$1.err" 2>/dev/null | sed 's/^/    /'
+    tm_log "--- $1: stdout (tail)"
+    grep -v '^stats ' "$TM_WORK/$1.out" 2>/dev/null | tail -n 25 | sed 's/^/    /'
+}
+
+# tm_expect_rc NAME WANT: the last run's exit code.
+tm_expect_rc() {
+    if [ "$TM_RC" -ne "$2" ]; then
+        tm_fail "$1: exit code $TM_RC, want $2"
+        tm_show "$1"
+        return 1
+    fi
+    return 0
+}
+
+# tm_check NAME 'python expr' ...: every expression must hold on the summary
+# JSON, bound to `d`. A failing expression is printed with the values it read.
+tm_check() {
+    local name=$1
+    shift
+    local json="$TM_WORK/$name.json"
+    if [ ! -s "$json" ]; then
+        tm_fail "$name: no summary JSON"
+        tm_show "$name"
+        return 1
+    fi
+    local out
+    if ! out=$(python3 - "$json" "$@" <<'EOF'
+import json, re, sys
+d = json.load(open(sys.argv[1]))
+bad = 0
+for expr in sys.argv[2:]:
+    try:
+        ok = eval(expr, {"d": d})
+    except Exception as e:  # a missing key is a failure, not a crash
+        ok, expr = False, f"{expr}  ({type(e).__name__}: {e})"
+    if not ok:
+        bad += 1
+        keys = sorted(set(re.findall(r"d\['([a-z_0-9]+)'\]", expr)))
+        vals = ", ".join(f"{k}={d.get(k)!r}" for k in keys)
+        print(f"    does not hold: {expr}    [{vals}]")
+sys.exit(1 if bad else 0)
+EOF
+    ); then
+        tm_fail "$name: summary assertions"
+        printf '%s\n' "$out"
+        tm_show "$name"
+        return 1
+    fi
+    return 0
+}
+
+# tm_pkts MSG_SIZE MTU: data packets per message, by wire.h's plan_group rule:
+# stride = MTU - 20 - 8 - 16; full packets of `stride`, then the tail with the
+# 32-byte trailer, or the tail alone plus an empty LAST when the trailer does
+# not fit (also when the message ends on a stride boundary).
+tm_pkts() {
+    python3 - "$1" "$2" <<'EOF'
+import sys
+size, mtu = int(sys.argv[1]), int(sys.argv[2])
+stride = mtu - 20 - 8 - 16
+full, tail = divmod(size, stride)
+if tail == 0 and full > 0:
+    n = full + 1
+elif tail + 32 > stride:
+    n = full + 2
+else:
+    n = full + 1
+print(n)
+EOF
+}
+
+# tm_wait_for SECONDS CMD...: polls CMD (every 50 ms) until it succeeds.
+tm_wait_for() {
+    local deadline=$((SECONDS + $1))
+    shift
+    while ! "$@"; do
+        [ $SECONDS -ge $deadline ] && return 1
+        sleep 0.05
+    done
+    return 0
+}
+
+# tm_transfer_checks NAME FLOWS MESSAGES MSG_SIZE MTU MODE: the exact
+# assertions of a complete transfer seen by a receiver.
+tm_transfer_checks() {
+    local name=$1 flows=$2 msgs=$3 size=$4 mtu=$5 mode=$6
+    local req=$((flows * msgs)) pkts writes
+    pkts=$(tm_pkts "$size" "$mtu")
+    if [ "$mode" = packet ]; then writes=$((req * pkts)); else writes=$req; fi
+    tm_check "$name" \
+        "d['messages_requested'] == $req" \
+        "d['messages_completed'] == $req" \
+        "d['messages_verified'] == $req" \
+        "d['verify_errors'] == 0" \
+        "d['completion_mode'] == '$mode'" \
+        "d['completion_writes'] == $writes" \
+        "d['packets_placed'] == $req * $pkts" \
+        "d['bytes_payload'] == $req * $size" \
+        "d['latency_ns']['samples'] == $req" \
+        "d['ok'] is True"
+}
+
+tm_finish() {
+    if [ "$TM_FAILS" -ne 0 ]; then
+        tm_log "$TM_FAILS check(s) failed"
+        exit 1
+    fi
+    tm_log "all checks passed"
+    exit 0
+}

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# net_null: tx throughput. net_null swallows every tx packet and its rx returns
+# junk frames (whatever sits in the pool's mbufs, cut to 64 bytes): every one
+# of them must be dropped as malformed and none may complete anything. The
+# sender runs without flow control (credits would never come back) and the run
+# ends at --duration, incomplete by design: exit code 1.
+source "$(dirname "$0")/lib.sh"
+tm_require_daemon
+
+for mode in message packet; do
+    name=null_$mode
+    tm_run "$name" 30 -- --vdev=net_null0 -l 0,1 -- \
+        --flows 4 --messages 5000 --msg-size 4096 --completion $mode \
+        --flow-control off --duration 1 --stats-period 0
+    tm_expect_rc "$name" 1 || continue # every message sent, none completed
+    pkts=$(tm_pkts 4096 1500)
+    tm_check "$name" \
+        "d['messages_requested'] == 20000" \
+        "d['messages_sent'] == 20000" \
+        "d['packets_tx'] == 20000 * $pkts" \
+        "d['tx_dropped'] == 0" \
+        "d['packets_rx'] > 0" \
+        "d['drops_total'] == d['packets_rx']" \
+        "sum(d['drops'].values()) == d['packets_rx']" \
+        "d['packets_placed'] == 0" \
+        "d['completion_writes'] == 0" \
+        "d['messages_completed'] == 0" \
+        "d['verify_errors'] == 0" \
+        "d['mpps'] > 0" \
+        "d['ok'] is False" &&
+        tm_log "ok: $name: $(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(d['packets_tx'], 'packets tx,', d['packets_rx'], 'junk rx, dropped as', {k: v for k, v in d['drops'].items() if v})" "$TM_WORK/$name.json")"
+done
+
+# Throughput: 64-byte messages until the time limit.
+tm_run null_rate 30 -- --vdev=net_null0 -l 0,1 -- \
+    --flows 4 --messages 0 --msg-size 64 --flow-control off --duration 1 --stats-period 0
+if tm_expect_rc null_rate 1; then
+    tm_check null_rate \
+        "d['messages_sent'] > 0" \
+        "d['packets_tx'] == d['messages_sent']" \
+        "d['tx_dropped'] == 0" \
+        "d['drops_total'] == d['packets_rx']" \
+        "d['completion_writes'] == 0" &&
+        tm_log "ok: null_rate: $(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(f\"{d['mpps']:.3f} Mpps tx of 64 B messages ({d['messages_sent']} in {d['elapsed_s']:.2f} s, with {d['packets_rx']} junk rx dropped)\")" "$TM_WORK/null_rate.json")"
+fi
+
+tm_finish

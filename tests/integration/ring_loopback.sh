@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# net_ring loopback (the embedded default): sender and receiver in one
+# process, tx queue q looping back to rx queue q. Single-packet and
+# multi-packet messages (64 B, 4 KiB, 1 MiB, and the group-cut edge cases),
+# several flows, both completion modes, one lcore holding every role and
+# flows spread over two rx lcores by queue. Every case asserts the exact
+# counts: messages_completed == requested, completion_writes == messages
+# (message mode) or == data packets (packet mode), verify_errors == 0, no drop,
+# packets_tx == packets_rx == the plan's packet count, exit code 0.
+source "$(dirname "$0")/lib.sh"
+tm_require_daemon
+
+MTU=1500
+# name flows messages msg_size ring completion [lcore options...]
+cases=(
+    "msg64      4 20000 64      64 message"
+    "pkt64      4 20000 64      64 packet"
+    "msg4k      4 4000  4096    64 message"
+    "pkt4k      4 4000  4096    64 packet"
+    "msg1m      3 12    1048576 4  message"
+    "pkt1m      3 12    1048576 4  packet"
+    "zero       2 500   0       16 message"
+    "tailfit    2 500   1424    16 packet"
+    "stride     2 500   1456    16 packet"
+    "tworx      5 3000  4096    32 message --tx-lcores 0,1 --rx-lcores 0,1 --consumer-lcores 0,1"
+    "tworxpkt   5 3000  4096    32 packet --tx-lcores 1 --rx-lcores 0,1 --consumer-lcores 0"
+)
+for c in "${cases[@]}"; do
+    read -r name flows msgs size ring mode extra <<<"$c"
+    # shellcheck disable=SC2086
+    tm_run "$name" 40 -- --vdev=net_ring0 -l 0,1 -- \
+        --flows "$flows" --messages "$msgs" --msg-size "$size" --ring-size "$ring" --mtu $MTU \
+        --completion "$mode" --exit-when-done --duration 30 --stats-period 0 $extra
+    tm_expect_rc "$name" 0 || continue
+    pkts=$(tm_pkts "$size" $MTU)
+    total=$((flows * msgs * pkts))
+    tm_transfer_checks "$name" "$flows" "$msgs" "$size" $MTU "$mode" &&
+        tm_check "$name" \
+            "d['mode'] == 'loopback'" \
+            "d['messages_sent'] == $((flows * msgs))" \
+            "d['packets_tx'] == $total" \
+            "d['packets_rx'] == $total" \
+            "d['drops_total'] == 0" \
+            "d['tx_dropped'] == 0" \
+            "d['exit_reason'] == 'done'" &&
+        tm_log "ok: $name ($flows flows x $msgs x $size B, $pkts pkt/msg, $mode mode)"
+done
+
+# The embedded default with its sample file, as scripts/run.sh runs it (fewer messages).
+tm_run default 40 -- --vdev=net_ring0 -l 0,1 -- \
+    --config "$TAILMARK_CONFIG_DIR/loopback.ini" --messages 5000 --exit-when-done --stats-period 0
+if tm_expect_rc default 0; then
+    tm_transfer_checks default 4 5000 4096 1500 message && tm_log "ok: config/loopback.ini"
+fi
+
+tm_finish
