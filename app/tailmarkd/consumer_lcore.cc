@@ -58,9 +58,11 @@ bool consume_packets(ConsCtx& c, ConsFlowState& s) {
         const PacketCompletion& r = recs[i];
         PktSlot& ps = s.slots[r.msg_id & mask];
         if (!ps.valid || ps.msg_id != r.msg_id)
-            ps = PktSlot{r.msg_id, 0, 0, 0, 1};
+            ps = PktSlot{r.msg_id, 0, 0, 0, 1, 0};
         ps.got++;
         ps.bytes += r.len;
+        if (r.rx_tsc > ps.rx_tsc)
+            ps.rx_tsc = r.rx_tsc;
         if (r.pkt_count != 0)
             ps.total = r.pkt_count;
     }
@@ -70,7 +72,7 @@ bool consume_packets(ConsCtx& c, ConsFlowState& s) {
             return n != 0;
         const uint64_t seen = rte_rdtsc();
         ps.valid = 0;
-        finish(c, s, s.f->ring->region(s.next), ps.bytes, s.f->last_rx_tsc[s.next & mask], seen);
+        finish(c, s, s.f->ring->region(s.next), ps.bytes, ps.rx_tsc, seen);
     }
 }
 

@@ -53,7 +53,6 @@ struct FlowCtx {
     TxFlow tx{};                // L2-L4 template: data (loopback, send) or ACKs (recv)
     CompletionRing* ring = nullptr;   // loopback, recv
     rte_ring* pkt_cq = nullptr;       // packet mode: per-packet completions
-    uint64_t* last_rx_tsc = nullptr;  // packet mode: rx TSC of each slot's LAST packet
 
     alignas(64) std::atomic<uint32_t> credit{0};
     std::atomic<uint32_t> peer_seen{0};
@@ -131,6 +130,7 @@ struct PktSlot { // packet mode: per-packet completions seen for one slot
     uint32_t total; // pkt_count, from the LAST packet's record
     uint32_t bytes;
     uint32_t valid;
+    uint64_t rx_tsc; // latest arrival among the message's packets
 };
 
 struct ConsFlowState {

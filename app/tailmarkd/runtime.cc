@@ -341,13 +341,6 @@ bool Runtime::make_flows(SetupError& e) {
                 return false;
             }
             cqs_.push_back(f.pkt_cq);
-            f.last_rx_tsc = static_cast<uint64_t*>(
-                rte_zmalloc_socket("tm_last_rx_tsc", sizeof(uint64_t) * opt_.ring_size, 64, rx_socket_));
-            if (f.last_rx_tsc == nullptr) {
-                e = {1, "out of memory (packet mode timestamps)"};
-                return false;
-            }
-            allocs_.push_back(f.last_rx_tsc);
         }
     }
     return true;

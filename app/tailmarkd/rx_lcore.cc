@@ -16,27 +16,6 @@ namespace tailmark::app {
 
 namespace {
 
-// Packet mode: remember the rx TSC of each LAST packet by slot, for the
-// consumer's latency sample. A peek at the header, no validation: a bogus
-// packet can only skew a latency sample, the placer still judges it.
-inline void note_last_rx(const RxCtx& c, rte_mbuf** pkts, uint16_t n, uint64_t tsc) {
-    for (uint16_t i = 0; i < n; i++) {
-        const rte_mbuf* m = pkts[i];
-        if (m->data_len < kFrameOverhead)
-            continue;
-        const auto* h = rte_pktmbuf_mtod_offset(m, const WireHeader*, kEthLen + kIpLen + kUdpLen);
-        if (!(h->flags & static_cast<uint8_t>(Flags::Last)))
-            continue;
-        const uint16_t flow = rte_be_to_cpu_16(h->flow);
-        if (flow >= g_dp.nflows)
-            continue;
-        FlowCtx& f = g_dp.flows[flow];
-        if (f.rx_owner != c.index || f.last_rx_tsc == nullptr)
-            continue;
-        f.last_rx_tsc[rte_be_to_cpu_32(h->msg_id) & (g_dp.ring_size - 1)] = tsc;
-    }
-}
-
 bool rx_place(RxCtx& c) {
     rte_mbuf* pkts[kMaxBurst];
     const uint16_t n = rte_eth_rx_burst(c.port, c.queue, pkts, static_cast<uint16_t>(g_dp.burst));
@@ -44,8 +23,6 @@ bool rx_place(RxCtx& c) {
         return false;
     bump(c.pkts_rx, n);
     const uint64_t tsc = drivers::rx_tsc(pkts[0]);
-    if (g_dp.completion == CompletionMode::Packet)
-        note_last_rx(c, pkts, n, tsc);
     c.placer->rx_burst(pkts, n, tsc); // frees the burst
     return true;
 }

@@ -92,7 +92,7 @@ public:
     // The completed slot of msg_id, or nullptr while it has not completed.
     const CompletionSlot* poll(uint32_t msg_id) const {
         const CompletionSlot* s = slot(msg_id);
-        uint64_t f = std::atomic_ref<const uint64_t>(s->flag).load(std::memory_order_acquire);
+        const uint64_t f = __atomic_load_n(&s->flag, __ATOMIC_ACQUIRE);
         return f == static_cast<uint64_t>(msg_id) + 1 ? s : nullptr;
     }
     std::span<const uint8_t> message(const CompletionSlot* s) const {
@@ -107,7 +107,7 @@ public:
         return true;
     }
     uint32_t released() const {
-        return std::atomic_ref<const uint32_t>(cursor_->released).load(std::memory_order_acquire);
+        return __atomic_load_n(&cursor_->released, __ATOMIC_ACQUIRE);
     }
 
 private:

@@ -43,7 +43,8 @@ namespace tailmark {
     X(ConflictingLast, "conflicting_last")    /* a second, different LAST */               \
     X(LengthMismatch, "length_mismatch")      /* all packets in, bytes != msg_len */       \
     X(CrcMismatch, "crc_mismatch")            /* message discarded */                      \
-    X(Control, "control_unhandled")           /* ACK/NACK with no reliability peer */
+    X(Control, "control_unhandled")           /* ACK/NACK with no reliability peer */     \
+    X(CompletionQueueFull, "completion_queue_full") /* packet mode: consumer behind */
 
 enum class DropReason : uint8_t {
 #define X(name, str) name,

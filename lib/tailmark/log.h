@@ -12,5 +12,11 @@ extern int tailmark_logtype_app;
 
 #define TM_LOG(level, type, fmt, ...) \
     rte_log(RTE_LOG_##level, tailmark_logtype_##type, "tailmark." #type ": " fmt "\n", ##__VA_ARGS__)
-#define TM_LOG_DP(level, type, fmt, ...) \
-    RTE_LOG_DP(level, USER1, "tailmark." #type ": " fmt "\n", ##__VA_ARGS__)
+// Like RTE_LOG_DP, on the component's own type: the condition is a constant,
+// so below RTE_LOG_DP_LEVEL the line is compiled out of the fast path.
+#define TM_LOG_DP(level, type, fmt, ...)                                                 \
+    do {                                                                                 \
+        if (RTE_LOG_##level <= RTE_LOG_DP_LEVEL)                                         \
+            rte_log(RTE_LOG_##level, tailmark_logtype_##type, "tailmark." #type ": " fmt "\n", \
+                    ##__VA_ARGS__);                                                      \
+    } while (0)

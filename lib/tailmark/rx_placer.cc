@@ -212,6 +212,10 @@ DropReason RxPlacer::place(FlowRx& f, const rte_mbuf* m, const ParsedPacket& p, 
     const uint64_t bit = 1ull << (h.pkt_idx & 63);
     if (word & bit)
         return DropReason::Duplicate;
+    // Packet mode: a packet is only taken if its completion can be delivered.
+    // This lcore is the queue's only producer, so the space stays free.
+    if (mode_ == CompletionMode::Packet && f.pkt_cq != nullptr && rte_ring_free_count(f.pkt_cq) == 0)
+        return DropReason::CompletionQueueFull;
     word |= bit;
 
     if (h.pay_len)
@@ -232,9 +236,9 @@ DropReason RxPlacer::place(FlowRx& f, const rte_mbuf* m, const ParsedPacket& p, 
 
     if (mode_ == CompletionMode::Packet && f.pkt_cq != nullptr) {
         PacketCompletion pc{h.msg_id, h.pkt_idx, last ? p.trailer.pkt_count : uint16_t(0), h.offset,
-                            h.pay_len};
-        if (rte_ring_sp_enqueue_elem(f.pkt_cq, &pc, sizeof(pc)) == 0)
-            ctr_.packet_completions++;
+                            h.pay_len, now_tsc};
+        rte_ring_sp_enqueue_elem(f.pkt_cq, &pc, sizeof(pc)); // space checked above
+        ctr_.packet_completions++;
     }
 
     if (s.have_last && s.received == s.pkt_count)

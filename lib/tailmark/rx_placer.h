@@ -48,8 +48,9 @@ struct PacketCompletion {
     uint16_t pkt_count; // from the trailer on the LAST packet, 0 on the others
     uint32_t offset;
     uint32_t len;
+    uint64_t rx_tsc;    // when the packet arrived (the burst's TSC)
 };
-static_assert(sizeof(PacketCompletion) == 16);
+static_assert(sizeof(PacketCompletion) == 24); // rte_ring elements: a multiple of 4
 
 class RxPlacer {
 public:

@@ -368,6 +368,35 @@ TEST_CASE("packet mode writes one completion per data packet", "[rx]") {
     rte_ring_free(cq);
 }
 
+TEST_CASE("packet mode: a full completion queue drops the packet, placing nothing", "[rx]") {
+    Rig rig(4);
+    rig.placer.set_mode(CompletionMode::Packet);
+    rte_ring* cq = rte_ring_create_elem(tmtest::unique_name("cq").c_str(), sizeof(PacketCompletion),
+                                        2, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ | RING_F_EXACT_SZ);
+    REQUIRE(cq);
+    rig.placer.set_packet_completion_ring(rig.flow_id, cq);
+    auto data = tmtest::pattern(3000, 7);
+    auto pkts = rig.group(0, data);
+    REQUIRE(pkts.size() == 3);
+    CHECK(rig.placer.process(pkts[0], 111) == R::None);
+    CHECK(rig.placer.process(pkts[1], 222) == R::None);
+    CHECK(rig.feed(pkts[2]) == R::CompletionQueueFull);
+    CHECK(rig.ctr().placed == 2);
+    PacketCompletion pc[2];
+    REQUIRE(rte_ring_dequeue_bulk_elem(cq, pc, sizeof(PacketCompletion), 2, nullptr) == 2);
+    CHECK(pc[0].rx_tsc == 111);
+    CHECK(pc[1].rx_tsc == 222);
+    // Not marked as seen: the same packet is taken once there is room.
+    CHECK(rig.placer.process(pkts[2], 333) == R::None);
+    REQUIRE(rte_ring_dequeue_bulk_elem(cq, pc, sizeof(PacketCompletion), 1, nullptr) == 1);
+    CHECK(pc[0].pkt_count == 3);
+    CHECK(pc[0].rx_tsc == 333);
+    CHECK(rig.ctr().packet_completions == 3);
+    CHECK(std::equal(data.begin(), data.end(), rig.ring->region(0)));
+    tmtest::free_all(pkts);
+    rte_ring_free(cq);
+}
+
 TEST_CASE("rx_burst frees every mbuf it is given", "[rx]") {
     Rig rig(8);
     std::vector<rte_mbuf*> burst;
