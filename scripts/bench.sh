@@ -1,0 +1,178 @@
+#!/usr/bin/env bash
+# Benchmarks, never timed tests: every claim is a ratio against a reference
+# measured in the same run, on the same cores (issue 7).
+#
+#   scripts/bench.sh            full grid: 64 B .. 16 MiB, 1/4/64 flows, both completion modes
+#   scripts/bench.sh --quick    a smaller grid, under 2 minutes
+#
+# Writes build/bench/results.json, build/bench/results.md and, when Debian's
+# python3-matplotlib is there, build/bench/goodput.png.
+#
+# References: dpdk-testpmd on net_null (copy=0) in txonly, rxonly and macswap,
+# one forwarding core: the per-core packet I/O ceilings. Then tailmarkd:
+#   - tx: loopback on net_null with no-rx=1 and --flow-control off, 64 B
+#     messages: tailmark's tx path alone, as packets/s, against txonly;
+#   - end to end: loopback over net_ring (scripts/run.sh's set-up), every
+#     size x flows x completion mode: msgs/s, Mpps, payload Gbps, latency.
+# One lcore holds every tailmarkd role (run to completion), as testpmd's one
+# forwarding core does.
+set -uo pipefail
+source "$(dirname "$0")/lib/common.sh"
+
+quick=0
+[ "${1:-}" = --quick ] && quick=1
+out=$TM_BUILD/bench
+mkdir -p "$out"
+
+TM_PACKAGES+=(python3-matplotlib) # the plot; only the benchmark needs it
+tm_ensure_packages || exit 1
+tm_setup_hugepages
+tm_build "$TM_BUILD" || exit 1
+daemon=$(tm_daemon) || { tm_say "tailmarkd was not built"; exit 1; }
+read -r -a MEM <<<"${TAILMARK_EAL_MEM---no-huge -m 1024}"
+[ ${#MEM[@]} -eq 0 ] || MEM=(--no-huge -m 2048)
+TESTPMD=$(command -v dpdk-testpmd)
+secs=$([ $quick -eq 1 ] && echo 3 || echo 8)
+raw=$out/raw
+rm -rf "$raw"
+mkdir -p "$raw"
+
+# testpmd MODE: one forwarding core on net_null, $secs seconds; the median of
+# its per-second pps lines.
+testpmd() {
+    local mode=$1 key=Tx-pps
+    [ "$mode" = rxonly ] && key=Rx-pps
+    timeout -s INT $((secs + 3)) "$TESTPMD" -l 0-1 --no-pci "${MEM[@]}" --file-prefix "tm_bench_tp_$$" \
+        --vdev=net_null0,copy=0 --log-level=lib.eal:warning -- --port-topology=loop \
+        --forward-mode="$mode" --auto-start --stats-period 1 --nb-cores=1 --total-num-mbufs=16384 \
+        >"$raw/testpmd_$mode.out" 2>&1
+    grep -o "$key: *[0-9]*" "$raw/testpmd_$mode.out" | awk '{print $2}' | awk '$1 > 0' |
+        sort -n | awk '{v[NR]=$1} END {print (NR ? v[int((NR+1)/2)] : 0)}'
+}
+
+# tailmarkd NAME EAL... -- OPTIONS...: one run, its summary JSON in $raw/NAME.json.
+tailmarkd() {
+    local name=$1
+    shift
+    local eal=()
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do eal+=("$1"); shift; done
+    shift
+    timeout -k 5 120 "$daemon" -l 0-1 --no-pci "${MEM[@]}" --file-prefix "tm_bench_$$" \
+        --log-level=lib.eal:warning --log-level='tailmark.*:warning' "${eal[@]}" -- \
+        --stats-period 0 --summary-json "$raw/$name.json" "$@" >"$raw/$name.out" 2>&1
+}
+
+tm_say "references: dpdk-testpmd on net_null, ${secs}s each"
+tp_tx=$(testpmd txonly)
+tp_rx=$(testpmd rxonly)
+tp_ms=$(testpmd macswap)
+tm_say "testpmd txonly $tp_tx pps, rxonly $tp_rx pps, macswap $tp_ms pps"
+
+tm_say "tailmark tx path on net_null (no-rx), 64 B messages"
+tailmarkd tx_null --vdev=net_null0,copy=0,no-rx=1 -- --flows 1 --msg-size 64 --messages 0 \
+    --duration "$secs" --flow-control off --ring-size 64
+
+sizes=(64 1024 4096 65536 1048576 16777216)
+flows=(1 4 64)
+if [ $quick -eq 1 ]; then
+    sizes=(64 4096 65536 1048576)
+    flows=(1 4)
+fi
+for size in "${sizes[@]}"; do
+    for nf in "${flows[@]}"; do
+        # Slots x regions must fit: big messages get fewer slots, 16 MiB at most 4 flows.
+        ring=64
+        [ "$size" -ge 65536 ] && ring=16
+        [ "$size" -ge 1048576 ] && ring=4
+        [ "$size" -ge 16777216 ] && { ring=2; [ "$nf" -gt 4 ] && continue; }
+        # About 1-2 s of traffic per run at the rates seen here.
+        total=$(( 2000000000 / size ))
+        [ $quick -eq 1 ] && total=$(( total / 2 ))
+        [ $total -gt 2000000 ] && total=2000000
+        [ $total -lt 64 ] && total=64
+        per=$(( (total + nf - 1) / nf ))
+        for mode in message packet; do
+            tailmarkd "loop_${size}_${nf}_${mode}" --vdev=net_ring0 -- --flows "$nf" --msg-size "$size" \
+                --messages "$per" --ring-size "$ring" --completion "$mode" --exit-when-done --duration 60
+        done
+    done
+done
+
+/usr/bin/python3 - "$raw" "$out" "$tp_tx" "$tp_rx" "$tp_ms" "$quick" "$(uname -m) $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')" <<'PYEOF'
+import json, os, sys, glob
+raw, out, tp_tx, tp_rx, tp_ms, quick, machine = sys.argv[1:8]
+tp = {"txonly": int(tp_tx or 0), "rxonly": int(tp_rx or 0), "macswap": int(tp_ms or 0)}
+res = {"machine": machine, "quick": quick == "1", "testpmd_pps": tp, "runs": []}
+
+def load(name):
+    p = os.path.join(raw, name + ".json")
+    return json.load(open(p)) if os.path.exists(p) else None
+
+tx = load("tx_null")
+if tx:
+    pps = tx["packets_tx"] / tx["elapsed_s"] if tx["elapsed_s"] else 0
+    res["tx_null"] = {"pps": pps, "ratio_vs_txonly": pps / tp["txonly"] if tp["txonly"] else None}
+for p in sorted(glob.glob(os.path.join(raw, "loop_*.json"))):
+    name = os.path.basename(p)[:-5]
+    _, size, nf, mode = name.split("_")
+    d = json.load(open(p))
+    res["runs"].append({
+        "msg_size": int(size), "flows": int(nf), "completion": mode, "ok": d.get("ok"),
+        "messages": d.get("messages_completed"), "msgs_per_s": d.get("msgs_per_s"),
+        "mpps": d.get("mpps"), "gbps": d.get("gbps"), "latency_ns": d.get("latency_ns"),
+        "verify_errors": d.get("verify_errors"), "completion_writes": d.get("completion_writes"),
+    })
+json.dump(res, open(os.path.join(out, "results.json"), "w"), indent=2)
+
+def by(size, nf, mode):
+    for r in res["runs"]:
+        if (r["msg_size"], r["flows"], r["completion"]) == (size, nf, mode):
+            return r
+lines = [f"Machine: {machine}. One lcore runs every tailmarkd role; testpmd runs one forwarding core.", "",
+         f"References (dpdk-testpmd, net_null, copy=0): txonly {tp['txonly']/1e6:.2f} Mpps, "
+         f"rxonly {tp['rxonly']/1e6:.2f} Mpps, macswap {tp['macswap']/1e6:.2f} Mpps.", ""]
+if tx:
+    lines.append(f"tailmark tx path on net_null (64 B messages): {res['tx_null']['pps']/1e6:.2f} Mpps = "
+                 f"{res['tx_null']['ratio_vs_txonly'] or 0:.2f}x testpmd txonly.")
+    lines.append("")
+lines += ["| size | flows | msgs/s (message) | msgs/s (packet) | message/packet | Gbps (message) | Mpps (message) | p50 / p99 / p99.9 ns (message) |",
+          "|---:|---:|---:|---:|---:|---:|---:|---|"]
+sizes = sorted({r["msg_size"] for r in res["runs"]})
+flows = sorted({r["flows"] for r in res["runs"]})
+for s in sizes:
+    for f in flows:
+        m, k = by(s, f, "message"), by(s, f, "packet")
+        if not m or not k:
+            continue
+        ratio = (m["msgs_per_s"] or 0) / k["msgs_per_s"] if k["msgs_per_s"] else 0
+        lat = m["latency_ns"] or {}
+        ok = "" if (m["ok"] and k["ok"]) else " (run failed)"
+        lines.append(f"| {s} | {f} | {m['msgs_per_s']:.0f} | {k['msgs_per_s']:.0f} | {ratio:.2f}x{ok} | "
+                     f"{m['gbps']:.2f} | {m['mpps']:.3f} | {lat.get('p50')} / {lat.get('p99')} / {lat.get('p999')} |")
+open(os.path.join(out, "results.md"), "w").write("\n".join(lines) + "\n")
+print("\n".join(lines))
+try:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(1, 2, figsize=(11, 4))
+    for mode, style in (("message", "-o"), ("packet", "--s")):
+        f0 = min(flows)
+        pts = [(r["msg_size"], r["gbps"], r["msgs_per_s"]) for r in res["runs"]
+               if r["completion"] == mode and r["flows"] == f0]
+        pts.sort()
+        ax[0].plot([p[0] for p in pts], [p[1] for p in pts], style, label=f"{mode} completion")
+        ax[1].plot([p[0] for p in pts], [p[2] for p in pts], style, label=f"{mode} completion")
+    for a, t in ((ax[0], "payload Gbps"), (ax[1], "messages/s")):
+        a.set_xscale("log", base=2); a.set_xlabel("message size (bytes)"); a.set_title(t); a.legend()
+    ax[1].set_yscale("log")
+    fig.suptitle(f"tailmarkd loopback over net_ring, {min(flows)} flow(s)")
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "goodput.png"), dpi=90)
+    print(f"plot: {os.path.join(out, 'goodput.png')}")
+except ImportError:
+    print("no plot: install python3-matplotlib")
+PYEOF
+rm -f /dev/hugepages/tm_bench_* 2>/dev/null
+rm -rf /var/run/dpdk/tm_bench_* 2>/dev/null
+tm_say "results: $out/results.json, $out/results.md"
