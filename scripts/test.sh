@@ -3,7 +3,8 @@
 # builds, and runs every test suite. Ends with one line: "N passed, N failed".
 #   scripts/test.sh                 all suites
 #   scripts/test.sh --suite unit    one suite (meson test --suite)
-#   scripts/test.sh --sanitize      debug build with ASan/UBSan (build-asan/), unit suite
+#   scripts/test.sh --sanitize      debug build with ASan/UBSan (build-asan/), every suite
+#   scripts/test.sh --valgrind      the unit suite under valgrind (slow: ~12 min here)
 set -uo pipefail
 source "$(dirname "$0")/lib/common.sh"
 
@@ -12,6 +13,7 @@ sanitize=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --sanitize) sanitize=1 ;;
+        --valgrind) args+=(--setup valgrind --suite unit) ;;
         *) args+=("$1") ;;
     esac
     shift
@@ -26,7 +28,6 @@ if [ $sanitize -eq 1 ]; then
     tm_build "$dir" -Dbuildtype=debug -Db_sanitize=address,undefined -Db_lundef=false || { echo "0 passed, 1 failed"; exit 1; }
     export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
     export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-    [ ${#args[@]} -eq 0 ] && args=(--suite unit)
 else
     tm_build "$dir" || { echo "0 passed, 1 failed"; exit 1; }
 fi

@@ -23,7 +23,7 @@ namespace {
 inline void finish(ConsCtx& c, ConsFlowState& s, const uint8_t* data, uint64_t len, uint64_t rx_tsc,
                    uint64_t seen_tsc) {
     c.hist.add(seen_tsc > rx_tsc ? seen_tsc - rx_tsc : 0);
-    const bool ok = len == g_dp.msg_size && verify(s.f->id, s.next, data, len);
+    const bool ok = len == expected_length(*s.f, s.next, g_dp.msg_size) && verify(s.f->id, s.next, data, len);
     bump(c.completed);
     if (likely(ok))
         bump(c.verified);
@@ -38,7 +38,7 @@ inline void finish(ConsCtx& c, ConsFlowState& s, const uint8_t* data, uint64_t l
 bool consume_messages(ConsCtx& c, ConsFlowState& s) {
     CompletionRing& ring = *s.f->ring;
     uint32_t k = 0;
-    for (; k < g_dp.burst; k++) {
+    for (const uint32_t burst = dp_burst(); k < burst; k++) {
         const CompletionSlot* slot = ring.poll(s.next);
         if (slot == nullptr)
             break;
@@ -53,7 +53,7 @@ bool consume_packets(ConsCtx& c, ConsFlowState& s) {
     PacketCompletion recs[kMaxBurst];
     const uint32_t mask = g_dp.ring_size - 1;
     const unsigned n = rte_ring_sc_dequeue_burst_elem(s.f->pkt_cq, recs, sizeof(PacketCompletion),
-                                                      g_dp.burst, nullptr);
+                                                      dp_burst(), nullptr);
     for (unsigned i = 0; i < n; i++) {
         const PacketCompletion& r = recs[i];
         PktSlot& ps = s.slots[r.msg_id & mask];

@@ -13,7 +13,10 @@
 #include <atomic>
 #include <cstdint>
 
+#include <rte_cycles.h>
+#include <rte_lcore.h>
 #include <rte_mbuf.h>
+#include <rte_pause.h>
 #include <rte_mempool.h>
 #include <rte_ring.h>
 
@@ -59,7 +62,32 @@ struct FlowCtx {
     alignas(64) std::atomic<uint32_t> sent{0};
     alignas(64) std::atomic<uint32_t> consumed{0};
     alignas(64) std::atomic<uint32_t> final_acks{0};
+    // Interactive shell (shell.cc), null/0 without it. send_q: `send F SIZE
+    // COUNT` requests (SendReq) from the shell thread to the tx lcore (SP/SC);
+    // sizes[msg_id mod ring_size]: msg_id << 32 | length of every message the
+    // tx lcore started, for the consumer's length check (release/acquire).
+    rte_ring* send_q = nullptr;
+    uint64_t* sizes = nullptr;
+    alignas(64) std::atomic<uint64_t> sends_sent{0}; // tx lcore: shell messages fully sent
+    std::atomic<uint64_t> sends_requested{0};        // shell thread: messages asked for with `send`
 };
+
+// One `send` request: COUNT messages of SIZE bytes (shell -> tx lcore).
+inline uint64_t send_req(uint32_t size, uint32_t count) { return uint64_t(size) << 32 | count; }
+
+// Generator control (the shell's start/stop; single atomic stores, read by the tx lcores).
+//   g_gen_on:    generator messages (--messages per flow) may start; 0 with -i until `start`
+//   g_tx_paused: no new message at all (generator or `send`); in-flight ones finish
+inline std::atomic<int> g_gen_on{1};
+inline std::atomic<int> g_tx_paused{0};
+
+// The length the consumer expects for msg_id of flow f.
+inline uint64_t expected_length(const FlowCtx& f, uint32_t msg_id, uint64_t def) {
+    if (f.sizes == nullptr)
+        return def;
+    const uint64_t e = __atomic_load_n(&f.sizes[msg_id & (f.ring_size - 1)], __ATOMIC_ACQUIRE);
+    return static_cast<uint32_t>(e >> 32) == msg_id ? (e & 0xFFFFFFFFu) : ~uint64_t(0);
+}
 
 // --- tx role -----------------------------------------------------------------
 
@@ -70,6 +98,10 @@ struct TxFlowState {
     uint32_t next_pkt = 0;
     bool active = false;
     TxMessage msg;
+    uint32_t gen_sent = 0;  // generator messages started (the --messages quota)
+    uint32_t send_left = 0; // of the current `send` request
+    uint32_t send_size = 0;
+    bool cur_send = false;  // the active message came from `send`
     uint32_t acked = 0;   // recv mode: released_upto of the last ACK sent
     uint64_t ack_tsc = 0; // recv mode: when it was sent
 };
@@ -175,6 +207,8 @@ struct DataPlaneConfig {
     uint32_t ack_batch = 1;          // recv: ACK at once after this many releases
 };
 extern DataPlaneConfig g_dp;
+// Burst size: the shell's `set burst` changes it at run time (relaxed atomic).
+inline uint32_t dp_burst() { return __atomic_load_n(&g_dp.burst, __ATOMIC_RELAXED); }
 
 // One iteration of each role. Each returns whether it did any work, so an
 // idle lcore can rte_pause() and leave its sibling hyperthread the core.
@@ -194,5 +228,23 @@ inline bool run_roles(const LcoreRoles& r) {
 }
 // Runs the roles until Phase::Stop (rte_eal_remote_launch entry point).
 int lcore_main(void* roles);
+
+// Busy/idle TSC cycles of one lcore's role loop (/tailmark/lcores): one rdtsc
+// per iteration, the delta charged to busy when the roles did work, else to
+// idle (the rte_pause included). Written by that lcore only.
+struct alignas(64) LcoreCycles {
+    uint64_t busy = 0;
+    uint64_t idle = 0;
+};
+extern LcoreCycles g_lcore_cycles[RTE_MAX_LCORE]; // telemetry.cc
+// One timed iteration: prev is the TSC the previous iteration ended at.
+inline void run_roles_timed(const LcoreRoles& r, LcoreCycles& cy, uint64_t& prev) {
+    const bool work = run_roles(r);
+    if (!work)
+        rte_pause();
+    const uint64_t now = rte_rdtsc();
+    bump(work ? cy.busy : cy.idle, now - prev);
+    prev = now;
+}
 
 } // namespace tailmark::app

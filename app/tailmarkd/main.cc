@@ -16,8 +16,10 @@
 #include "eal_files.h"
 #include "options.h"
 #include "runtime.h"
+#include "shell.h"
 #include "signals.h"
 #include "summary.h"
+#include "telemetry.h"
 #include "tailmark/log.h"
 
 using namespace tailmark::app;
@@ -66,8 +68,6 @@ int main(int argc, char** argv) {
         return 1;
     }
     const bool pdump = rte_pdump_init() == 0; // dpdk-dumpcap --file-prefix=... can capture
-    if (opt.interactive)
-        fprintf(stderr, "tailmarkd: -i: the shell is not yet implemented; running non-interactively\n");
 
     int rc = 0;
     {
@@ -78,7 +78,15 @@ int main(int argc, char** argv) {
             fflush(stdout);
             rc = e.exit_code;
         } else {
+            telemetry_attach(rt); // /tailmark/* for dpdk-telemetry.py; a refusal is logged, not fatal
+            std::string shell_err;
+            const bool shell_ok = shell_start(rt, opt, shell_err); // -i, --cmdline-file: the shell thread
+            if (!shell_ok) {
+                fprintf(stderr, "tailmarkd: %s\n", shell_err.c_str());
+                g_quit_requests.store(2); // the run stops at once
+            }
             rt.run(); // returns with every lcore joined
+            shell_stop(); // the prompt ends and the terminal is restored before the summary
             const Results r = rt.results();
             print_summary(r, stdout);
             if (!opt.summary_json.empty()) {
@@ -88,8 +96,9 @@ int main(int argc, char** argv) {
                     rc = 1;
                 }
             }
-            rc = r.ok && rc == 0 ? 0 : 1;
+            rc = r.ok && rc == 0 && shell_ok ? 0 : 1;
         }
+        telemetry_detach(); // the commands stop reading rt before it is torn down
         rt.teardown(); // ports stopped and closed, rings and memzones freed
     }
     if (pdump)

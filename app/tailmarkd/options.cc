@@ -251,8 +251,16 @@ const OptDef kOpts[] = {
      [](Options& o, std::string_view v) { return parse_lcores(v, o.tx_lcores); }},
     {"rx-lcores", "LIST", "lcores running rx, placement and completion (one rx queue each)",
      [](Options& o, std::string_view v) { return parse_lcores(v, o.rx_lcores); }},
-    {"consumer-lcores", "LIST", "lcores polling completions, verifying and releasing",
-     [](Options& o, std::string_view v) { return parse_lcores(v, o.consumer_lcores); }},
+    {"consumer-lcores", "LIST|none",
+     "lcores polling completions, verifying and releasing; none: a consumer process does (tailmark-consumer)",
+     [](Options& o, std::string_view v) -> Err {
+         o.external_consumer = trim(v) == "none";
+         if (o.external_consumer) {
+             o.consumer_lcores.clear();
+             return {};
+         }
+         return parse_lcores(v, o.consumer_lcores);
+     }},
     {"tx-port", "P", "port that sends (default 0)", U64_OPT(tx_port, 0, RTE_MAX_ETHPORTS - 1, false)},
     {"rx-port", "Q", "port that receives (default 0; in send/recv mode: --tx-port)",
      [](Options& o, std::string_view v) -> Err {
@@ -285,8 +293,11 @@ const OptDef kOpts[] = {
      U64_OPT(udp_port, 1, 65535, false)},
     {"key", "K", "the flows' completion key, hex (0x...) or decimal; [flow.N] key= overrides per flow",
      [](Options& o, std::string_view v) { return parse_key(v, o.key); }},
-    {"stats-period", "SEC", "one stats line per period (0 = off; default 1)",
-     [](Options& o, std::string_view v) { return parse_seconds(v, o.stats_period); }},
+    {"stats-period", "SEC", "one stats line per period (0 = off; default 1, with -i 0)",
+     [](Options& o, std::string_view v) {
+         o.stats_period_set = true;
+         return parse_seconds(v, o.stats_period);
+     }},
     {"summary-json", "FILE", "write the results there at exit",
      [](Options& o, std::string_view v) -> Err {
          o.summary_json = trim(v);
@@ -294,10 +305,17 @@ const OptDef kOpts[] = {
      }},
     {"exit-when-done", nullptr, "stop once every message is completed and consumed",
      [](Options& o, std::string_view v) { return parse_bool(v, o.exit_when_done); }},
+    {"linger", nullptr, "with --exit-when-done: once done, keep the final counters readable (telemetry) until a signal",
+     [](Options& o, std::string_view v) { return parse_bool(v, o.linger); }},
     {"flow-control", "on|off",
      "off: the sender ignores credits (tx benchmarks on ports that never complete, e.g. net_null)",
      [](Options& o, std::string_view v) { return parse_bool(v, o.flow_control); }},
     {"burst", "N", "packets per rx/tx burst (1..64, default 32)", U64_OPT(burst, 1, 64, false)},
+    {"cmdline-file", "FILE", "run the shell commands in FILE at start (as testpmd); with -i the prompt follows",
+     [](Options& o, std::string_view v) -> Err {
+         o.cmdline_file = trim(v);
+         return o.cmdline_file.empty() ? "empty file name" : Err{};
+     }},
     {"config", "FILE", "INI file of options ([tailmark] name = value) and per-flow keys ([flow.N] key = K)",
      [](Options& o, std::string_view v) -> Err {
          o.config_path = trim(v);
@@ -439,7 +457,9 @@ void print_help(const char* prog) {
         snprintf(left, sizeof(left), "--%s%s%s", d.name, d.arg ? " " : "", d.arg ? d.arg : "");
         printf("  %-32s %s\n", left, d.help);
     }
-    printf("  %-32s %s\n", "-i", "interactive shell (not yet implemented: runs non-interactively)");
+    printf("  %-32s %s\n", "-i",
+           "interactive shell (tailmark> prompt; `help` lists the commands). The generator waits for `start`;");
+    printf("  %-32s %s\n", "", "`send F SIZE COUNT` sends messages at any time; `quit` or EOF ends the run like SIGTERM");
     printf("\nexit codes: 0 every requested message completed and verified; 1 not (or a run-time\n"
            "failure); 2 bad configuration (one message on stderr names the option).\n");
 }
@@ -481,7 +501,9 @@ std::string dump_ini(const Options& o) {
         s << "tx-lcores = " << lc(o.tx_lcores) << "\n";
     if (!o.rx_lcores.empty())
         s << "rx-lcores = " << lc(o.rx_lcores) << "\n";
-    if (!o.consumer_lcores.empty())
+    if (o.external_consumer)
+        s << "consumer-lcores = none\n";
+    else if (!o.consumer_lcores.empty())
         s << "consumer-lcores = " << lc(o.consumer_lcores) << "\n";
     s << "tx-port = " << o.tx_port << "\n"
       << "rx-port = " << o.rx_port << "\n";
@@ -496,6 +518,8 @@ std::string dump_ini(const Options& o) {
       << "stats-period = " << o.stats_period << "\n";
     if (!o.summary_json.empty())
         s << "summary-json = " << o.summary_json << "\n";
+    if (o.linger)
+        s << "linger = 1\n";
     s << "exit-when-done = " << (o.exit_when_done ? 1 : 0) << "\n"
       << "flow-control = " << (o.flow_control ? "on" : "off") << "\n"
       << "burst = " << o.burst << "\n";

@@ -42,9 +42,13 @@ struct Options {
     uint32_t key = 0x7A11C0DE;
     std::map<uint16_t, uint32_t> flow_keys; // [flow.N] key=...
     double stats_period = 1.0;  // seconds; 0 = off
+    bool stats_period_set = false; // given (-i: the default is 0, no lines under the prompt)
     std::string summary_json;
     bool exit_when_done = false;
+    bool linger = false;            // --linger: once done, keep serving (telemetry) until a signal
+    bool external_consumer = false; // --consumer-lcores none: another process consumes (lib/tailmark/consumer.h)
     bool interactive = false;
+    std::string cmdline_file;   // --cmdline-file: shell commands run at start (then the prompt with -i)
     bool flow_control = true;   // sender waits for credits (the receiver's released cursor)
     uint32_t burst = 32;
     std::string config_path;

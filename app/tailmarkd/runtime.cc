@@ -27,6 +27,7 @@ constexpr uint64_t kAckMinUs = 20;          // recv: ACK an advanced cursor with
 constexpr uint64_t kAckKeepaliveUs = 1000;  // recv: one ACK per flow per ms regardless
 constexpr uint64_t kDrainUs = 500000;       // after a stop request, finish in-flight messages for 0.5 s
 constexpr uint64_t kControlUs = 100;        // control loop period
+constexpr uint64_t kConsumerStallUs = 1000000; // --consumer-lcores none: a flow is stalled after 1 s without a release
 
 // Objects on a NUMA socket (rte_zmalloc_socket + placement new).
 template <class T, class... A>
@@ -103,6 +104,13 @@ bool Runtime::plan_lcores(SetupError& e) {
         !take(opt_.rx_lcores, "--rx-lcores", rx_lcores_) ||
         !take(opt_.consumer_lcores, "--consumer-lcores", cons_lcores_))
         return false;
+    if (opt_.external_consumer) {
+        if (opt_.completion == CompletionMode::Packet) {
+            e = {2, "--consumer-lcores none: a consumer process needs --completion message"};
+            return false;
+        }
+        cons_lcores_.clear(); // the flows' rings are consumed by another process
+    }
     if (opt_.mode == Mode::Send) {
         if (!opt_.consumer_lcores.empty())
             TM_LOG(WARNING, app, "--consumer-lcores: nothing to consume in send mode; ignored");
@@ -477,6 +485,11 @@ bool Runtime::setup(SetupError& e) {
     tsc_hz_ = rte_get_tsc_hz();
     if (!plan_lcores(e) || !open_ports(e) || !make_flows(e) || !make_contexts(e))
         return false;
+    seen_released_.assign(opt_.flows, 0);
+    moved_tsc_.assign(opt_.flows, 0);
+    stalled_.reset(new std::atomic<bool>[opt_.flows]);
+    for (uint32_t i = 0; i < opt_.flows; i++)
+        stalled_[i].store(false, std::memory_order_relaxed);
     g_dp.mode = opt_.mode;
     g_dp.completion = opt_.completion;
     g_dp.msg_size = opt_.msg_size;
@@ -517,7 +530,7 @@ void Runtime::run() {
     start_tsc_ = rte_rdtsc();
     deadline_tsc_ = opt_.duration > 0 ? start_tsc_ + static_cast<uint64_t>(opt_.duration * double(tsc_hz_)) : 0;
     last_stats_tsc_ = start_tsc_;
-    const uint64_t period = static_cast<uint64_t>(opt_.stats_period * double(tsc_hz_));
+    const uint64_t period = static_cast<uint64_t>(stats_period_.load() * double(tsc_hz_)); // the shell may change it
     next_stats_ = period ? start_tsc_ + period : 0;
     launched_ = true;
     for (unsigned l = 0; l < RTE_MAX_LCORE; l++) {
@@ -533,10 +546,11 @@ void Runtime::run() {
     const LcoreRoles& mine = roles_[main_lcore];
     const uint64_t ctrl = tsc_hz_ * kControlUs / 1000000;
     uint64_t next_ctrl = 0;
+    LcoreCycles& cy = g_lcore_cycles[main_lcore];
+    uint64_t prev = rte_rdtsc();
     while (phase() != Phase::Stop) {
         if (mine.any()) {
-            if (!run_roles(mine))
-                rte_pause();
+            run_roles_timed(mine, cy, prev);
         } else {
             rte_delay_us_sleep(kControlUs);
         }
@@ -580,8 +594,9 @@ bool Runtime::done() const {
     for (uint32_t i = 0; i < opt_.flows; i++) {
         const FlowCtx& f = flows_[i];
         switch (opt_.mode) {
-        case Mode::Loopback:
-            if (f.consumed.load(std::memory_order_acquire) != m)
+        case Mode::Loopback: // plus the messages the shell's `send` asked for (--cmdline-file)
+            if (f.consumed.load(std::memory_order_acquire) !=
+                m + static_cast<uint32_t>(f.sends_requested.load(std::memory_order_acquire)))
                 return false;
             break;
         case Mode::Recv:
@@ -623,25 +638,79 @@ void Runtime::control(uint64_t now) {
     if (q >= 2) {
         stop(now, "signal");
     } else if (q == 1 && phase() == Phase::Run) {
-        TM_LOG(NOTICE, app, "signal %d", g_last_signal.load());
-        begin_drain(now, "signal");
+        const int sig = g_last_signal.load(); // 0: the shell's quit (or the end of its input)
+        if (sig != 0)
+            TM_LOG(NOTICE, app, "signal %d", sig);
+        else
+            TM_LOG(NOTICE, app, "quit (shell)");
+        begin_drain(now, sig ? "signal" : "quit");
     }
     if (phase() == Phase::Run && deadline_tsc_ && now >= deadline_tsc_)
         begin_drain(now, "duration");
-    if (phase() == Phase::Run && opt_.exit_when_done && done())
-        stop(now, "done");
+    if (opt_.external_consumer && opt_.mode != Mode::Send)
+        watch_flows(now);
+    if (phase() == Phase::Run && opt_.exit_when_done && !lingering_ && done()) {
+        if (opt_.linger) { // final counters stay readable (telemetry) until a signal
+            lingering_ = true;
+            exit_reason_ = "done";
+            end_tsc_ = now;
+            TM_LOG(NOTICE, app, "done; --linger: waiting for a signal");
+        } else {
+            stop(now, "done");
+        }
+    }
     if (phase() == Phase::Drain) {
         if (drained())
             stop(now, exit_reason_.c_str());
         else if (now >= drain_deadline_)
             stop(drain_start_, exit_reason_.c_str()); // rates: no traffic after the drain began
     }
+    // The period may change at run time (shell: `set stats-period`).
+    const uint64_t period = static_cast<uint64_t>(stats_period_.load(std::memory_order_relaxed) * double(tsc_hz_));
+    if (period == 0)
+        next_stats_ = 0;
+    else if (next_stats_ == 0 || next_stats_ > now + period)
+        next_stats_ = now + period;
     if (next_stats_ && now >= next_stats_ && phase() != Phase::Stop) {
         print_stats(now);
-        const uint64_t period = static_cast<uint64_t>(opt_.stats_period * double(tsc_hz_));
         while (next_stats_ <= now)
             next_stats_ += period;
     }
+}
+
+// The external consumer's released cursors become the flows' consumed
+// counters (done(), drained(), ACKs in recv mode read those). A flow whose
+// oldest unreleased message is complete while the cursor has not moved for
+// kConsumerStallUs is stalled: reported, never overwritten (the placer's
+// window ends at released + ring size).
+void Runtime::watch_flows(uint64_t now) {
+    const uint64_t limit = tsc_hz_ * kConsumerStallUs / 1000000;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < opt_.flows; i++) {
+        FlowCtx& f = flows_[i];
+        if (f.ring == nullptr)
+            continue;
+        const uint32_t rel = f.ring->released();
+        f.consumed.store(rel, std::memory_order_release);
+        if (rel != seen_released_[i] || moved_tsc_[i] == 0) {
+            seen_released_[i] = rel;
+            moved_tsc_[i] = now;
+        }
+        const bool waiting = f.ring->poll(rel) != nullptr;
+        const bool st = waiting && now - moved_tsc_[i] >= limit;
+        if (!waiting)
+            moved_tsc_[i] = now;
+        if (st != stalled_[i].load(std::memory_order_relaxed)) {
+            stalled_[i].store(st, std::memory_order_relaxed);
+            if (st)
+                TM_LOG(WARNING, app, "flow %u stalled: message %u is complete, the consumer released nothing for %" PRIu64
+                       " ms", i, rel, kConsumerStallUs / 1000);
+            else
+                TM_LOG(NOTICE, app, "flow %u resumed at message %u", i, rel);
+        }
+        n += st;
+    }
+    nstalled_.store(n, std::memory_order_relaxed);
 }
 
 Runtime::Totals Runtime::totals() const {
@@ -676,6 +745,11 @@ Runtime::Totals Runtime::totals() const {
             t.acked += flows_[i].credit.load(std::memory_order_relaxed);
     if (opt_.mode == Mode::Send)
         t.completed = t.acked;
+    else if (opt_.external_consumer) // released by the consumer process (which verifies)
+        for (uint32_t i = 0; i < opt_.flows; i++)
+            t.completed += flows_[i].ring ? flows_[i].ring->released() : 0;
+    if (opt_.external_consumer && opt_.mode != Mode::Send)
+        t.bytes = t.completed * opt_.msg_size; // every message is msg_size (the consumer checks it)
     return t;
 }
 
@@ -688,9 +762,17 @@ void Runtime::print_stats(uint64_t now) {
     const double gbps = double(t.bytes - last_stats_.bytes) * 8 / dt / 1e9;
     printf("stats t=%.2f sent=%" PRIu64 " completed=%" PRIu64 " verified=%" PRIu64 " verify_errors=%" PRIu64
            " msgs_per_s=%.0f gbps=%.3f mpps=%.3f packets_tx=%" PRIu64 " packets_rx=%" PRIu64 " drops=%" PRIu64
-           " tx_dropped=%" PRIu64 "\n",
+           " tx_dropped=%" PRIu64,
            el, t.sent, t.completed, t.verified, t.verify_errors, double(dmsg) / dt, gbps,
            double(dpkt) / dt / 1e6, t.pkts_tx, t.pkts_rx, t.drops, t.tx_dropped);
+    // Appended to the same line: in flight, retransmits, stalled flows, percent
+    // done. Nothing retransmits yet (the reliability issue adds RETX): always 0.
+    const uint64_t base = opt_.mode == Mode::Recv ? t.completion_writes : t.sent;
+    const uint64_t in_flight = base > t.completed ? base - t.completed : 0;
+    printf(" in_flight=%" PRIu64 " retransmits=0 stalled=%u", in_flight, nstalled_.load(std::memory_order_relaxed));
+    if (opt_.exit_when_done && opt_.messages != 0)
+        printf(" done_pct=%.1f", 100.0 * double(t.completed) / double(opt_.messages * opt_.flows));
+    printf("\n");
     fflush(stdout);
     last_stats_ = t;
     last_stats_tsc_ = now;
@@ -754,20 +836,23 @@ Results Runtime::results() const {
     }
     r.exit_reason = exit_reason_.empty() ? "stopped" : exit_reason_;
 
-    const uint64_t per_flow_total = opt_.messages * opt_.flows;
+    uint64_t per_flow_total = opt_.messages * opt_.flows;
+    for (uint32_t i = 0; flows_ && i < opt_.flows; i++) // the shell's `send`s (--cmdline-file)
+        per_flow_total += flows_[i].sends_requested.load(std::memory_order_relaxed);
     switch (opt_.mode) {
-    case Mode::Loopback:
-        r.requested = opt_.messages ? per_flow_total : r.messages_sent;
+    case Mode::Loopback: // -i: the shell's `send` adds messages; every message sent is requested
+        r.requested = opt_.messages && !opt_.interactive ? per_flow_total : r.messages_sent;
         r.ok = r.messages_sent == r.requested && r.messages_completed == r.requested &&
-               r.messages_verified == r.requested && r.verify_errors == 0;
+               (opt_.external_consumer || r.messages_verified == r.requested) && r.verify_errors == 0;
         break;
     case Mode::Recv:
         r.requested = per_flow_total;
         r.ok = r.verify_errors == 0 && (opt_.messages == 0 || (r.messages_completed == r.requested &&
-                                                                r.messages_verified == r.requested));
+                                                                (opt_.external_consumer ||
+                                                                 r.messages_verified == r.requested)));
         break;
     case Mode::Send:
-        r.requested = opt_.messages ? per_flow_total : r.messages_sent;
+        r.requested = opt_.messages && !opt_.interactive ? per_flow_total : r.messages_sent;
         r.ok = r.messages_sent == r.requested && r.tx_dropped == 0 &&
                (!opt_.flow_control || r.messages_acked == r.requested);
         break;

@@ -4,6 +4,7 @@
 // closed, memzones and rings freed; the caller then calls rte_eal_cleanup).
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -39,7 +40,13 @@ public:
     // Idempotent. Lcores must be joined (run() returned, or never launched).
     void teardown();
 
+    // --stats-period at run time (the shell's `set stats-period`; 0 = off). Any thread.
+    void set_stats_period(double s) { stats_period_.store(s, std::memory_order_relaxed); }
+    double stats_period() const { return stats_period_.load(std::memory_order_relaxed); }
+
 private:
+    friend struct TelemetryAccess; // telemetry.cc: read-only views for the telemetry thread
+    friend struct ShellAccess;     // shell.cc: the interactive shell's views and controls
     bool plan_lcores(SetupError& e);
     bool open_ports(SetupError& e);
     bool make_flows(SetupError& e);
@@ -50,6 +57,7 @@ private:
     void begin_drain(uint64_t now, const char* reason);
     void stop(uint64_t now, const char* reason);
     void print_stats(uint64_t now);
+    void watch_flows(uint64_t now); // --consumer-lcores none: cursors in, stalls out
 
     struct Totals {
         uint64_t sent = 0, completed = 0, verified = 0, verify_errors = 0, bytes = 0;
@@ -89,6 +97,15 @@ private:
     uint64_t next_stats_ = 0, last_stats_tsc_ = 0;
     Totals last_stats_{};
     std::string exit_reason_;
+    std::atomic<double> stats_period_{opt_.stats_period}; // shell: `set stats-period` (seconds, 0 = off)
+    bool lingering_ = false; // --linger: done, waiting for a signal
+    // --consumer-lcores none: per flow, the released cursor last seen, when it
+    // last moved, and whether the flow is stalled (completed messages wait,
+    // the external consumer releases none for kConsumerStallUs).
+    std::vector<uint32_t> seen_released_;
+    std::vector<uint64_t> moved_tsc_;
+    std::unique_ptr<std::atomic<bool>[]> stalled_;
+    std::atomic<uint32_t> nstalled_{0};
 };
 
 } // namespace tailmark::app

@@ -18,7 +18,7 @@ namespace {
 
 bool rx_place(RxCtx& c) {
     rte_mbuf* pkts[kMaxBurst];
-    const uint16_t n = rte_eth_rx_burst(c.port, c.queue, pkts, static_cast<uint16_t>(g_dp.burst));
+    const uint16_t n = rte_eth_rx_burst(c.port, c.queue, pkts, static_cast<uint16_t>(dp_burst()));
     if (n == 0)
         return false;
     bump(c.pkts_rx, n);
@@ -31,7 +31,7 @@ bool rx_place(RxCtx& c) {
 // several rx lcores may update one flow, hence the CAS.
 bool rx_acks(RxCtx& c) {
     rte_mbuf* pkts[kMaxBurst];
-    const uint16_t n = rte_eth_rx_burst(c.port, c.queue, pkts, static_cast<uint16_t>(g_dp.burst));
+    const uint16_t n = rte_eth_rx_burst(c.port, c.queue, pkts, static_cast<uint16_t>(dp_burst()));
     if (n == 0)
         return false;
     bump(c.pkts_rx, n);

@@ -49,10 +49,8 @@ bool flush(TxCtx& c, TxQueueCtx& q, uint64_t now) {
     return false;
 }
 
-// May flow s start its next message now? (messages left, phase, credits)
-inline bool may_start(const TxFlowState& s) {
-    if (g_dp.messages != 0 && s.next_msg >= g_dp.messages)
-        return false;
+// May flow s start its next message now? (credits)
+inline bool window_open(const TxFlowState& s) {
     if (!g_dp.flow_control)
         return true;
     const FlowCtx& f = *s.f;
@@ -67,10 +65,43 @@ inline bool may_start(const TxFlowState& s) {
     return static_cast<uint32_t>(s.next_msg - released) < g_dp.ring_size;
 }
 
-inline void start_message(TxCtx& c, TxFlowState& s) {
-    generate(s.f->id, s.next_msg, s.buf, g_dp.msg_size);
+// Picks flow s's next message, if one may start: a queued `send` request of
+// the shell first, else the generator (--messages per flow; 0 = endless).
+// Sets s.msg's length through start_message's caller. No lock: the requests
+// come on an SP/SC rte_ring, start/stop as single atomic stores.
+inline bool may_start(TxFlowState& s, uint64_t& len) {
+    if (s.f->send_q != nullptr && g_tx_paused.load(std::memory_order_relaxed))
+        return false;
+    if (!window_open(s))
+        return false;
+    if (s.send_left == 0 && s.f->send_q != nullptr) {
+        uint64_t req;
+        if (rte_ring_sc_dequeue_elem(s.f->send_q, &req, sizeof(req)) == 0) {
+            s.send_size = static_cast<uint32_t>(req >> 32);
+            s.send_left = static_cast<uint32_t>(req);
+        }
+    }
+    if (s.send_left != 0) {
+        s.send_left--;
+        s.cur_send = true;
+        len = s.send_size;
+        return true;
+    }
+    if (!g_gen_on.load(std::memory_order_relaxed) || (g_dp.messages != 0 && s.gen_sent >= g_dp.messages))
+        return false;
+    s.gen_sent++;
+    s.cur_send = false;
+    len = g_dp.msg_size;
+    return true;
+}
+
+inline void start_message(TxCtx& c, TxFlowState& s, uint64_t len) {
+    generate(s.f->id, s.next_msg, s.buf, len);
+    if (s.f->sizes != nullptr) // before any packet of it leaves: the consumer checks the length
+        __atomic_store_n(&s.f->sizes[s.next_msg & (g_dp.ring_size - 1)], uint64_t(s.next_msg) << 32 | len,
+                         __ATOMIC_RELEASE);
     s.msg.msg_id = s.next_msg;
-    s.msg.bytes = {s.buf, static_cast<size_t>(g_dp.msg_size)};
+    s.msg.bytes = {s.buf, static_cast<size_t>(len)};
     s.msg.chain = nullptr;
     c.marker.prepare(s.f->tx, s.msg); // checked at set-up: the plan fits
     s.next_pkt = 0;
@@ -84,21 +115,23 @@ bool tx_data_queue(TxCtx& c, TxQueueCtx& q, uint64_t now) {
     if (q.nflows == 0)
         return false;
     const bool may_open = phase() == Phase::Run;
+    const uint32_t burst = dp_burst();
     uint32_t n = 0, idle = 0;
-    while (n < g_dp.burst && idle < q.nflows) {
+    uint64_t len = 0;
+    while (n < burst && idle < q.nflows) {
         TxFlowState& s = q.flows[q.rr];
         if (!s.active) {
-            if (!may_open || !may_start(s)) {
+            if (!may_open || !may_start(s, len)) {
                 q.rr = q.rr + 1 == q.nflows ? 0 : q.rr + 1;
                 idle++;
                 continue;
             }
-            start_message(c, s);
+            start_message(c, s, len);
         }
         idle = 0;
         uint32_t k = s.msg.plan.pkt_count - s.next_pkt;
-        if (k > g_dp.burst - n)
-            k = g_dp.burst - n;
+        if (k > burst - n)
+            k = burst - n;
         const int rc = c.marker.build(s.f->tx, s.msg, s.next_pkt, k, q.pend + n);
         if (unlikely(rc < 0)) {
             bump(c.alloc_fail);
@@ -112,7 +145,9 @@ bool tx_data_queue(TxCtx& c, TxQueueCtx& q, uint64_t now) {
             s.next_msg++;
             s.f->sent.store(s.next_msg, std::memory_order_release);
             bump(c.msgs_sent);
-            bump(c.bytes_tx, g_dp.msg_size);
+            bump(c.bytes_tx, s.msg.bytes.size());
+            if (s.cur_send)
+                s.f->sends_sent.store(s.f->sends_sent.load(std::memory_order_relaxed) + 1, std::memory_order_release);
         }
         // Round robin per chunk: large messages of several flows interleave.
         q.rr = q.rr + 1 == q.nflows ? 0 : q.rr + 1;
@@ -131,7 +166,8 @@ bool tx_ack_queue(TxCtx& c, TxQueueCtx& q, uint64_t now) {
     if (!flush(c, q, now) || q.nflows == 0)
         return false;
     uint32_t n = 0;
-    for (uint32_t i = 0; i < q.nflows && n < g_dp.burst; i++) {
+    const uint32_t burst = dp_burst();
+    for (uint32_t i = 0; i < q.nflows && n < burst; i++) {
         TxFlowState& s = q.flows[q.rr];
         q.rr = q.rr + 1 == q.nflows ? 0 : q.rr + 1;
         const uint32_t released = s.f->consumed.load(std::memory_order_acquire);

@@ -15,10 +15,10 @@ DataPlaneConfig g_dp;
 int lcore_main(void* arg) {
     const LcoreRoles& r = *static_cast<const LcoreRoles*>(arg);
     block_async_signals_on_lcore();
-    while (phase() != Phase::Stop) {
-        if (!run_roles(r))
-            rte_pause();
-    }
+    LcoreCycles& cy = g_lcore_cycles[rte_lcore_id()];
+    uint64_t prev = rte_rdtsc();
+    while (phase() != Phase::Stop)
+        run_roles_timed(r, cy, prev);
     return 0;
 }
 

@@ -8,7 +8,7 @@ tm_say() { printf '[tailmark] %s\n' "$*" >&2; }
 
 # Debian packages the build and the test suites need.
 TM_PACKAGES=(dpdk dpdk-dev libdpdk-dev libnuma-dev catch2 meson ninja-build pkg-config g++
-             python3 iproute2 nftables procps tmux)
+             python3 iproute2 nftables procps tmux tshark valgrind)
 
 tm_ensure_packages() {
     local missing=() p
@@ -22,6 +22,8 @@ tm_ensure_packages() {
         return 1
     fi
     export DEBIAN_FRONTEND=noninteractive
+    # tshark: no setuid dumpcap, and no question about it.
+    echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
     apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 

@@ -1,0 +1,34 @@
+// The interactive shell (-i) and --cmdline-file, on librte_cmdline as in
+// testpmd: one cmdline_parse_inst_t per command (shell.cc), the prompt
+// `tailmark> ` (cmdline_stdin_new, cmdline_interact, cmdline_stdin_exit), a
+// command file first when given (cmdline_file_new). Input from a pipe works
+// like a terminal; EOF ends the run like `quit`.
+//
+// The shell runs in its own thread; the main lcore keeps running the control
+// loop (Runtime::run) and the data plane keeps running on its lcores. The
+// shell only reads counters, and talks to the data plane through single
+// atomic stores (start/stop, burst, stats period) and one SP/SC rte_ring per
+// flow (`send F SIZE COUNT`), never through a lock the data plane takes.
+//
+// Signals: SIGINT/SIGTERM keep their handler (counting quit requests) and
+// also cmdline_quit the prompt. `quit` counts a quit request like SIGTERM.
+#pragma once
+
+#include <string>
+
+namespace tailmark::app {
+
+class Runtime;
+struct Options;
+
+// With -i or --cmdline-file: sets up the shell's channels to the data plane
+// and starts the shell thread. Call after Runtime::setup, before
+// Runtime::run. False with `err` when something could not be set up.
+bool shell_start(Runtime& rt, const Options& opt, std::string& err);
+
+// After Runtime::run returned (lcores joined): wakes and joins the shell
+// thread, restores the terminal and the signal handlers, frees the channels.
+// Idempotent; a no-op when the shell was not started.
+void shell_stop();
+
+} // namespace tailmark::app

@@ -1,0 +1,36 @@
+// Shared by shell.cc (thread, signals) and shell_commands.cc (the commands).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <cmdline_parse.h>
+
+#include "runtime.h"
+
+namespace tailmark::app {
+
+// The Runtime's internals the shell reads (it is a friend of Runtime).
+struct ShellAccess {
+    static const Options& opt(const Runtime& r) { return r.opt_; }
+    static FlowCtx* flows(const Runtime& r) { return r.flows_; }
+    static const std::vector<TxCtx*>& txs(const Runtime& r) { return r.txs_; }
+    static const std::vector<RxCtx*>& rxs(const Runtime& r) { return r.rxs_; }
+    static const std::vector<ConsCtx*>& conss(const Runtime& r) { return r.conss_; }
+    static const std::vector<LcoreRoles>& roles(const Runtime& r) { return r.roles_; }
+    static int tx_port(const Runtime& r) { return r.tx_port_ ? r.tx_port_->id() : -1; }
+    static int rx_port(const Runtime& r) { return r.rx_port_ ? r.rx_port_->id() : -1; }
+    static int tx_socket(const Runtime& r) { return r.tx_socket_; }
+};
+
+extern Runtime* g_shell_rt;                  // set while the shell runs
+extern std::vector<uint64_t> g_shell_requested; // per flow: messages asked for with `send` (shell thread)
+
+cmdline_parse_ctx_t* shell_context();
+// Per flow: the `send` ring and the message-length records (FlowCtx::send_q,
+// FlowCtx::sizes). Before the lcores are launched / after they are joined.
+bool shell_attach_channels(std::string& err);
+void shell_detach_channels();
+
+} // namespace tailmark::app

@@ -1,0 +1,210 @@
+#include "telemetry.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+
+#include <rte_cycles.h>
+#include <rte_lcore.h>
+#include <rte_telemetry.h>
+
+#include "context.h"
+#include "runtime.h"
+#include "tailmark/log.h"
+
+namespace tailmark::app {
+
+LcoreCycles g_lcore_cycles[RTE_MAX_LCORE];
+
+namespace {
+
+std::mutex g_mu;                // telemetry thread vs. attach/detach (never the data plane)
+const Runtime* g_rt = nullptr;  // under g_mu
+bool g_registered = false;      // under g_mu
+
+// The one place that adds a u64 to a dict (rte_tel_data_add_dict_u64 was
+// renamed after 22.11). Every add is checked: false when the dict is full or
+// the key is invalid.
+bool put(rte_tel_data* d, const char* key, uint64_t v) {
+    return rte_tel_data_add_dict_u64(d, key, v) == 0;
+}
+bool put_str(rte_tel_data* d, const char* key, const char* v) {
+    return rte_tel_data_add_dict_string(d, key, v) == 0;
+}
+
+} // namespace
+
+// Runtime's friend: read-only views of its counters.
+struct TelemetryAccess {
+    static int stats(const Runtime& rt, rte_tel_data* d) {
+        const Runtime::Totals t = rt.totals();
+        const Options& o = rt.opt_;
+        const uint64_t requested = o.messages * o.flows;
+        const uint64_t base = o.mode == Mode::Recv ? t.completion_writes : t.sent;
+        bool ok = rte_tel_data_start_dict(d) == 0;
+        ok = ok && put_str(d, "mode", to_string(o.mode));
+        ok = ok && put_str(d, "completion_mode", to_string(o.completion));
+        ok = ok && put(d, "flows", o.flows);
+        ok = ok && put(d, "msg_size", o.msg_size);
+        ok = ok && put(d, "messages_per_flow", o.messages);
+        ok = ok && put(d, "messages_requested", requested);
+        ok = ok && put(d, "messages_sent", t.sent);
+        ok = ok && put(d, "messages_completed", t.completed);
+        ok = ok && put(d, "messages_acked", t.acked);
+        ok = ok && put(d, "messages_verified", t.verified);
+        ok = ok && put(d, "verify_errors", t.verify_errors);
+        ok = ok && put(d, "completion_writes", t.completion_writes);
+        ok = ok && put(d, "packets_tx", t.pkts_tx);
+        ok = ok && put(d, "packets_rx", t.pkts_rx);
+        ok = ok && put(d, "bytes_payload", t.bytes);
+        ok = ok && put(d, "drops_total", t.drops);
+        ok = ok && put(d, "tx_dropped", t.tx_dropped);
+        ok = ok && put(d, "in_flight", base > t.completed ? base - t.completed : 0);
+        ok = ok && put(d, "flows_stalled", rt.nstalled_.load(std::memory_order_relaxed));
+        ok = ok && put(d, "external_consumer", o.external_consumer);
+        ok = ok && put(d, "done", requested != 0 && t.completed == requested);
+        return ok ? 0 : -ENOSPC;
+    }
+
+    static int flow(const Runtime& rt, const char* params, rte_tel_data* d) {
+        if (params == nullptr || *params == '\0')
+            return -EINVAL;
+        char* end = nullptr;
+        errno = 0;
+        const unsigned long id = strtoul(params, &end, 10);
+        if (errno != 0 || end == params || *end != '\0' || id >= rt.opt_.flows || rt.flows_ == nullptr)
+            return -EINVAL;
+        const FlowCtx& f = rt.flows_[id];
+        const bool ext = rt.opt_.external_consumer;
+        bool ok = rte_tel_data_start_dict(d) == 0;
+        ok = ok && put(d, "flow", f.id);
+        ok = ok && put(d, "key", f.key);
+        ok = ok && put(d, "ring_size", f.ring_size);
+        ok = ok && put(d, "pkts_per_msg", f.pkts_per_msg);
+        ok = ok && put(d, "rx_owner", f.rx_owner);
+        ok = ok && put(d, "txq", f.txq);
+        ok = ok && put(d, "sent", f.sent.load(std::memory_order_relaxed));
+        ok = ok && put(d, "consumed", f.consumed.load(std::memory_order_relaxed));
+        ok = ok && put(d, "credit", f.credit.load(std::memory_order_relaxed));
+        if (f.ring != nullptr) {
+            const uint32_t rel = f.ring->released();
+            ok = ok && put(d, "released", rel);
+            ok = ok && put(d, "next_complete", f.ring->poll(rel) != nullptr);
+            ok = ok && put_str(d, "memzone", f.ring->memzone()->name);
+        }
+        ok = ok && put_str(d, "consumer", ext ? "external" : "lcore");
+        ok = ok && put(d, "stalled", ext && rt.stalled_ ? rt.stalled_[id].load(std::memory_order_relaxed) : 0);
+        return ok ? 0 : -ENOSPC;
+    }
+
+    static int drops(const Runtime& rt, rte_tel_data* d) {
+        DropCounters sum{};
+        for (const RxCtx* c : rt.rxs_) {
+            for (size_t i = 0; i < kDropReasonCount; i++)
+                sum[i] += peek(c->drops[i]);
+            if (c->placer) {
+                const RxCounters& rc = c->placer->counters();
+                for (size_t i = 0; i < kDropReasonCount; i++)
+                    sum[i] += peek(rc.drops[i]);
+            }
+        }
+        uint64_t total = 0;
+        bool ok = rte_tel_data_start_dict(d) == 0;
+        for (size_t i = 0; i < kDropReasonCount && ok; i++) {
+            const std::string k(kDropReasonNames[i]);
+            ok = put(d, k.c_str(), sum[i]);
+            total += sum[i];
+        }
+        ok = ok && put(d, "total", total);
+        return ok ? 0 : -ENOSPC;
+    }
+
+    static int lcores(const Runtime& rt, rte_tel_data* d) {
+        bool ok = rte_tel_data_start_dict(d) == 0;
+        ok = ok && put(d, "tsc_hz", rte_get_tsc_hz());
+        const unsigned main_lcore = rte_get_main_lcore();
+        for (unsigned l = 0; l < RTE_MAX_LCORE && ok; l++) {
+            const LcoreRoles& r = rt.roles_[l];
+            if (!r.any() && l != main_lcore)
+                continue;
+            std::string roles = l == main_lcore ? "control" : "";
+            for (const auto& [has, name] : {std::pair{r.tx != nullptr, "tx"}, std::pair{r.rx != nullptr, "rx"},
+                                            std::pair{r.cons != nullptr, "consumer"}}) {
+                if (!has)
+                    continue;
+                if (!roles.empty())
+                    roles.push_back('+');
+                roles.append(name);
+            }
+            rte_tel_data* c = rte_tel_data_alloc();
+            if (c == nullptr)
+                return -ENOMEM;
+            const LcoreCycles& cy = g_lcore_cycles[l];
+            bool cok = rte_tel_data_start_dict(c) == 0;
+            cok = cok && put(c, "lcore", l);
+            cok = cok && put_str(c, "roles", roles.c_str());
+            cok = cok && put(c, "busy_cycles", peek(cy.busy));
+            cok = cok && put(c, "idle_cycles", peek(cy.idle));
+            const std::string key = "lcore_" + std::to_string(l);
+            if (!cok || rte_tel_data_add_dict_container(d, key.c_str(), c, 0) != 0) {
+                rte_tel_data_free(c);
+                ok = false;
+            }
+        }
+        return ok ? 0 : -ENOSPC;
+    }
+};
+
+namespace {
+
+template <int (*F)(const Runtime&, const char*, rte_tel_data*)>
+int guarded(const char*, const char* params, rte_tel_data* d) {
+    std::lock_guard<std::mutex> lk(g_mu);
+    if (g_rt == nullptr)
+        return -EAGAIN; // not running (set-up or teardown)
+    return F(*g_rt, params, d);
+}
+
+int stats_cb(const Runtime& rt, const char*, rte_tel_data* d) { return TelemetryAccess::stats(rt, d); }
+int flow_cb(const Runtime& rt, const char* p, rte_tel_data* d) { return TelemetryAccess::flow(rt, p, d); }
+int drops_cb(const Runtime& rt, const char*, rte_tel_data* d) { return TelemetryAccess::drops(rt, d); }
+int lcores_cb(const Runtime& rt, const char*, rte_tel_data* d) { return TelemetryAccess::lcores(rt, d); }
+
+} // namespace
+
+bool telemetry_attach(const Runtime& rt) {
+    std::lock_guard<std::mutex> lk(g_mu);
+    g_rt = &rt;
+    if (g_registered)
+        return true;
+    struct Cmd {
+        const char* name;
+        telemetry_cb cb;
+        const char* help;
+    };
+    const Cmd cmds[] = {
+        {"/tailmark/stats", guarded<stats_cb>, "tailmark totals: messages, packets, bytes, drops. No parameters."},
+        {"/tailmark/flow", guarded<flow_cb>, "One flow's state. Parameter: flow id."},
+        {"/tailmark/drops", guarded<drops_cb>, "tailmark drop counts by reason. No parameters."},
+        {"/tailmark/lcores", guarded<lcores_cb>, "tailmark lcores: roles, busy and idle TSC cycles. No parameters."},
+    };
+    bool ok = true;
+    for (const Cmd& c : cmds) {
+        const int rc = rte_telemetry_register_cmd(c.name, c.cb, c.help);
+        if (rc != 0) {
+            TM_LOG(WARNING, app, "telemetry: cannot register %s (%d)", c.name, rc);
+            ok = false;
+        }
+    }
+    g_registered = true;
+    return ok;
+}
+
+void telemetry_detach() {
+    std::lock_guard<std::mutex> lk(g_mu);
+    g_rt = nullptr;
+}
+
+} // namespace tailmark::app
