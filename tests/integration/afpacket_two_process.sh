@@ -19,21 +19,7 @@ tm_require_root
 
 NA=tm_afa_$$
 NB=tm_afb_$$
-TM_NETNS+=("$NA" "$NB")
-setup() {
-    ip netns add "$NA" && ip netns add "$NB" || return 1
-    ip link add vethA netns "$NA" type veth peer name vethB netns "$NB" || return 1
-    local ns
-    for ns in "$NA" "$NB"; do
-        ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 || return 1
-        ip netns exec "$ns" sysctl -qw net.ipv6.conf.default.disable_ipv6=1 || return 1
-        ip netns exec "$ns" ip link set lo up || return 1
-    done
-    ip netns exec "$NA" ip link set vethA up && ip netns exec "$NB" ip link set vethB up
-}
-setup || { tm_fail "namespace/veth set-up"; tm_finish; }
-MAC_A=$(ip netns exec "$NA" cat /sys/class/net/vethA/address)
-MAC_B=$(ip netns exec "$NB" cat /sys/class/net/vethB/address)
+tm_veth_pair "$NA" "$NB" || { tm_fail "namespace/veth set-up"; tm_finish; }
 IP_A=198.18.0.1
 IP_B=198.18.0.2
 MTU=1500

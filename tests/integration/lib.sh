@@ -79,35 +79,11 @@ tm_prefix() {
     echo "$p"
 }
 
-# tm_run NAME TIMEOUT [ns NETNS] -- EAL... -- OPTIONS...
-# Runs the daemon in the foreground under `timeout`; stdout and stderr go to
-# $TM_WORK/NAME.out and NAME.err, the summary to NAME.json. Sets TM_RC.
-tm_run() {
-    local name=$1 tmo=$2
-    shift 2
-    local ns=()
-    if [ "${1:-}" = ns ]; then
-        ns=(ip netns exec "$2")
-        shift 2
-    fi
-    [ "${1:-}" = -- ] && shift
-    tm_prefix "$name" >/dev/null
-    local prefix=${TM_PREFIXES[-1]}
-    local eal=() opts=()
-    while [ $# -gt 0 ] && [ "$1" != -- ]; do eal+=("$1"); shift; done
-    [ "${1:-}" = -- ] && shift
-    opts=("$@")
-    rm -f "$TM_WORK/$name.json"
-    "${ns[@]}" timeout -k 5 "$tmo" "$TAILMARKD" "${TM_MEM[@]}" --no-pci --file-prefix "$prefix" \
-        --log-level=lib.eal:warning "${eal[@]}" -- \
-        --summary-json "$TM_WORK/$name.json" "${opts[@]}" \
-        >"$TM_WORK/$name.out" 2>"$TM_WORK/$name.err"
-    TM_RC=$?
-}
-
-# tm_start NAME TIMEOUT [ns NETNS] -- EAL... -- OPTIONS...: same, in the
-# background. Sets TM_PID (the `timeout` process; its status is the daemon's).
-tm_start() {
+# tm_launch NAME TIMEOUT [ns NETNS] -- EAL... -- OPTIONS...: starts the
+# daemon under `timeout`, in the background; stdout and stderr go to
+# $TM_WORK/NAME.out and NAME.err, the summary to NAME.json. Sets TM_PID (the
+# `timeout` process; its status is the daemon's).
+tm_launch() {
     local name=$1 tmo=$2
     shift 2
     local ns=()
@@ -128,6 +104,34 @@ tm_start() {
         --summary-json "$TM_WORK/$name.json" "${opts[@]}" \
         >"$TM_WORK/$name.out" 2>"$TM_WORK/$name.err" &
     TM_PID=$!
+}
+
+# tm_start: tm_launch, left running in the background.
+tm_start() { tm_launch "$@"; }
+
+# tm_run: tm_launch, waited for. Sets TM_RC.
+tm_run() {
+    tm_launch "$@"
+    wait "$TM_PID"
+    TM_RC=$?
+}
+
+# tm_veth_pair NA NB: two network namespaces joined by a veth pair, vethA in
+# NA and vethB in NB, up, IPv6 off (no neighbour discovery on the wire), and
+# remembered for the cleanup. Sets MAC_A and MAC_B.
+tm_veth_pair() {
+    local na=$1 nb=$2 ns
+    TM_NETNS+=("$na" "$nb")
+    ip netns add "$na" && ip netns add "$nb" || return 1
+    ip link add vethA netns "$na" type veth peer name vethB netns "$nb" || return 1
+    for ns in "$na" "$nb"; do
+        ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 || return 1
+        ip netns exec "$ns" sysctl -qw net.ipv6.conf.default.disable_ipv6=1 || return 1
+        ip netns exec "$ns" ip link set lo up || return 1
+    done
+    ip netns exec "$na" ip link set vethA up && ip netns exec "$nb" ip link set vethB up || return 1
+    MAC_A=$(ip netns exec "$na" cat /sys/class/net/vethA/address)
+    MAC_B=$(ip netns exec "$nb" cat /sys/class/net/vethB/address)
 }
 
 # tm_show NAME: the tail of a run's output, for a failure report.

@@ -188,20 +188,7 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 NA=tm_sca_$$
 NB=tm_scb_$$
-TM_NETNS+=("$NA" "$NB")
-setup() {
-    ip netns add "$NA" && ip netns add "$NB" || return 1
-    ip link add vethA netns "$NA" type veth peer name vethB netns "$NB" || return 1
-    local ns
-    for ns in "$NA" "$NB"; do
-        ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 || return 1
-        ip netns exec "$ns" ip link set lo up || return 1
-    done
-    ip netns exec "$NA" ip link set vethA up && ip netns exec "$NB" ip link set vethB up
-}
-setup || { tm_fail "namespace/veth set-up"; tm_finish; }
-MAC_A=$(ip netns exec "$NA" cat /sys/class/net/vethA/address)
-MAC_B=$(ip netns exec "$NB" cat /sys/class/net/vethB/address)
+tm_veth_pair "$NA" "$NB" || { tm_fail "namespace/veth set-up"; tm_finish; }
 F2=2 M2=2000 S2=4096
 common=(--flows "$F2" --messages "$M2" --msg-size "$S2" --ring-size 64 --exit-when-done --duration 60 --stats-period 0)
 tm_start recv 80 ns "$NB" -- --vdev=net_af_packet0,iface=vethB,framecnt=4096 -l 1 -- --mode recv \
