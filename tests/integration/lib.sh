@@ -2,7 +2,7 @@
 # shellcheck shell=bash
 #
 # Environment:
-#   TAILMARKD           the daemon (meson passes it; else build-app/ or build/)
+#   TAILMARKD           the daemon (meson passes it; else build/)
 #   TAILMARK_EAL_MEM    EAL memory arguments; "--no-huge -m 1024" when unset
 #                       (scripts/test.sh sets it: "" when hugepages are there)
 #   TAILMARK_CONFIG_DIR config/ of the source tree
@@ -17,7 +17,7 @@ TM_TEST=${TM_TEST:-$(basename "${0%.sh}")}
 TM_SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 TAILMARKD=${TAILMARKD:-}
 if [ -z "$TAILMARKD" ]; then
-    for c in "$TM_SRC/build-app/app/tailmarkd/tailmarkd" "$TM_SRC/build/app/tailmarkd/tailmarkd"; do
+    for c in "$TM_SRC/build/app/tailmarkd/tailmarkd"; do
         [ -x "$c" ] && { TAILMARKD=$c; break; }
     done
 fi
