@@ -27,6 +27,7 @@ if [ $sanitize -eq 1 ]; then
     dir=$TM_ROOT/build-asan
     tm_build "$dir" -Dbuildtype=debug -Db_sanitize=address,undefined -Db_lundef=false || { echo "0 passed, 1 failed"; exit 1; }
     export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
+    export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$TM_ROOT/tests/lsan.supp:print_suppressions=0}
     export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 else
     tm_build "$dir" || { echo "0 passed, 1 failed"; exit 1; }
