@@ -1,0 +1,147 @@
+#include "drivers/fault_shim.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+#include <rte_ether.h>
+
+namespace tailmark::drivers {
+
+std::string FaultSpec::str() const {
+    char b[160];
+    snprintf(b, sizeof(b), "drop=%g,dup=%g,reorder=%g,corrupt=%g,seed=%llu", drop, dup, reorder, corrupt,
+             static_cast<unsigned long long>(seed));
+    return b;
+}
+
+bool parse_fault_spec(std::string_view text, FaultSpec& out, std::string& err) {
+    FaultSpec s;
+    while (!text.empty()) {
+        const size_t comma = text.find(',');
+        const std::string_view item = text.substr(0, comma);
+        text = comma == std::string_view::npos ? std::string_view{} : text.substr(comma + 1);
+        const size_t eq = item.find('=');
+        if (eq == std::string_view::npos || eq == 0) {
+            err = "fault: '" + std::string(item) + "' is not NAME=VALUE";
+            return false;
+        }
+        const std::string name(item.substr(0, eq)), value(item.substr(eq + 1));
+        char* end = nullptr;
+        errno = 0;
+        if (name == "seed") {
+            const unsigned long long v = strtoull(value.c_str(), &end, 0);
+            if (value.empty() || *end != '\0' || errno != 0 || value[0] == '-') {
+                err = "fault: seed '" + value + "' is not a non-negative integer";
+                return false;
+            }
+            s.seed = v;
+            continue;
+        }
+        double* field = name == "drop" ? &s.drop : name == "dup" ? &s.dup : name == "reorder" ? &s.reorder
+                      : name == "corrupt" ? &s.corrupt : nullptr;
+        if (field == nullptr) {
+            err = "fault: unknown field '" + name + "' (drop, dup, reorder, corrupt, seed)";
+            return false;
+        }
+        const double v = strtod(value.c_str(), &end);
+        if (value.empty() || *end != '\0' || errno != 0 || !std::isfinite(v) || v < 0 || v > 1) {
+            err = "fault: " + name + " '" + value + "' is not a probability in [0, 1]";
+            return false;
+        }
+        *field = v;
+    }
+    out = s;
+    return true;
+}
+
+FaultShim::FaultShim(const FaultSpec& spec) : spec_(spec), state_(spec.seed) {}
+
+FaultShim::~FaultShim() {
+    if (nheld_)
+        rte_pktmbuf_free_bulk(held_, nheld_);
+}
+
+// splitmix64: one multiply-xorshift step per decision, and a seed of 0 works.
+uint64_t FaultShim::next() {
+    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+void FaultShim::corrupt(rte_mbuf* m) {
+    const uint32_t len = rte_pktmbuf_pkt_len(m);
+    if (len <= RTE_ETHER_HDR_LEN)
+        return;
+    uint32_t off = RTE_ETHER_HDR_LEN + static_cast<uint32_t>(next() % (len - RTE_ETHER_HDR_LEN));
+    rte_mbuf* seg = m;
+    while (off >= seg->data_len) {
+        off -= seg->data_len;
+        seg = seg->next;
+    }
+    rte_pktmbuf_mtod_offset(seg, uint8_t*, off)[0] ^= static_cast<uint8_t>(1u << (next() & 7));
+    ctr_.corrupted++;
+}
+
+uint16_t FaultShim::apply(rte_mbuf** pkts, uint16_t n, uint16_t max) {
+    if (n > kMaxIn) // larger than any burst here: passes untouched
+        return n;
+    // What was held during the last call comes out behind this burst.
+    rte_mbuf* release[kHold];
+    const uint16_t nrelease = nheld_;
+    for (uint16_t i = 0; i < nrelease; i++)
+        release[i] = held_[i];
+    nheld_ = 0;
+
+    // Duplicates make the output run ahead of the input: read from a copy.
+    rte_mbuf* in[kMaxIn];
+    for (uint16_t i = 0; i < n; i++)
+        in[i] = pkts[i];
+
+    uint16_t k = 0;
+    for (uint16_t i = 0; i < n; i++) {
+        rte_mbuf* m = in[i];
+        ctr_.seen++;
+        if (chance(spec_.drop)) {
+            rte_pktmbuf_free(m);
+            ctr_.dropped++;
+            continue;
+        }
+        if (chance(spec_.corrupt))
+            corrupt(m);
+        if (nheld_ < kHold && chance(spec_.reorder)) {
+            held_[nheld_++] = m;
+            ctr_.reordered++;
+            continue;
+        }
+        pkts[k++] = m;
+        // Room is left for this burst's packets still to come and for the
+        // released ones, so a duplicate never pushes a packet out.
+        if (chance(spec_.dup) && k + (n - i - 1) + nrelease < max) {
+            rte_mbuf_refcnt_update(m, 1);
+            pkts[k++] = m;
+            ctr_.duplicated++;
+        }
+    }
+    for (uint16_t i = 0; i < nrelease; i++) {
+        if (k < max)
+            pkts[k++] = release[i];
+        else if (nheld_ < kHold)
+            held_[nheld_++] = release[i]; // no room: next time
+        else
+            rte_pktmbuf_free(release[i]), ctr_.dropped++;
+    }
+    return k;
+}
+
+static uint16_t rx_fault_cb(uint16_t, uint16_t, rte_mbuf** pkts, uint16_t n, uint16_t max, void* arg) {
+    return static_cast<FaultShim*>(arg)->apply(pkts, n, max);
+}
+
+const rte_eth_rxtx_callback* FaultShim::attach_rx(uint16_t port, uint16_t queue) {
+    return rte_eth_add_rx_callback(port, queue, rx_fault_cb, this);
+}
+
+} // namespace tailmark::drivers
