@@ -41,7 +41,8 @@ public:
     static constexpr uint16_t kHold = 64;   // packets held back at most
     static constexpr uint16_t kMaxIn = 512; // largest burst it applies faults to
 
-    explicit FaultShim(const FaultSpec& spec);
+    // `name` names the request ring (set(), below); unique per shim.
+    FaultShim(const FaultSpec& spec, const char* name);
     ~FaultShim(); // frees what it still holds
     FaultShim(const FaultShim&) = delete;
     FaultShim& operator=(const FaultShim&) = delete;
@@ -53,8 +54,14 @@ public:
     // it; corruption flips one bit past the Ethernet header.
     uint16_t apply(rte_mbuf** pkts, uint16_t n, uint16_t max);
 
-    const FaultCounters& counters() const { return ctr_; }
+    // Readable from any thread (relaxed loads of counters the owner writes).
+    FaultCounters counters() const;
     const FaultSpec& spec() const { return spec_; }
+
+    // From the control plane (the shell): a new spec, taken by the lcore that
+    // polls the queue at its next burst, through an SP/SC rte_ring: the
+    // data path takes no lock. False if the request ring is full.
+    bool set(const FaultSpec& spec);
 
     // Installs this shim on rx queue `queue` of `port`; nullptr on failure.
     const rte_eth_rxtx_callback* attach_rx(uint16_t port, uint16_t queue);
@@ -66,6 +73,7 @@ private:
 
     FaultSpec spec_;
     uint64_t state_;
+    struct rte_ring* requests_ = nullptr;
     FaultCounters ctr_;
     rte_mbuf* held_[kHold];      // held during the last call: released in this one
     uint16_t nheld_ = 0;

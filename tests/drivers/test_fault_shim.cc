@@ -54,7 +54,7 @@ TEST_CASE("fault spec: parsed, and every error names its field", "[fault]") {
 
 TEST_CASE("fault shim: nothing configured changes nothing", "[fault]") {
     tmtest::Pool pool;
-    FaultShim shim(FaultSpec{});
+    FaultShim shim(FaultSpec{}, tmtest::unique_name("fs").c_str());
     auto v = burst(pool.mp, 32);
     auto orig = v;
     CHECK(shim.apply(v.data(), 32, 32) == 32);
@@ -65,7 +65,7 @@ TEST_CASE("fault shim: nothing configured changes nothing", "[fault]") {
 
 TEST_CASE("fault shim: drop=1 frees everything, nothing leaks", "[fault]") {
     tmtest::Pool pool;
-    FaultShim shim(FaultSpec{1, 0, 0, 0, 1});
+    FaultShim shim(FaultSpec{1, 0, 0, 0, 1}, tmtest::unique_name("fs").c_str());
     auto v = burst(pool.mp, 32);
     CHECK(shim.apply(v.data(), 32, 32) == 0);
     CHECK(shim.counters().dropped == 32);
@@ -74,7 +74,7 @@ TEST_CASE("fault shim: drop=1 frees everything, nothing leaks", "[fault]") {
 
 TEST_CASE("fault shim: dup=1 doubles within the burst's room, by reference", "[fault]") {
     tmtest::Pool pool;
-    FaultShim shim(FaultSpec{0, 1, 0, 0, 1});
+    FaultShim shim(FaultSpec{0, 1, 0, 0, 1}, tmtest::unique_name("fs").c_str());
     std::vector<rte_mbuf*> v = burst(pool.mp, 8);
     v.resize(16);
     CHECK(shim.apply(v.data(), 8, 16) == 16);
@@ -94,7 +94,7 @@ TEST_CASE("fault shim: dup=1 doubles within the burst's room, by reference", "[f
 
 TEST_CASE("fault shim: reordering holds packets back behind later ones", "[fault]") {
     tmtest::Pool pool;
-    FaultShim shim(FaultSpec{0, 0, 0.5, 0, 7});
+    FaultShim shim(FaultSpec{0, 0, 0.5, 0, 7}, tmtest::unique_name("fs").c_str());
     std::vector<uint8_t> order;
     size_t in = 0;
     for (int b = 0; b < 20; b++) {
@@ -123,7 +123,7 @@ TEST_CASE("fault shim: reordering holds packets back behind later ones", "[fault
 
 TEST_CASE("fault shim: corruption flips one bit past the Ethernet header", "[fault]") {
     tmtest::Pool pool;
-    FaultShim shim(FaultSpec{0, 0, 0, 1, 3});
+    FaultShim shim(FaultSpec{0, 0, 0, 1, 3}, tmtest::unique_name("fs").c_str());
     auto v = burst(pool.mp, 16);
     std::vector<std::vector<uint8_t>> before;
     for (auto* m : v)
@@ -147,7 +147,7 @@ TEST_CASE("fault shim: a fixed seed replays every decision", "[fault]") {
     tmtest::Pool pool;
     const FaultSpec spec{0.2, 0.1, 0.2, 0.1, 12345};
     auto run = [&]() {
-        FaultShim shim(spec);
+        FaultShim shim(spec, tmtest::unique_name("fs").c_str());
         std::vector<int> trace;
         for (int b = 0; b < 50; b++) {
             std::vector<rte_mbuf*> v = burst(pool.mp, 16, static_cast<uint16_t>(b * 16));
@@ -167,5 +167,24 @@ TEST_CASE("fault shim: a fixed seed replays every decision", "[fault]") {
     auto a = run();
     auto b = run();
     CHECK(a == b);
+    CHECK(pool.avail() == 8191);
+}
+
+TEST_CASE("fault shim: a new spec from the control plane applies from the next burst", "[fault]") {
+    tmtest::Pool pool;
+    FaultShim shim(FaultSpec{}, tmtest::unique_name("fs").c_str());
+    auto v = burst(pool.mp, 8);
+    CHECK(shim.apply(v.data(), 8, 8) == 8);
+    tmtest::free_all(v);
+    REQUIRE(shim.set(FaultSpec{1, 0, 0, 0, 9}));
+    CHECK(shim.counters().dropped == 0);
+    auto w = burst(pool.mp, 8);
+    CHECK(shim.apply(w.data(), 8, 8) == 0);
+    CHECK(shim.counters().dropped == 8);
+    CHECK(shim.spec().seed == 9);
+    REQUIRE(shim.set(FaultSpec{}));
+    auto x = burst(pool.mp, 8);
+    CHECK(shim.apply(x.data(), 8, 8) == 8);
+    tmtest::free_all(x);
     CHECK(pool.avail() == 8191);
 }
