@@ -311,6 +311,16 @@ const OptDef kOpts[] = {
      "off: the sender ignores credits (tx benchmarks on ports that never complete, e.g. net_null)",
      [](Options& o, std::string_view v) { return parse_bool(v, o.flow_control); }},
     {"burst", "N", "packets per rx/tx burst (1..64, default 32)", U64_OPT(burst, 1, 64, false)},
+    {"fault", "SPEC",
+     "fault shim on the rx queues, for testing recovery: drop=R,dup=R,reorder=R,corrupt=R[,seed=N] "
+     "(probabilities; omitted ones 0; with -i, `set fault` changes it)",
+     [](Options& o, std::string_view v) -> Err {
+         std::string err;
+         if (!drivers::parse_fault_spec(trim(v), o.fault, err))
+             return err;
+         o.fault_set = true;
+         return {};
+     }},
     {"cmdline-file", "FILE", "run the shell commands in FILE at start (as testpmd); with -i the prompt follows",
      [](Options& o, std::string_view v) -> Err {
          o.cmdline_file = trim(v);
@@ -520,6 +530,8 @@ std::string dump_ini(const Options& o) {
         s << "summary-json = " << o.summary_json << "\n";
     if (o.linger)
         s << "linger = 1\n";
+    if (o.fault_set)
+        s << "fault = " << o.fault.str() << "\n";
     s << "exit-when-done = " << (o.exit_when_done ? 1 : 0) << "\n"
       << "flow-control = " << (o.flow_control ? "on" : "off") << "\n"
       << "burst = " << o.burst << "\n";

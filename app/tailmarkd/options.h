@@ -12,6 +12,7 @@
 
 #include <rte_ether.h>
 
+#include "drivers/fault_shim.h"
 #include "tailmark/rx_placer.h"
 #include "tailmark/wire.h"
 
@@ -48,6 +49,8 @@ struct Options {
     bool linger = false;            // --linger: once done, keep serving (telemetry) until a signal
     bool external_consumer = false; // --consumer-lcores none: another process consumes (lib/tailmark/consumer.h)
     bool interactive = false;
+    drivers::FaultSpec fault;   // --fault: the fault shim on the rx queues (drivers/fault_shim.h)
+    bool fault_set = false;
     std::string cmdline_file;   // --cmdline-file: shell commands run at start (then the prompt with -i)
     bool flow_control = true;   // sender waits for credits (the receiver's released cursor)
     uint32_t burst = 32;

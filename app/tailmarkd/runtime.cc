@@ -422,6 +422,22 @@ bool Runtime::make_contexts(SetupError& e) {
         c->queue = static_cast<uint16_t>(r);
         c->index = static_cast<uint16_t>(r);
         c->pcfg.udp_port = opt_.udp_port;
+        if (opt_.fault_set || opt_.interactive) {
+            char name[RTE_RING_NAMESIZE];
+            snprintf(name, sizeof(name), "tm_fault_%u", r);
+            auto* shim = new (std::nothrow) drivers::FaultShim(opt_.fault, name);
+            if (shim == nullptr)
+                return oom("fault shim");
+            shims_.push_back(shim);
+            const rte_eth_rxtx_callback* cb = shim->attach_rx(c->port, c->queue);
+            if (cb == nullptr) {
+                e = {1, "--fault: cannot attach the fault shim to port " + std::to_string(c->port) + " rx queue " +
+                            std::to_string(c->queue) + ": " + rte_strerror(rte_errno)};
+                return false;
+            }
+            shim_cbs_.push_back(cb);
+            fault_spec_ = opt_.fault;
+        }
         if (receives) {
             auto* p = new (std::nothrow) RxPlacer(c->pcfg, rx_socket_);
             if (p == nullptr)
@@ -798,6 +814,8 @@ Results Runtime::results() const {
     r.packets_rx = t.pkts_rx;
     r.bytes_payload = t.bytes;
     r.tx_dropped = t.tx_dropped;
+    r.fault_shim = !shims_.empty();
+    r.fault = fault_counters();
     for (const TxCtx* c : txs_) {
         r.acks_tx += c->acks_tx;
         r.tx_alloc_fail += c->alloc_fail;
@@ -860,6 +878,30 @@ Results Runtime::results() const {
     return r;
 }
 
+bool Runtime::set_fault(const drivers::FaultSpec& spec) {
+    if (shims_.empty())
+        return false;
+    bool ok = true;
+    for (drivers::FaultShim* s : shims_)
+        ok &= s->set(spec);
+    if (ok)
+        fault_spec_ = spec;
+    return ok;
+}
+
+drivers::FaultCounters Runtime::fault_counters() const {
+    drivers::FaultCounters t;
+    for (const drivers::FaultShim* s : shims_) {
+        const drivers::FaultCounters c = s->counters();
+        t.seen += c.seen;
+        t.dropped += c.dropped;
+        t.duplicated += c.duplicated;
+        t.reordered += c.reordered;
+        t.corrupted += c.corrupted;
+    }
+    return t;
+}
+
 // --- teardown ---------------------------------------------------------------
 
 void Runtime::teardown() {
@@ -868,7 +910,15 @@ void Runtime::teardown() {
         g_phase.store(static_cast<int>(Phase::Stop));
         rte_eal_mp_wait_lcore();
     }
-    // 2. ports: stop and close (their rx callbacks go with them).
+    // 2. the fault shims (lcores joined: no callback in flight), then the
+    //    ports: stop and close (their own rx callbacks go with them).
+    for (size_t q = 0; q < shim_cbs_.size(); q++)
+        if (rx_port_ != nullptr && rte_eth_remove_rx_callback(rx_port_->id(), static_cast<uint16_t>(q), shim_cbs_[q]) == 0)
+            rte_free(const_cast<void*>(static_cast<const void*>(shim_cbs_[q])));
+    shim_cbs_.clear();
+    for (drivers::FaultShim* s : shims_)
+        delete s;
+    shims_.clear();
     rx_port_owned_.reset();
     tx_port_.reset();
     rx_port_ = nullptr;

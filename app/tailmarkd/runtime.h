@@ -44,6 +44,13 @@ public:
     void set_stats_period(double s) { stats_period_.store(s, std::memory_order_relaxed); }
     double stats_period() const { return stats_period_.load(std::memory_order_relaxed); }
 
+    // The fault shim (--fault, or any -i run): a new spec for every rx queue,
+    // taken at each queue's next burst. False when no shim is attached.
+    bool set_fault(const drivers::FaultSpec& spec);
+    bool has_fault_shim() const { return !shims_.empty(); }
+    drivers::FaultSpec fault_spec() const { return fault_spec_; }
+    drivers::FaultCounters fault_counters() const;
+
 private:
     friend struct TelemetryAccess; // telemetry.cc: read-only views for the telemetry thread
     friend struct ShellAccess;     // shell.cc: the interactive shell's views and controls
@@ -85,6 +92,9 @@ private:
     FlowCtx* flows_ = nullptr;
     std::vector<std::unique_ptr<CompletionRing>> rings_;
     std::vector<rte_ring*> cqs_;
+    std::vector<drivers::FaultShim*> shims_;                 // one per rx queue
+    std::vector<const rte_eth_rxtx_callback*> shim_cbs_;
+    drivers::FaultSpec fault_spec_;
     std::vector<TxCtx*> txs_;
     std::vector<RxCtx*> rxs_;
     std::vector<ConsCtx*> conss_;

@@ -457,10 +457,12 @@ cmdline_parse_inst_t cmd_show_drops = {
 
 void cmd_show_config_parsed(void*, cmdline* cl, void*) {
     OUT("%s", dump_ini(opt()).c_str());
-    OUT("\n[run time]\ngenerator = %s\nsend = %s\nburst = %u\nstats-period = %g\nfault = none (no fault shim in "
-        "this build)\n",
+    const drivers::FaultCounters fc = rt().fault_counters();
+    OUT("\n[run time]\ngenerator = %s\nsend = %s\nburst = %u\nstats-period = %g\nfault = %s (dropped %lu, "
+        "duplicated %lu, reordered %lu, corrupted %lu)\n",
         g_gen_on.load() ? "on" : "off", g_tx_paused.load() ? "paused (stop)" : "on", dp_burst(),
-        rt().stats_period());
+        rt().stats_period(), rt().fault_spec().str().c_str(), fc.dropped, fc.duplicated, fc.reordered,
+        fc.corrupted);
 }
 cmdline_parse_inst_t cmd_show_config = {
     .f = cmd_show_config_parsed,
@@ -662,67 +664,26 @@ cmdline_parse_inst_t cmd_set_period = {
                (cmdline_parse_token_hdr_t*)&cmd_set_any_value, nullptr},
 };
 
-// drop=R,dup=R,reorder=R,corrupt=R[,seed=N]; R in [0, 1]. Empty on success.
-std::string parse_fault(const char* spec) {
-    const char* rate_keys[] = {"drop", "dup", "reorder", "corrupt"};
-    bool seen[5] = {false, false, false, false, false};
-    std::string s = spec;
-    size_t pos = 0;
-    while (pos <= s.size()) {
-        size_t comma = s.find(',', pos);
-        if (comma == std::string::npos)
-            comma = s.size();
-        const std::string item = s.substr(pos, comma - pos);
-        const size_t eq = item.find('=');
-        if (eq == std::string::npos || eq == 0 || eq + 1 == item.size())
-            return "'" + item + "' is not KEY=VALUE";
-        const std::string key = item.substr(0, eq), val = item.substr(eq + 1);
-        int k = -1;
-        for (int i = 0; i < 4; i++)
-            if (key == rate_keys[i])
-                k = i;
-        if (key == "seed")
-            k = 4;
-        if (k < 0)
-            return "unknown key '" + key + "' (drop, dup, reorder, corrupt, seed)";
-        if (seen[k])
-            return "'" + key + "' given twice";
-        seen[k] = true;
-        char* end = nullptr;
-        errno = 0;
-        if (k == 4) {
-            strtoull(val.c_str(), &end, 0);
-            if (errno != 0 || *end != '\0' || val[0] == '-')
-                return "seed '" + val + "' is not an unsigned number";
-        } else {
-            const double r = strtod(val.c_str(), &end);
-            if (errno != 0 || *end != '\0' || !(r >= 0 && r <= 1))
-                return key + " '" + val + "' is not a rate in [0, 1]";
-        }
-        pos = comma + 1;
-    }
-    for (int i = 0; i < 4; i++)
-        if (!seen[i])
-            return std::string("missing ") + rate_keys[i] + "=R";
-    return {};
-}
 cmdline_parse_token_string_t cmd_set_fault_what = TOKEN_STRING_INITIALIZER(cmd_set_word_result, what, "fault");
 void cmd_set_fault_parsed(void* res, cmdline* cl, void*) {
-    const char* spec = static_cast<cmd_set_word_result*>(res)->value;
-    const std::string e = parse_fault(spec);
-    if (!e.empty()) {
-        OUT("error: set fault: %s; syntax: set fault drop=R,dup=R,reorder=R,corrupt=R[,seed=N]\n", e.c_str());
+    const char* text = static_cast<cmd_set_word_result*>(res)->value;
+    drivers::FaultSpec spec;
+    std::string err;
+    if (!drivers::parse_fault_spec(text, spec, err)) {
+        OUT("error: set fault: %s; syntax: set fault drop=R,dup=R,reorder=R,corrupt=R[,seed=N]\n", err.c_str());
         return;
     }
-    OUT("error: set fault %s: the syntax is valid, but the fault shim is not available in this build; nothing "
-        "changed\n",
-        spec);
+    if (!rt().set_fault(spec)) {
+        OUT("error: set fault: no fault shim on this run's rx queues\n");
+        return;
+    }
+    OUT("fault shim: %s on every rx queue, from its next burst\n", spec.str().c_str());
 }
 cmdline_parse_inst_t cmd_set_fault = {
     .f = cmd_set_fault_parsed,
     .data = nullptr,
-    .help_str = "set fault drop=R,dup=R,reorder=R,corrupt=R[,seed=N]: checked only; the fault shim is not in this "
-                "build yet",
+    .help_str = "set fault drop=R,dup=R,reorder=R,corrupt=R[,seed=N]: the fault shim on the rx queues "
+                "(probabilities; omitted ones 0; drop=0 turns it off)",
     .tokens = {(cmdline_parse_token_hdr_t*)&cmd_set_set, (cmdline_parse_token_hdr_t*)&cmd_set_fault_what,
                (cmdline_parse_token_hdr_t*)&cmd_set_any_value, nullptr},
 };

@@ -59,6 +59,11 @@ bool write_summary_json(const Results& r, const std::string& path, std::string& 
     fprintf(f, "\n  },\n");
     fprintf(f, "  \"drops_total\": %lu,\n", r.drops_total);
     fprintf(f, "  \"tx_dropped\": %lu,\n", r.tx_dropped);
+    if (r.fault_shim)
+        fprintf(f,
+                "  \"fault\": {\"seen\": %lu, \"dropped\": %lu, \"duplicated\": %lu, \"reordered\": %lu, "
+                "\"corrupted\": %lu},\n",
+                r.fault.seen, r.fault.dropped, r.fault.duplicated, r.fault.reordered, r.fault.corrupted);
     fprintf(f, "  \"tx_alloc_fail\": %lu,\n", r.tx_alloc_fail);
     fprintf(f, "  \"elapsed_s\": %.6f,\n", r.elapsed_s);
     fprintf(f, "  \"msgs_per_s\": %.1f,\n", r.msgs_per_s);

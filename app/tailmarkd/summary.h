@@ -33,6 +33,8 @@ struct Results {
     uint64_t drops_total = 0;
     uint64_t tx_dropped = 0;         // packets freed after a stalled partial burst
     uint64_t tx_alloc_fail = 0;
+    bool fault_shim = false;         // --fault (or -i): what the shim did to received packets
+    drivers::FaultCounters fault{};
     double elapsed_s = 0;
     double msgs_per_s = 0;
     double mpps = 0;

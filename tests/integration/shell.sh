@@ -61,6 +61,7 @@ send 0 sixty 1
 send 0 65537 1
 set fault drop=0.01,dup=0,reorder=0,corrupt=0,seed=7
 set fault drop=2,dup=0,reorder=0,corrupt=0
+set fault drop=0
 set burst 8
 send 1 1000 50
 send 1 0 3
@@ -88,8 +89,9 @@ if tm_expect_rc file 0; then
     expect_count file 1 "Bad arguments" || ok=0
     expect_count file 2 "idle" || ok=0
     expect_grep file '^error: send: SIZE 65537 B is larger than the receive region of flow 0 \(65536 B' || ok=0
-    expect_grep file '^error: set fault drop=0.01,.*fault shim is not available in this build' || ok=0
-    expect_grep file "^error: set fault: drop '2' is not a rate in \[0, 1\]" || ok=0
+    expect_grep file '^fault shim: drop=0.01,dup=0,reorder=0,corrupt=0,seed=7 on every rx queue' || ok=0
+    expect_grep file "^error: set fault: drop '2' is not a probability in \[0, 1\]" || ok=0
+    expect_grep file '^fault shim: drop=0,dup=0,reorder=0,corrupt=0,seed=1 on every rx queue' || ok=0
     expect_grep file '^burst set to 8 packets$' || ok=0
     expect_grep file 'Forward statistics for port 0' || ok=0
     expect_grep file '^generator started: up to 20 messages of 65536 B per flow' || ok=0
