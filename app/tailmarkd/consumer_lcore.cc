@@ -80,7 +80,7 @@ bool consume_packets(ConsCtx& c, ConsFlowState& s) {
 
 bool consume_step(ConsCtx& c) {
     bool work = false;
-    if (g_dp.completion == CompletionMode::Packet) {
+    if (dp_completion() == CompletionMode::Packet) {
         for (uint32_t i = 0; i < c.nflows; i++)
             work |= consume_packets(c, c.flows[i]);
     } else {

@@ -209,6 +209,11 @@ struct DataPlaneConfig {
 extern DataPlaneConfig g_dp;
 // Burst size: the shell's `set burst` changes it at run time (relaxed atomic).
 inline uint32_t dp_burst() { return __atomic_load_n(&g_dp.burst, __ATOMIC_RELAXED); }
+// Completion mode: the shell's `set completion` changes it with nothing in flight.
+inline CompletionMode dp_completion() {
+    return static_cast<CompletionMode>(
+        __atomic_load_n(reinterpret_cast<const uint8_t*>(&g_dp.completion), __ATOMIC_RELAXED));
+}
 
 // One iteration of each role. Each returns whether it did any work, so an
 // idle lcore can rte_pause() and leave its sibling hyperthread the core.

@@ -294,7 +294,9 @@ bool Runtime::make_flows(SetupError& e) {
     const uint32_t stride = stride_for_mtu(opt_.mtu);
     const GroupPlan plan = plan_group(opt_.msg_size, stride);
     const bool receives = opt_.mode != Mode::Send;
-    const bool packet_mode = opt_.completion == CompletionMode::Packet;
+    // Per-packet rings: in packet mode, and in a shell run, which may switch
+    // to packet mode (`set completion`).
+    const bool packet_mode = opt_.completion == CompletionMode::Packet || switchable();
     const auto R = static_cast<uint32_t>(rx_lcores_.size());
     const auto T = static_cast<uint32_t>(tx_lcores_.size());
 
@@ -483,7 +485,7 @@ bool Runtime::make_contexts(SetupError& e) {
                 continue;
             ConsFlowState& s = c->flows[j++];
             s.f = &flows_[i];
-            if (opt_.completion == CompletionMode::Packet) {
+            if (opt_.completion == CompletionMode::Packet || switchable()) {
                 s.slots = socket_array<PktSlot>(opt_.ring_size, rx_socket_);
                 if (s.slots == nullptr)
                     return oom("packet mode slots");
@@ -746,8 +748,8 @@ Runtime::Totals Runtime::totals() const {
             const RxCounters& rc = c->placer->counters();
             for (const uint64_t& d : rc.drops)
                 t.drops += peek(d);
-            t.completion_writes += opt_.completion == CompletionMode::Packet ? peek(rc.packet_completions)
-                                                                               : peek(rc.completions);
+            // One of the two is 0 unless the shell switched modes mid-run.
+            t.completion_writes += peek(rc.packet_completions) + peek(rc.completions);
         }
     }
     for (const ConsCtx* c : conss_) {
@@ -800,7 +802,7 @@ Results Runtime::results() const {
     Results r;
     const Totals t = totals();
     r.mode = opt_.mode;
-    r.completion = opt_.completion;
+    r.completion = completion();
     r.flows = opt_.flows;
     r.msg_size = opt_.msg_size;
     r.messages_per_flow = opt_.messages;
@@ -876,6 +878,19 @@ Results Runtime::results() const {
         break;
     }
     return r;
+}
+
+bool Runtime::set_completion(CompletionMode m, std::string& why) {
+    if (!switchable()) {
+        why = opt_.external_consumer ? "the consumer is another process (--consumer-lcores none)"
+                                     : opt_.mode == Mode::Send ? "a sender has no receive side"
+                                                               : "only a shell run (-i) can switch";
+        return false;
+    }
+    for (RxPlacer* p : placers_)
+        p->set_mode(m);
+    __atomic_store_n(reinterpret_cast<uint8_t*>(&g_dp.completion), static_cast<uint8_t>(m), __ATOMIC_RELAXED);
+    return true;
 }
 
 bool Runtime::set_fault(const drivers::FaultSpec& spec) {

@@ -44,6 +44,13 @@ public:
     void set_stats_period(double s) { stats_period_.store(s, std::memory_order_relaxed); }
     double stats_period() const { return stats_period_.load(std::memory_order_relaxed); }
 
+    // The completion mode now (the shell can switch it; see set_completion).
+    CompletionMode completion() const { return dp_completion(); }
+    // Switches message <-> packet completion. The caller (the shell) makes
+    // sure nothing is in flight. False, with the reason, where it cannot.
+    bool set_completion(CompletionMode m, std::string& why);
+    bool switchable() const { return opt_.interactive && !opt_.external_consumer && opt_.mode != Mode::Send; }
+
     // The fault shim (--fault, or any -i run): a new spec for every rx queue,
     // taken at each queue's next burst. False when no shim is attached.
     bool set_fault(const drivers::FaultSpec& spec);

@@ -60,7 +60,7 @@ bool port_in_use(uint16_t p) {
 
 // Messages of flow f whose completion flag is set and not yet consumed (message mode).
 uint32_t completed_unconsumed(const FlowCtx& f, uint32_t consumed, uint32_t sent) {
-    if (f.ring == nullptr || opt().completion != CompletionMode::Message)
+    if (f.ring == nullptr || rt().completion() != CompletionMode::Message)
         return 0;
     uint32_t n = 0;
     for (uint32_t m = consumed; m != sent && n < f.ring_size; m++, n++)
@@ -393,7 +393,7 @@ void cmd_show_compl_parsed(void* res, cmdline* cl, void* data) {
                                            : f.sent.load(std::memory_order_acquire);
     const uint32_t lo = hi > n ? hi - n : 0;
     OUT("flow %u: the last %u of %u messages (ring %u, completion %s)\n", r->flow, hi - lo, hi, f.ring_size,
-        to_string(opt().completion));
+        to_string(rt().completion()));
     OUT("  %10s %6s %18s %10s  %s\n", "msg_id", "slot", "flag", "length", "status");
     for (uint32_t m = lo; m != hi; m++) {
         const CompletionSlot* s = f.ring->slot(m);
@@ -401,7 +401,7 @@ void cmd_show_compl_parsed(void* res, cmdline* cl, void* data) {
         const uint32_t id = __atomic_load_n(&s->msg_id, __ATOMIC_RELAXED);
         const uint32_t len = __atomic_load_n(&s->msg_len, __ATOMIC_RELAXED);
         const char* st;
-        if (opt().completion == CompletionMode::Packet)
+        if (rt().completion() == CompletionMode::Packet)
             st = m < consumed ? "consumed (packet mode: no slot flag)" : "pending (packet mode)";
         else if (flag == uint64_t(m) + 1 && id == m)
             st = m < consumed ? "consumed" : "complete";
@@ -596,20 +596,27 @@ cmdline_parse_token_string_t cmd_set_completion_value =
     TOKEN_STRING_INITIALIZER(cmd_set_word_result, value, "message#packet");
 void cmd_set_completion_parsed(void* res, cmdline* cl, void*) {
     const char* want = static_cast<cmd_set_word_result*>(res)->value;
-    const char* have = to_string(opt().completion);
-    if (strcmp(want, have) == 0) {
-        OUT("completion is already %s\n", have);
+    const CompletionMode m = strcmp(want, "packet") == 0 ? CompletionMode::Packet : CompletionMode::Message;
+    if (rt().completion() == m) {
+        OUT("completion is already %s\n", want);
         return;
     }
-    OUT("error: set completion %s: not while the daemon runs. The per-packet completion rings and the consumers' "
-        "packet state are built at start-up, and `stop` does not rebuild them; restart with --completion %s. "
-        "Nothing changed (completion %s).\n",
-        want, want, have);
+    // Packets of one message must not straddle the switch.
+    if (!idle()) {
+        OUT("error: set completion %s: messages are in flight; `stop` and `wait idle` first\n", want);
+        return;
+    }
+    std::string why;
+    if (!rt().set_completion(m, why)) {
+        OUT("error: set completion %s: %s\n", want, why.c_str());
+        return;
+    }
+    OUT("completion set to %s\n", want);
 }
 cmdline_parse_inst_t cmd_set_completion = {
     .f = cmd_set_completion_parsed,
     .data = nullptr,
-    .help_str = "set completion message|packet: reports the mode; changing it needs a restart (--completion)",
+    .help_str = "set completion message|packet: one completion write per message, or per packet (with nothing in flight)",
     .tokens = {(cmdline_parse_token_hdr_t*)&cmd_set_set, (cmdline_parse_token_hdr_t*)&cmd_set_completion_what,
                (cmdline_parse_token_hdr_t*)&cmd_set_completion_value, nullptr},
 };

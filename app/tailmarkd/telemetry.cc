@@ -45,7 +45,7 @@ struct TelemetryAccess {
         const uint64_t base = o.mode == Mode::Recv ? t.completion_writes : t.sent;
         bool ok = rte_tel_data_start_dict(d) == 0;
         ok = ok && put_str(d, "mode", to_string(o.mode));
-        ok = ok && put_str(d, "completion_mode", to_string(o.completion));
+        ok = ok && put_str(d, "completion_mode", to_string(rt.completion()));
         ok = ok && put(d, "flows", o.flows);
         ok = ok && put(d, "msg_size", o.msg_size);
         ok = ok && put(d, "messages_per_flow", o.messages);

@@ -214,7 +214,8 @@ DropReason RxPlacer::place(FlowRx& f, const rte_mbuf* m, const ParsedPacket& p, 
         return DropReason::Duplicate;
     // Packet mode: a packet is only taken if its completion can be delivered.
     // This lcore is the queue's only producer, so the space stays free.
-    if (mode_ == CompletionMode::Packet && f.pkt_cq != nullptr && rte_ring_free_count(f.pkt_cq) == 0)
+    const CompletionMode mode = this->mode();
+    if (mode == CompletionMode::Packet && f.pkt_cq != nullptr && rte_ring_free_count(f.pkt_cq) == 0)
         return DropReason::CompletionQueueFull;
     word |= bit;
 
@@ -234,7 +235,7 @@ DropReason RxPlacer::place(FlowRx& f, const rte_mbuf* m, const ParsedPacket& p, 
         s.pkt_count = p.trailer.pkt_count;
     }
 
-    if (mode_ == CompletionMode::Packet && f.pkt_cq != nullptr) {
+    if (mode == CompletionMode::Packet && f.pkt_cq != nullptr) {
         PacketCompletion pc{h.msg_id, h.pkt_idx, last ? p.trailer.pkt_count : uint16_t(0), h.offset,
                             h.pay_len, now_tsc};
         rte_ring_sp_enqueue_elem(f.pkt_cq, &pc, sizeof(pc)); // space checked above
@@ -261,7 +262,7 @@ void RxPlacer::complete(FlowRx& f, uint32_t slot_idx, uint64_t now_tsc) {
         return;
     }
     s.state = SlotState::Completed;
-    if (mode_ == CompletionMode::Packet)
+    if (mode() == CompletionMode::Packet)
         return; // the consumer learnt of every packet already
     CompletionSlot* cs = f.ring->slot(slot_idx);
     cs->msg_id = s.msg_id;

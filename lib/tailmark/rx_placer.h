@@ -69,8 +69,10 @@ public:
 
     // Packet mode: per-packet completions are pushed here (single producer).
     void set_packet_completion_ring(uint16_t flow, struct rte_ring* r);
-    void set_mode(CompletionMode m) { mode_ = m; }
-    CompletionMode mode() const { return mode_; }
+    // May change while the rx lcore runs (the shell's `set completion`, with
+    // nothing in flight): a relaxed atomic, read once per packet.
+    void set_mode(CompletionMode m) { __atomic_store_n(&mode_, static_cast<uint8_t>(m), __ATOMIC_RELAXED); }
+    CompletionMode mode() const { return static_cast<CompletionMode>(__atomic_load_n(&mode_, __ATOMIC_RELAXED)); }
 
     // Processes and frees a whole burst.
     void rx_burst(rte_mbuf** pkts, uint16_t n, uint64_t now_tsc);
@@ -89,7 +91,7 @@ private:
 
     ParserConfig cfg_;
     int socket_;
-    CompletionMode mode_ = CompletionMode::Message;
+    uint8_t mode_ = static_cast<uint8_t>(CompletionMode::Message);
     RxCounters ctr_;
     FlowRx** table_ = nullptr; // indexed by flow id, 65536 entries
     std::vector<FlowRx*> flows_;

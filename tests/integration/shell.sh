@@ -164,6 +164,35 @@ else
 fi
 exec 4>&-
 
+# --- 5. set completion: message -> packet -> message, nothing in flight ---------------
+cat >"$TM_WORK/compl.txt" <<'EOF'
+send 0 4096 10
+set completion message
+wait idle
+set completion packet
+send 0 4096 10
+wait idle
+show flow 0
+set completion message
+send 0 4096 5
+wait idle
+quit
+EOF
+tm_run compl 30 -- "${EAL[@]}" -- -i --cmdline-file "$TM_WORK/compl.txt" --flows 1 --msg-size 4096 \
+    --messages 0 --stats-period 0 </dev/null
+if tm_expect_rc compl 0; then
+    ok=1
+    expect_grep compl '^completion is already message$' || ok=0
+    expect_count compl 1 'completion set to packet' || ok=0
+    expect_count compl 1 'completion set to message' || ok=0
+    expect_grep compl '^flow 0: sent=20 completed=20 consumed=20 in_flight=0' || ok=0
+    # 10 + 5 messages with one write each, 10 with one per packet (3 packets of 4 KiB).
+    tm_check compl "d['messages_completed'] == 25" "d['messages_verified'] == 25" "d['verify_errors'] == 0" \
+        "d['completion_writes'] == 10 + 10 * $(tm_pkts 4096 1500) + 5" "d['drops_total'] == 0" \
+        "d['completion_mode'] == 'message'" "d['ok'] is True" || ok=0
+    [ $ok -eq 1 ] && tm_log "ok: set completion switched modes with nothing in flight; every write counted"
+fi
+
 # --- 4. a pseudo-terminal (tmux) ------------------------------------------------------
 if ! command -v tmux >/dev/null; then
     tm_log "SKIP pty: no tmux"
