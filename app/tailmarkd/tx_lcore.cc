@@ -49,6 +49,17 @@ bool flush(TxCtx& c, TxQueueCtx& q, uint64_t now) {
     return false;
 }
 
+// Hands the n packets just built into q.pend to the PMD. False when there
+// were none.
+inline bool submit(TxCtx& c, TxQueueCtx& q, uint32_t n, uint64_t now) {
+    if (n == 0)
+        return false;
+    q.npend = n;
+    q.pos = 0;
+    flush(c, q, now);
+    return true;
+}
+
 // May flow s start its next message now? (credits)
 inline bool window_open(const TxFlowState& s) {
     if (!g_dp.flow_control)
@@ -152,12 +163,7 @@ bool tx_data_queue(TxCtx& c, TxQueueCtx& q, uint64_t now) {
         // Round robin per chunk: large messages of several flows interleave.
         q.rr = q.rr + 1 == q.nflows ? 0 : q.rr + 1;
     }
-    if (n == 0)
-        return false;
-    q.npend = n;
-    q.pos = 0;
-    flush(c, q, now);
-    return true;
+    return submit(c, q, n, now);
 }
 
 // Recv mode: one credit ACK per flow whose consumer cursor advanced (batched),
@@ -188,12 +194,7 @@ bool tx_ack_queue(TxCtx& c, TxQueueCtx& q, uint64_t now) {
         if (g_dp.messages != 0 && released == g_dp.messages)
             s.f->final_acks.fetch_add(1, std::memory_order_relaxed);
     }
-    if (n == 0)
-        return false;
-    q.npend = n;
-    q.pos = 0;
-    flush(c, q, now);
-    return true;
+    return submit(c, q, n, now);
 }
 
 } // namespace
