@@ -39,13 +39,7 @@ tm_start "$name" 90 -- --vdev=net_ring0 -l 0,1 -- --messages 0 --flows 2 --msg-s
 tpid=$TM_PID
 prefix=${TM_PREFIXES[-1]}
 progress() { grep -qE '^stats .* completed=[1-9]' "$TM_WORK/$name.out" 2>/dev/null; }
-if ! tm_wait_for 30 progress; then
-    tm_fail "$name: no progress within 30 s"
-    kill -KILL "$tpid" 2>/dev/null
-    wait "$tpid"
-    tm_show "$name"
-    tm_finish
-fi
+tm_await "$name" "$tpid" 30 progress "no progress within 30 s"
 
 PCAP="$TM_WORK/cap.pcapng"
 timeout -k 5 60 dpdk-dumpcap --file-prefix="$prefix" -i 0 -w "$PCAP" -c $N >"$TM_WORK/dumpcap.out" 2>&1

@@ -220,6 +220,19 @@ tm_wait_for() {
     return 0
 }
 
+# tm_await NAME PID SECONDS CHECK WHAT: polls CHECK like tm_wait_for; if it
+# never holds, the daemon NAME (its `timeout` PID) is killed, its output
+# shown, and the test ends failed with "NAME: WHAT".
+tm_await() {
+    local name=$1 pid=$2 secs=$3 check=$4 what=$5
+    tm_wait_for "$secs" "$check" && return 0
+    tm_fail "$name: $what"
+    kill -KILL "$pid" 2>/dev/null
+    wait "$pid"
+    tm_show "$name"
+    tm_finish
+}
+
 # tm_transfer_checks NAME FLOWS MESSAGES MSG_SIZE MTU MODE: the exact
 # assertions of a complete transfer seen by a receiver.
 tm_transfer_checks() {

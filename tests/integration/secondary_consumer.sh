@@ -200,13 +200,7 @@ tm_start recv 80 ns "$NB" -- --vdev=net_af_packet0,iface=vethB,framecnt=4096 -l 
 rpid=$TM_PID
 rprefix=${TM_PREFIXES[-1]}
 rready() { grep -q '^tailmark.app: mode recv' "$TM_WORK/recv.err" 2>/dev/null; }
-if ! tm_wait_for 30 rready; then
-    tm_fail "recv: not set up within 30 s"
-    kill -KILL "$rpid" 2>/dev/null
-    wait "$rpid"
-    tm_show recv
-    tm_finish
-fi
+tm_await recv "$rpid" 30 rready "not set up within 30 s"
 ip netns exec "$NB" timeout -k 5 70 "$CONSUMER" --proc-type=secondary --file-prefix "$rprefix" --no-pci -l 0 \
     --log-level=lib.eal:warning -- --flows $F2 --messages $M2 --msg-size $S2 --summary-json "$TM_WORK/C.json" \
     >"$TM_WORK/C.out" 2>"$TM_WORK/C.err" &

@@ -24,13 +24,7 @@ tm_start "$name" 60 -- --vdev=net_ring0 -l 0,1 -- --flows $FLOWS --messages $MSG
 tpid=$TM_PID
 prefix=${TM_PREFIXES[-1]}
 lingering() { grep -q 'done; --linger' "$TM_WORK/$name.err" 2>/dev/null; }
-if ! tm_wait_for 30 lingering; then
-    tm_fail "$name: never reached 'done; --linger'"
-    kill -KILL "$tpid" 2>/dev/null
-    wait "$tpid"
-    tm_show "$name"
-    tm_finish
-fi
+tm_await "$name" "$tpid" 30 lingering "never reached 'done; --linger'"
 
 cmds=$(printf '/tailmark/stats\n/tailmark/drops\n/tailmark/lcores\n/tailmark/flow,99\n/tailmark/flow,x\n')
 for ((f = 0; f < FLOWS; f++)); do cmds+=$'\n'"/tailmark/flow,$f"; done
