@@ -8,6 +8,7 @@
 
 #include <rte_branch_prediction.h>
 #include <rte_ether.h>
+#include <netinet/in.h>
 #include <rte_ring.h>
 #include <rte_ring_elem.h>
 
@@ -15,7 +16,7 @@ namespace tailmark::drivers {
 
 namespace {
 // Written by the lcore that owns the shim, read by others: relaxed atomics.
-inline void inc(uint64_t& c) { __atomic_store_n(&c, c + 1, __ATOMIC_RELAXED); }
+inline void inc(uint64_t& c, uint64_t n = 1) { __atomic_store_n(&c, c + n, __ATOMIC_RELAXED); }
 } // namespace
 
 std::string FaultSpec::str() const {
@@ -98,6 +99,8 @@ FaultCounters FaultShim::counters() const {
     c.duplicated = __atomic_load_n(&ctr_.duplicated, __ATOMIC_RELAXED);
     c.reordered = __atomic_load_n(&ctr_.reordered, __ATOMIC_RELAXED);
     c.corrupted = __atomic_load_n(&ctr_.corrupted, __ATOMIC_RELAXED);
+    c.arrived_retx = __atomic_load_n(&ctr_.arrived_retx, __ATOMIC_RELAXED);
+    c.arrived_nack = __atomic_load_n(&ctr_.arrived_nack, __ATOMIC_RELAXED);
     return c;
 }
 
@@ -123,6 +126,31 @@ void FaultShim::corrupt(rte_mbuf* m) {
     inc(ctr_.corrupted);
 }
 
+// The flags byte of a tailmark v1 header behind Ethernet, IPv4 (IHL 5) and
+// UDP, or 0. The shim sits in front of the parser, so it only peeks.
+static inline uint8_t tailmark_flags(const rte_mbuf* m) {
+    constexpr uint32_t kAt = RTE_ETHER_HDR_LEN + 20 + 8; // the tailmark header
+    if (m->data_len < kAt + 2)
+        return 0;
+    const uint8_t* p = rte_pktmbuf_mtod(m, const uint8_t*);
+    if (p[12] != 0x08 || p[13] != 0x00 || p[14] != 0x45 || p[RTE_ETHER_HDR_LEN + 9] != IPPROTO_UDP || p[kAt] != 1)
+        return 0;
+    return p[kAt + 1];
+}
+
+void FaultShim::tap(rte_mbuf* const* pkts, uint16_t n) {
+    uint64_t retx = 0, nack = 0;
+    for (uint16_t i = 0; i < n; i++) {
+        const uint8_t f = tailmark_flags(pkts[i]);
+        retx += (f & 0x0E) == 0x08; // RETX on a data packet
+        nack += (f & 0x04) != 0;
+    }
+    if (retx)
+        inc(ctr_.arrived_retx, retx);
+    if (nack)
+        inc(ctr_.arrived_nack, nack);
+}
+
 uint16_t FaultShim::apply(rte_mbuf** pkts, uint16_t n, uint16_t max) {
     if (unlikely(requests_ != nullptr && rte_ring_count(requests_) != 0)) {
         FaultSpec s;
@@ -131,6 +159,7 @@ uint16_t FaultShim::apply(rte_mbuf** pkts, uint16_t n, uint16_t max) {
             state_ = s.seed; // a fixed seed replays from here
         }
     }
+    tap(pkts, n);
     if (n > kMaxIn || (!spec_.active() && nheld_ == 0)) // nothing to do
         return n;
     // What was held during the last call comes out behind this burst.

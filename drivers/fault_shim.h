@@ -34,6 +34,10 @@ bool parse_fault_spec(std::string_view text, FaultSpec& out, std::string& err);
 
 struct FaultCounters {
     uint64_t seen = 0, dropped = 0, duplicated = 0, reordered = 0, corrupted = 0;
+    // What arrived before any fault, by tailmark flags: retransmitted data
+    // packets (RETX) and NACKs. A test balances them against the counts of
+    // the process that sent them: on a link that loses nothing else, equal.
+    uint64_t arrived_retx = 0, arrived_nack = 0;
 };
 
 class FaultShim {
@@ -70,6 +74,7 @@ private:
     uint64_t next();
     bool chance(double p) { return p > 0 && (p >= 1 || double(next() >> 11) * 0x1.0p-53 < p); }
     void corrupt(rte_mbuf* m);
+    void tap(rte_mbuf* const* pkts, uint16_t n);
 
     FaultSpec spec_;
     uint64_t state_;

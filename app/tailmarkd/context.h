@@ -8,6 +8,8 @@
 //   consumed   - the flow's consumer lcore  (== the ring's released cursor)
 //   credit     - send mode: the rx lcores   (released_upto from ACKs)
 //   final_acks - recv mode: the tx lcore    (ACKs carrying the final cursor)
+//   acked, epoch, last_ctl - send mode: the rx lcores (control packets)
+//   failed     - the tx lcore (retry limit) or an rx lcore (receiver restart)
 #pragma once
 
 #include <atomic>
@@ -19,10 +21,12 @@
 #include <rte_pause.h>
 #include <rte_mempool.h>
 #include <rte_ring.h>
+#include <rte_timer.h>
 
 #include "latency_hist.h"
 #include "options.h"
 #include "tailmark/completion_ring.h"
+#include "tailmark/control.h"
 #include "tailmark/drop_reason.h"
 #include "tailmark/packet_parser.h"
 #include "tailmark/rx_placer.h"
@@ -46,6 +50,17 @@ inline uint64_t peek(const uint64_t& c) { return __atomic_load_n(&c, __ATOMIC_RE
 
 inline constexpr uint32_t kMaxBurst = TxMarker::kMaxBurst; // 64
 
+// Why a flow was given up. Its messages not released by then are reported
+// failed: never a hang, never a silent drop.
+enum class FlowFailure : uint32_t {
+    None = 0,
+    RetryLimit = 1,        // --retry-limit retransmission timeouts without progress
+    ReceiverRestarted = 2, // a control packet with a new epoch
+};
+const char* to_string(FlowFailure f);
+
+struct TxFlowState;
+
 struct FlowCtx {
     uint16_t id = 0;
     uint32_t key = 0;
@@ -56,9 +71,16 @@ struct FlowCtx {
     TxFlow tx{};                // L2-L4 template: data (loopback, send) or ACKs (recv)
     CompletionRing* ring = nullptr;   // loopback, recv
     rte_ring* pkt_cq = nullptr;       // packet mode: per-packet completions
+    RxPlacer* placer = nullptr;       // loopback, recv: the placer that owns the flow
+    rte_ring* nack_q = nullptr;       // retransmission requests (Nack) to the flow's tx lcore
+    TxFlowState* txs = nullptr;       // the flow's sender state (loopback, send)
 
     alignas(64) std::atomic<uint32_t> credit{0};
     std::atomic<uint32_t> peer_seen{0};
+    std::atomic<uint32_t> acked{0};      // send: cumulative ACK from the receiver
+    std::atomic<uint32_t> epoch{0};      // send: the receiver's incarnation
+    std::atomic<uint64_t> last_ctl{0};   // send: TSC of its latest valid control packet
+    std::atomic<uint32_t> failed{0};     // FlowFailure
     alignas(64) std::atomic<uint32_t> sent{0};
     alignas(64) std::atomic<uint32_t> consumed{0};
     alignas(64) std::atomic<uint32_t> final_acks{0};
@@ -91,8 +113,34 @@ inline uint64_t expected_length(const FlowCtx& f, uint32_t msg_id, uint64_t def)
 
 // --- tx role -----------------------------------------------------------------
 
+// What the sender keeps of a message until the receiver acknowledged it: the
+// bytes are the generator's (regenerated for a retransmission), the rest is
+// what the LAST packet's trailer needs.
+struct OutMsg {
+    uint32_t msg_id;
+    uint32_t len;
+    uint32_t crc32c;
+    uint32_t pkt_count;
+    uint64_t sent_tsc; // its last packet was built
+};
+
+struct TxCtx;
+struct TxQueueCtx;
+
 struct TxFlowState {
     FlowCtx* f = nullptr;
+    TxCtx* c = nullptr;
+    TxQueueCtx* q = nullptr;
+    OutMsg* out = nullptr;  // ring_size records, msg_id mod ring_size
+    // Retransmission timer (rte_timer, on the tx lcore): armed while a sent
+    // message is not acknowledged (or not released, send mode). Lazy: it is
+    // not reset per ACK; when it fires it first checks for progress.
+    rte_timer timer;
+    bool timer_on = false;
+    uint32_t seen_acked = 0;    // acked / released when the timer was (re)armed
+    uint32_t seen_released = 0;
+    uint64_t rto = 0;           // current timeout, cycles (doubles per expiry)
+    uint32_t retries = 0;       // expiries in a row without progress
     uint8_t* buf = nullptr; // the message being sent (data modes)
     uint32_t next_msg = 0;
     uint32_t next_pkt = 0;
@@ -103,6 +151,7 @@ struct TxFlowState {
     uint32_t send_size = 0;
     bool cur_send = false;  // the active message came from `send`
     uint32_t acked = 0;   // recv mode: released_upto of the last ACK sent
+    uint32_t ack_cum = 0; // recv mode: acked_upto of the last ACK sent
     uint64_t ack_tsc = 0; // recv mode: when it was sent
 };
 
@@ -118,6 +167,20 @@ struct TxQueueCtx {
     uint32_t npend = 0;
     uint32_t pos = 0;
     uint64_t stall_since = 0;
+    // Retransmission requests for this queue's flows (MP/SC): data modes
+    // retransmit them, recv mode sends them as NACKs.
+    rte_ring* nack_q = nullptr;
+    Nack job{};          // the request being served
+    bool job_on = false;
+    uint32_t job_r = 0;  // its current range
+    uint32_t job_pos = 0, job_end = 0; // packets [job_pos, job_end) of that range still to send
+    TxMessage job_msg;
+    // A retransmission needs the message's bytes again: the generator
+    // rewrites them here (one message of the largest size).
+    uint8_t* scratch = nullptr;
+    uint16_t scratch_flow = 0;
+    uint32_t scratch_msg = 0;
+    uint32_t scratch_len = UINT32_MAX; // nothing in it
 };
 
 struct alignas(64) TxCtx {
@@ -135,6 +198,12 @@ struct alignas(64) TxCtx {
     uint64_t tx_dropped = 0;  // packets freed after a stalled partial burst
     uint64_t alloc_fail = 0;  // bursts postponed: mbuf pool empty
     uint64_t acks_tx = 0;
+    uint64_t nacks_tx = 0;    // recv: NACK packets built
+    uint64_t retx_pkts = 0;   // data packets retransmitted (flag RETX)
+    uint64_t retx_reqs = 0;   // retransmission requests served (NACKs and probes)
+    uint64_t probes = 0;      // LAST packets re-sent by the timer
+    uint64_t rto_expired = 0; // timer expiries without progress
+    uint64_t stale_reqs = 0;  // requests for a message no longer owed (ignored)
     uint32_t busy = 0;        // messages in progress or packets pending (control reads)
 
     TxCtx(rte_mempool* p) : pool(p), marker(p, PayloadMode::Copy) {}
@@ -151,6 +220,7 @@ struct alignas(64) RxCtx {
     ParserConfig pcfg{};        // send mode (ACK reception)
     alignas(64) uint64_t pkts_rx = 0;
     uint64_t acks_rx = 0;
+    uint64_t nacks_rx = 0;     // send: NACK packets accepted
     DropCounters drops{};       // send mode; the placer counts its own
 };
 
@@ -205,8 +275,18 @@ struct DataPlaneConfig {
     uint64_t ack_min_cycles = 0;     // recv: ACK an advanced cursor at least this often
     uint64_t ack_keepalive_cycles = 0;
     uint32_t ack_batch = 1;          // recv: ACK at once after this many releases
+    uint32_t epoch = 1;              // recv: this receiver's incarnation (ACK body)
+    uint64_t rto_cycles = 0;         // first retransmission timeout
+    uint64_t rto_max_cycles = 0;     // back-off cap
+    uint32_t retry_limit = 0;        // expiries without progress before a flow fails
+    const uint64_t* sizes = nullptr; // --msg-size list: message i of a flow has sizes[i % nsizes]
+    uint32_t nsizes = 0;
 };
 extern DataPlaneConfig g_dp;
+// The generator's length of message msg_id (every flow alike).
+inline uint64_t generator_length(uint32_t msg_id) {
+    return g_dp.nsizes ? g_dp.sizes[msg_id % g_dp.nsizes] : g_dp.msg_size;
+}
 // Burst size: the shell's `set burst` changes it at run time (relaxed atomic).
 inline uint32_t dp_burst() { return __atomic_load_n(&g_dp.burst, __ATOMIC_RELAXED); }
 // Completion mode: the shell's `set completion` changes it with nothing in flight.

@@ -217,8 +217,29 @@ const OptDef kOpts[] = {
      }},
     {"flows", "N", "flows, each with its own completion ring and regions (1..4096)",
      U64_OPT(flows, 1, 4096, false)},
-    {"msg-size", "BYTES", "message size of the built-in generator (suffixes k, M: 64, 4k, 1M)",
-     U64_OPT(msg_size, 0, UINT32_MAX, true)},
+    {"msg-size", "BYTES[,BYTES..]",
+     "message size of the built-in generator (suffixes k, M: 64, 4k, 1M); a list: sizes in turn, per message",
+     [](Options& o, std::string_view v) -> Err {
+         o.msg_sizes.clear();
+         o.msg_size = 0;
+         std::string all = trim(v);
+         size_t at = 0;
+         do {
+             const size_t comma = all.find(',', at);
+             const std::string one = all.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+             uint64_t x;
+             if (Err e = parse_range(one, 0, UINT32_MAX, x, true); !e.empty())
+                 return e;
+             o.msg_sizes.push_back(x);
+             o.msg_size = x > o.msg_size ? x : o.msg_size;
+             at = comma == std::string::npos ? std::string::npos : comma + 1;
+         } while (at != std::string::npos);
+         if (o.msg_sizes.size() > 64)
+             return "at most 64 sizes";
+         if (o.msg_sizes.size() == 1)
+             o.msg_sizes.clear();
+         return {};
+     }},
     {"messages", "N", "messages per flow (0 = until stopped); in recv mode, how many to expect per flow",
      U64_OPT(messages, 0, UINT32_MAX, false)},
     {"duration", "SEC", "time limit in seconds (0 = none); exit 1 if messages are still missing then",
@@ -311,6 +332,19 @@ const OptDef kOpts[] = {
      "off: the sender ignores credits (tx benchmarks on ports that never complete, e.g. net_null)",
      [](Options& o, std::string_view v) { return parse_bool(v, o.flow_control); }},
     {"burst", "N", "packets per rx/tx burst (1..64, default 32)", U64_OPT(burst, 1, 64, false)},
+    {"udp-checksum", "on|off",
+     "off (default): UDP checksum 0, the trailer's CRC32C covers the message; on: fill it on tx, verify it on rx, "
+     "so a corrupted packet is dropped alone (and retransmitted) rather than failing its whole message's CRC",
+     [](Options& o, std::string_view v) { return parse_bool(v, o.udp_checksum); }},
+    {"rto-us", "US", "first retransmission timeout in microseconds (default 5000); doubles per expiry",
+     U64_OPT(rto_us, 10, 10000000, false)},
+    {"rto-max-us", "US", "retransmission timeout cap in microseconds (default 200000)",
+     U64_OPT(rto_max_us, 10, 60000000, false)},
+    {"retry-limit", "N", "retransmission timeouts in a row without progress before a flow fails (default 8)",
+     U64_OPT(retry_limit, 0, 1000, false)},
+    {"nack-delay-us", "US",
+     "receiver: how long a gap may be reordering before it is NACKed, in microseconds (default 200; 0 = no NACKs)",
+     U64_OPT(nack_delay_us, 0, 1000000, false)},
     {"fault", "SPEC",
      "fault shim on the rx queues, for testing recovery: drop=R,dup=R,reorder=R,corrupt=R[,seed=N] "
      "(probabilities; omitted ones 0; with -i, `set fault` changes it)",
@@ -355,6 +389,8 @@ Err validate(Options& o) {
             return "[flow." + std::to_string(flow) + "]: flow " + std::to_string(flow) +
                    " does not exist with --flows " + std::to_string(o.flows);
     }
+    if (o.rto_max_us < o.rto_us)
+        return "--rto-max-us: " + std::to_string(o.rto_max_us) + " is below --rto-us " + std::to_string(o.rto_us);
     if (o.mode != Mode::Loopback && !o.rx_port_set)
         o.rx_port = o.tx_port;
     if (o.mode != Mode::Loopback && o.tx_port != o.rx_port)
@@ -476,6 +512,17 @@ void print_help(const char* prog) {
 
 std::string dump_ini(const Options& o) {
     std::ostringstream s;
+    auto sizes = [](const Options& x) {
+        if (x.msg_sizes.empty())
+            return std::to_string(x.msg_size);
+        std::string r;
+        for (uint64_t v : x.msg_sizes) {
+            if (!r.empty())
+                r.push_back(',');
+            r.append(std::to_string(v));
+        }
+        return r;
+    };
     auto lc = [](const std::vector<unsigned>& v) {
         std::string r;
         for (unsigned l : v) {
@@ -501,7 +548,7 @@ std::string dump_ini(const Options& o) {
     s << "[tailmark]\n"
       << "mode = " << to_string(o.mode) << "\n"
       << "flows = " << o.flows << "\n"
-      << "msg-size = " << o.msg_size << "\n"
+      << "msg-size = " << sizes(o) << "\n"
       << "messages = " << o.messages << "\n"
       << "duration = " << o.duration << "\n"
       << "ring-size = " << o.ring_size << "\n"
@@ -534,7 +581,12 @@ std::string dump_ini(const Options& o) {
         s << "fault = " << o.fault.str() << "\n";
     s << "exit-when-done = " << (o.exit_when_done ? 1 : 0) << "\n"
       << "flow-control = " << (o.flow_control ? "on" : "off") << "\n"
-      << "burst = " << o.burst << "\n";
+      << "burst = " << o.burst << "\n"
+      << "udp-checksum = " << (o.udp_checksum ? "on" : "off") << "\n"
+      << "rto-us = " << o.rto_us << "\n"
+      << "rto-max-us = " << o.rto_max_us << "\n"
+      << "retry-limit = " << o.retry_limit << "\n"
+      << "nack-delay-us = " << o.nack_delay_us << "\n";
     for (auto& [flow, k] : o.flow_keys) {
         snprintf(key, sizeof(key), "0x%08x", k);
         s << "\n[flow." << flow << "]\nkey = " << key << "\n";

@@ -25,7 +25,8 @@ const char* to_string(CompletionMode m);
 struct Options {
     Mode mode = Mode::Loopback;
     uint32_t flows = 4;
-    uint64_t msg_size = 4096;
+    uint64_t msg_size = 4096;            // the largest size (the receive regions' size)
+    std::vector<uint64_t> msg_sizes;      // --msg-size A,B,..: message i of a flow is A, B, .. in turn
     uint64_t messages = 100000; // per flow; 0 = until stopped
     double duration = 0;        // seconds; 0 = no limit
     uint32_t ring_size = 64;
@@ -54,6 +55,11 @@ struct Options {
     std::string cmdline_file;   // --cmdline-file: shell commands run at start (then the prompt with -i)
     bool flow_control = true;   // sender waits for credits (the receiver's released cursor)
     uint32_t burst = 32;
+    uint64_t rto_us = 5000;          // first retransmission timeout
+    uint64_t rto_max_us = 200000;    // back-off cap
+    uint32_t retry_limit = 8;        // timeouts in a row without progress before a flow fails
+    uint64_t nack_delay_us = 200;
+    bool udp_checksum = false;       // senders fill the UDP checksum, receivers verify non-zero ones    // receiver: a gap waits this long (reordering) before its NACK
     std::string config_path;
     bool dump_config = false;
 

@@ -13,7 +13,9 @@
 #include <rte_launch.h>
 #include <rte_malloc.h>
 #include <rte_pause.h>
+#include <rte_random.h>
 #include <rte_ring_elem.h>
+#include <rte_timer.h>
 
 #include "signals.h"
 #include "tailmark/log.h"
@@ -27,6 +29,8 @@ constexpr uint64_t kAckMinUs = 20;          // recv: ACK an advanced cursor with
 constexpr uint64_t kAckKeepaliveUs = 1000;  // recv: one ACK per flow per ms regardless
 constexpr uint64_t kDrainUs = 500000;       // after a stop request, finish in-flight messages for 0.5 s
 constexpr uint64_t kControlUs = 100;        // control loop period
+constexpr uint32_t kFinalAcks = 20;         // recv: the final cursor is ACKed this often (1 ms apart) before exit
+constexpr unsigned kNackQueue = 1024;       // retransmission requests queued per tx queue
 constexpr uint64_t kConsumerStallUs = 1000000; // --consumer-lcores none: a flow is stalled after 1 s without a release
 
 // Objects on a NUMA socket (rte_zmalloc_socket + placement new).
@@ -373,6 +377,7 @@ bool Runtime::make_contexts(SetupError& e) {
         txs_.push_back(c);
         c->lcore = tx_lcores_[t];
         c->port = tx_port_->id();
+        c->marker.set_udp_checksum(opt_.udp_checksum);
         std::vector<uint16_t> qs;
         for (uint16_t q = 0; q < tx_nq_; q++)
             if (q % T == t)
@@ -388,6 +393,21 @@ bool Runtime::make_contexts(SetupError& e) {
             q.queue = qs[k];
             for (uint32_t i = 0; i < n; i++)
                 q.nflows += flows_[i].txq == q.queue;
+            // Retransmission requests: from the placers and rx lcores (many
+            // producers) and this lcore's timers, to this lcore.
+            char name[RTE_RING_NAMESIZE];
+            snprintf(name, sizeof(name), "tm_nack_%u", static_cast<unsigned>(q.queue));
+            q.nack_q = rte_ring_create_elem(name, sizeof(Nack), kNackQueue, tx_socket_, RING_F_SC_DEQ);
+            if (q.nack_q == nullptr)
+                return oom("retransmission request ring");
+            cqs_.push_back(q.nack_q);
+            if (opt_.mode != Mode::Recv) {
+                q.scratch = static_cast<uint8_t*>(
+                    rte_malloc_socket("tm_tx_retx", opt_.msg_size ? opt_.msg_size : 64, 64, tx_socket_));
+                if (q.scratch == nullptr)
+                    return oom("retransmission buffer (--msg-size)");
+                allocs_.push_back(q.scratch);
+            }
             q.flows = socket_array<TxFlowState>(q.nflows, tx_socket_);
             if (q.flows == nullptr)
                 return oom("tx flow state");
@@ -398,7 +418,16 @@ bool Runtime::make_contexts(SetupError& e) {
                     continue;
                 TxFlowState& s = q.flows[j++];
                 s.f = &flows_[i];
+                s.c = c;
+                s.q = &q;
+                flows_[i].nack_q = q.nack_q;
+                rte_timer_init(&s.timer);
                 if (opt_.mode != Mode::Recv) {
+                    flows_[i].txs = &s;
+                    s.out = socket_array<OutMsg>(opt_.ring_size, tx_socket_);
+                    if (s.out == nullptr)
+                        return oom("tx message records (--ring-size)");
+                    allocs_.push_back(s.out);
                     s.buf = static_cast<uint8_t*>(
                         rte_malloc_socket("tm_tx_msg", opt_.msg_size ? opt_.msg_size : 64, 64, tx_socket_));
                     if (s.buf == nullptr)
@@ -424,6 +453,7 @@ bool Runtime::make_contexts(SetupError& e) {
         c->queue = static_cast<uint16_t>(r);
         c->index = static_cast<uint16_t>(r);
         c->pcfg.udp_port = opt_.udp_port;
+        c->pcfg.verify_udp_checksum = opt_.udp_checksum;
         if (opt_.fault_set || opt_.interactive) {
             char name[RTE_RING_NAMESIZE];
             snprintf(name, sizeof(name), "tm_fault_%u", r);
@@ -447,6 +477,7 @@ bool Runtime::make_contexts(SetupError& e) {
             placers_.push_back(p);
             c->placer = p;
             p->set_mode(opt_.completion);
+            p->set_nack_delay(tsc_hz_ * opt_.nack_delay_us / 1000000);
             uint32_t owned = 0;
             for (uint32_t i = 0; i < n; i++) {
                 FlowCtx& f = flows_[i];
@@ -456,6 +487,8 @@ bool Runtime::make_contexts(SetupError& e) {
                     return oom("rx placer flow state");
                 if (f.pkt_cq)
                     p->set_packet_completion_ring(f.id, f.pkt_cq);
+                p->set_nack_ring(f.id, f.nack_q);
+                f.placer = p;
                 owned++;
             }
             if (owned == 0)
@@ -501,9 +534,15 @@ bool Runtime::make_contexts(SetupError& e) {
 
 bool Runtime::setup(SetupError& e) {
     tsc_hz_ = rte_get_tsc_hz();
+    if (rte_timer_subsystem_init() < 0 && rte_errno != EALREADY) {
+        e = {1, std::string("rte_timer_subsystem_init: ") + rte_strerror(rte_errno)};
+        return false;
+    }
+    timers_ = true;
     if (!plan_lcores(e) || !open_ports(e) || !make_flows(e) || !make_contexts(e))
         return false;
     seen_released_.assign(opt_.flows, 0);
+    failed_logged_.assign(opt_.flows, false);
     moved_tsc_.assign(opt_.flows, 0);
     stalled_.reset(new std::atomic<bool>[opt_.flows]);
     for (uint32_t i = 0; i < opt_.flows; i++)
@@ -511,6 +550,8 @@ bool Runtime::setup(SetupError& e) {
     g_dp.mode = opt_.mode;
     g_dp.completion = opt_.completion;
     g_dp.msg_size = opt_.msg_size;
+    g_dp.sizes = opt_.msg_sizes.empty() ? nullptr : opt_.msg_sizes.data();
+    g_dp.nsizes = static_cast<uint32_t>(opt_.msg_sizes.size());
     g_dp.messages = opt_.messages;
     g_dp.ring_size = opt_.ring_size;
     g_dp.burst = opt_.burst;
@@ -521,6 +562,10 @@ bool Runtime::setup(SetupError& e) {
     g_dp.ack_min_cycles = tsc_hz_ * kAckMinUs / 1000000;
     g_dp.ack_keepalive_cycles = tsc_hz_ * kAckKeepaliveUs / 1000000;
     g_dp.ack_batch = opt_.ring_size >= 4 ? opt_.ring_size / 4 : 1;
+    g_dp.epoch = static_cast<uint32_t>(rte_rand()) | 1u; // never 0
+    g_dp.rto_cycles = tsc_hz_ * opt_.rto_us / 1000000;
+    g_dp.rto_max_cycles = tsc_hz_ * opt_.rto_max_us / 1000000;
+    g_dp.retry_limit = opt_.retry_limit;
 
     std::string lc;
     for (unsigned l = 0; l < RTE_MAX_LCORE; l++) {
@@ -611,6 +656,8 @@ bool Runtime::done() const {
     const uint32_t m = static_cast<uint32_t>(opt_.messages);
     for (uint32_t i = 0; i < opt_.flows; i++) {
         const FlowCtx& f = flows_[i];
+        if (f.failed.load(std::memory_order_acquire) != 0)
+            continue; // given up: reported, nothing more to wait for
         switch (opt_.mode) {
         case Mode::Loopback: // plus the messages the shell's `send` asked for (--cmdline-file)
             if (f.consumed.load(std::memory_order_acquire) !=
@@ -619,7 +666,7 @@ bool Runtime::done() const {
             break;
         case Mode::Recv:
             if (f.consumed.load(std::memory_order_acquire) != m ||
-                f.final_acks.load(std::memory_order_relaxed) < 2)
+                f.final_acks.load(std::memory_order_relaxed) < kFinalAcks)
                 return false;
             break;
         case Mode::Send:
@@ -642,6 +689,8 @@ bool Runtime::drained() const {
             return false;
     for (uint32_t i = 0; i < opt_.flows; i++) {
         const FlowCtx& f = flows_[i];
+        if (f.failed.load(std::memory_order_acquire) != 0)
+            continue;
         const uint32_t sent = f.sent.load(std::memory_order_acquire);
         if (opt_.mode == Mode::Loopback && f.consumed.load(std::memory_order_acquire) != sent)
             return false;
@@ -667,6 +716,16 @@ void Runtime::control(uint64_t now) {
         begin_drain(now, "duration");
     if (opt_.external_consumer && opt_.mode != Mode::Send)
         watch_flows(now);
+    for (uint32_t i = 0; i < opt_.flows && opt_.mode != Mode::Recv; i++) {
+        const uint32_t why = flows_[i].failed.load(std::memory_order_acquire);
+        if (why != 0 && !failed_logged_[i]) {
+            failed_logged_[i] = true;
+            const uint32_t rel = opt_.mode == Mode::Send ? flows_[i].credit.load(std::memory_order_acquire)
+                                                         : flows_[i].ring->released();
+            TM_LOG(WARNING, app, "flow %u failed (%s): messages from %u on are not confirmed", i,
+                   to_string(static_cast<FlowFailure>(why)), rel);
+        }
+    }
     if (phase() == Phase::Run && opt_.exit_when_done && !lingering_ && done()) {
         if (opt_.linger) { // final counters stay readable (telemetry) until a signal
             lingering_ = true;
@@ -783,11 +842,15 @@ void Runtime::print_stats(uint64_t now) {
            " tx_dropped=%" PRIu64,
            el, t.sent, t.completed, t.verified, t.verify_errors, double(dmsg) / dt, gbps,
            double(dpkt) / dt / 1e6, t.pkts_tx, t.pkts_rx, t.drops, t.tx_dropped);
-    // Appended to the same line: in flight, retransmits, stalled flows, percent
-    // done. Nothing retransmits yet (the reliability issue adds RETX): always 0.
+    // Appended to the same line: in flight, retransmitted packets, stalled
+    // flows, percent done.
     const uint64_t base = opt_.mode == Mode::Recv ? t.completion_writes : t.sent;
     const uint64_t in_flight = base > t.completed ? base - t.completed : 0;
-    printf(" in_flight=%" PRIu64 " retransmits=0 stalled=%u", in_flight, nstalled_.load(std::memory_order_relaxed));
+    uint64_t retx = 0;
+    for (const TxCtx* c : txs_)
+        retx += peek(c->retx_pkts);
+    printf(" in_flight=%" PRIu64 " retransmits=%" PRIu64 " stalled=%u", in_flight, retx,
+           nstalled_.load(std::memory_order_relaxed));
     if (opt_.exit_when_done && opt_.messages != 0)
         printf(" done_pct=%.1f", 100.0 * double(t.completed) / double(opt_.messages * opt_.flows));
     printf("\n");
@@ -821,15 +884,24 @@ Results Runtime::results() const {
     for (const TxCtx* c : txs_) {
         r.acks_tx += c->acks_tx;
         r.tx_alloc_fail += c->alloc_fail;
+        r.rel.retx_pkts += c->retx_pkts;
+        r.rel.retx_reqs += c->retx_reqs;
+        r.rel.probes += c->probes;
+        r.rel.rto_expired += c->rto_expired;
+        r.rel.stale_reqs += c->stale_reqs;
+        r.rel.nacks_tx += c->nacks_tx;
     }
     LatencyHist* h = static_cast<LatencyHist*>(rte_zmalloc("tm_hist", sizeof(LatencyHist), 64));
     for (const RxCtx* c : rxs_) {
         r.acks_rx += c->acks_rx;
+        r.rel.nacks_rx += c->nacks_rx;
         for (size_t i = 0; i < kDropReasonCount; i++)
             r.drops[i] += c->drops[i];
         if (c->placer) {
             const RxCounters& rc = c->placer->counters();
             r.packets_placed += rc.placed;
+            r.rel.retx_rx += rc.retx;
+            r.rel.nack_reqs += rc.nacks;
             for (size_t i = 0; i < kDropReasonCount; i++)
                 r.drops[i] += rc.drops[i];
         }
@@ -859,6 +931,27 @@ Results Runtime::results() const {
     uint64_t per_flow_total = opt_.messages * opt_.flows;
     for (uint32_t i = 0; flows_ && i < opt_.flows; i++) // the shell's `send`s (--cmdline-file)
         per_flow_total += flows_[i].sends_requested.load(std::memory_order_relaxed);
+    for (uint32_t i = 0; flows_ && i < opt_.flows; i++) {
+        const FlowCtx& f = flows_[i];
+        Results::Flow x;
+        const uint64_t quota = opt_.messages + f.sends_requested.load(std::memory_order_relaxed);
+        x.sent = f.sent.load(std::memory_order_acquire);
+        if (opt_.mode == Mode::Send) {
+            x.acked = f.acked.load(std::memory_order_acquire);
+            x.released = f.credit.load(std::memory_order_acquire);
+        } else {
+            x.acked = f.placer ? f.placer->acked_upto(f.id) : 0;
+            x.released = f.ring ? f.ring->released() : 0;
+        }
+        const auto why = static_cast<FlowFailure>(f.failed.load(std::memory_order_acquire));
+        if (why != FlowFailure::None) {
+            x.state = to_string(why);
+            x.failed = quota > x.released ? quota - x.released : 0;
+            r.flows_failed++;
+            r.messages_failed += x.failed;
+        }
+        r.per_flow.push_back(x);
+    }
     switch (opt_.mode) {
     case Mode::Loopback: // -i: the shell's `send` adds messages; every message sent is requested
         r.requested = opt_.messages && !opt_.interactive ? per_flow_total : r.messages_sent;
@@ -873,7 +966,7 @@ Results Runtime::results() const {
         break;
     case Mode::Send:
         r.requested = opt_.messages && !opt_.interactive ? per_flow_total : r.messages_sent;
-        r.ok = r.messages_sent == r.requested && r.tx_dropped == 0 &&
+        r.ok = r.messages_sent == r.requested && r.tx_dropped == 0 && r.flows_failed == 0 &&
                (!opt_.flow_control || r.messages_acked == r.requested);
         break;
     }
@@ -913,6 +1006,8 @@ drivers::FaultCounters Runtime::fault_counters() const {
         t.duplicated += c.duplicated;
         t.reordered += c.reordered;
         t.corrupted += c.corrupted;
+        t.arrived_retx += c.arrived_retx;
+        t.arrived_nack += c.arrived_nack;
     }
     return t;
 }
@@ -937,7 +1032,15 @@ void Runtime::teardown() {
     rx_port_owned_.reset();
     tx_port_.reset();
     rx_port_ = nullptr;
-    // 3. what the data plane used: placers, rings, memzones, contexts.
+    // 3. what the data plane used: timers, placers, rings, memzones, contexts.
+    for (TxCtx* c : txs_)
+        for (uint32_t k = 0; k < c->nqueues; k++)
+            for (uint32_t j = 0; j < c->queues[k].nflows; j++)
+                rte_timer_stop(&c->queues[k].flows[j].timer); // lcores joined: none runs
+    if (timers_) {
+        rte_timer_subsystem_finalize();
+        timers_ = false;
+    }
     for (RxPlacer* p : placers_)
         delete p;
     placers_.clear();
@@ -966,6 +1069,22 @@ void Runtime::teardown() {
     // 4. pools last: the closed ports returned their mbufs.
     pools_.clear();
     tx_pool_ = rx_pool_ = nullptr;
+}
+
+} // namespace tailmark::app
+
+namespace tailmark::app {
+
+const char* to_string(FlowFailure f) {
+    switch (f) {
+    case FlowFailure::None:
+        return "none";
+    case FlowFailure::RetryLimit:
+        return "retry_limit";
+    case FlowFailure::ReceiverRestarted:
+        return "receiver_restarted";
+    }
+    return "?";
 }
 
 } // namespace tailmark::app

@@ -109,6 +109,8 @@ private:
     std::vector<void*> allocs_; // rte_malloc'ed arrays and buffers
     // run
     bool launched_ = false;
+    bool timers_ = false;
+    std::vector<bool> failed_logged_; // control loop: flow failures reported once // rte_timer subsystem initialised by setup()
     uint64_t tsc_hz_ = 1;
     uint64_t start_tsc_ = 0, end_tsc_ = 0, deadline_tsc_ = 0, drain_deadline_ = 0, drain_start_ = 0;
     uint64_t next_stats_ = 0, last_stats_tsc_ = 0;

@@ -11,6 +11,9 @@ void print_summary(const Results& r, FILE* out) {
             "  messages: sent %lu, completed %lu, verified %lu, verify errors %lu%s\n"
             "  completion writes %lu | packets tx %lu (acks %lu), rx %lu (acks %lu), placed %lu\n"
             "  drops %lu, tx dropped %lu, tx alloc failures %lu\n"
+            "  retransmitted %lu packets for %lu requests (%lu probes, %lu timeouts, %lu stale); NACKs tx %lu rx %lu; "
+            "RETX received %lu\n"
+            "  flows failed %u, messages failed %lu\n"
             "  elapsed %.3f s: %.0f msg/s, %.3f Mpps, %.3f Gbps payload\n"
             "  latency (ns, %lu samples): p50 %.0f, p99 %.0f, p99.9 %.0f, max %.0f\n",
             to_string(r.mode), to_string(r.completion), r.flows, r.msg_size, r.requested,
@@ -18,7 +21,9 @@ void print_summary(const Results& r, FILE* out) {
             r.messages_verified, r.verify_errors,
             r.mode == Mode::Send ? " (completed = acknowledged by the receiver)" : "",
             r.completion_writes, r.packets_tx, r.acks_tx, r.packets_rx, r.acks_rx, r.packets_placed,
-            r.drops_total, r.tx_dropped, r.tx_alloc_fail, r.elapsed_s, r.msgs_per_s, r.mpps, r.gbps,
+            r.drops_total, r.tx_dropped, r.tx_alloc_fail, r.rel.retx_pkts, r.rel.retx_reqs, r.rel.probes,
+            r.rel.rto_expired, r.rel.stale_reqs, r.rel.nacks_tx, r.rel.nacks_rx, r.rel.retx_rx, r.flows_failed,
+            r.messages_failed, r.elapsed_s, r.msgs_per_s, r.mpps, r.gbps,
             r.latency_samples, r.lat_p50_ns, r.lat_p99_ns, r.lat_p999_ns, r.lat_max_ns);
     for (size_t i = 0; i < kDropReasonCount; i++)
         if (r.drops[i] != 0)
@@ -62,9 +67,26 @@ bool write_summary_json(const Results& r, const std::string& path, std::string& 
     if (r.fault_shim)
         fprintf(f,
                 "  \"fault\": {\"seen\": %lu, \"dropped\": %lu, \"duplicated\": %lu, \"reordered\": %lu, "
-                "\"corrupted\": %lu},\n",
-                r.fault.seen, r.fault.dropped, r.fault.duplicated, r.fault.reordered, r.fault.corrupted);
+                "\"corrupted\": %lu, \"arrived_retx\": %lu, \"arrived_nack\": %lu},\n",
+                r.fault.seen, r.fault.dropped, r.fault.duplicated, r.fault.reordered, r.fault.corrupted,
+                r.fault.arrived_retx, r.fault.arrived_nack);
     fprintf(f, "  \"tx_alloc_fail\": %lu,\n", r.tx_alloc_fail);
+    const auto& l = r.rel;
+    fprintf(f,
+            "  \"reliability\": {\"retx_pkts\": %lu, \"retx_reqs\": %lu, \"probes\": %lu, \"rto_expired\": %lu, "
+            "\"stale_reqs\": %lu, \"nacks_tx\": %lu, \"nacks_rx\": %lu, \"retx_rx\": %lu, \"nack_reqs\": %lu},\n",
+            l.retx_pkts, l.retx_reqs, l.probes, l.rto_expired, l.stale_reqs, l.nacks_tx, l.nacks_rx, l.retx_rx,
+            l.nack_reqs);
+    fprintf(f, "  \"flows_failed\": %u,\n", r.flows_failed);
+    fprintf(f, "  \"messages_failed\": %lu,\n", r.messages_failed);
+    fprintf(f, "  \"per_flow\": [");
+    for (size_t i = 0; i < r.per_flow.size(); i++) {
+        const Results::Flow& x = r.per_flow[i];
+        fprintf(f, "%s\n    {\"flow\": %zu, \"sent\": %lu, \"acked\": %lu, \"released\": %lu, \"failed\": %lu, "
+                   "\"state\": \"%s\"}",
+                i ? "," : "", i, x.sent, x.acked, x.released, x.failed, x.state);
+    }
+    fprintf(f, "\n  ],\n");
     fprintf(f, "  \"elapsed_s\": %.6f,\n", r.elapsed_s);
     fprintf(f, "  \"msgs_per_s\": %.1f,\n", r.msgs_per_s);
     fprintf(f, "  \"mpps\": %.6f,\n", r.mpps);

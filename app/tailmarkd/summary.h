@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "options.h"
 #include "tailmark/drop_reason.h"
@@ -30,6 +31,28 @@ struct Results {
     uint64_t packets_placed = 0;
     uint64_t bytes_payload = 0;      // message payload: completed (loopback, recv) or sent (send)
     DropCounters drops{};
+    // Reliability (tailmark/control.h). Sender side: what it retransmitted and
+    // why; receiver side: what it asked for and what came back.
+    struct Reliability {
+        uint64_t retx_pkts = 0;   // data packets sent again (flag RETX)
+        uint64_t retx_reqs = 0;   // requests served: NACKs and timer probes
+        uint64_t probes = 0;      // LAST packets re-sent by the timer
+        uint64_t rto_expired = 0; // timer expiries without progress
+        uint64_t stale_reqs = 0;  // requests for messages no longer owed
+        uint64_t nacks_tx = 0;    // NACK packets sent (recv)
+        uint64_t nacks_rx = 0;    // NACK packets accepted (send)
+        uint64_t retx_rx = 0;     // RETX data packets that reached the placer
+        uint64_t nack_reqs = 0;   // NACK requests the placers raised
+    } rel;
+    // Per flow: messages sent, acknowledged (completed at the receiver) and
+    // released (consumed); a failed flow's unreleased messages are failed.
+    struct Flow {
+        uint64_t sent = 0, acked = 0, released = 0, failed = 0;
+        const char* state = "ok";
+    };
+    std::vector<Flow> per_flow;
+    uint32_t flows_failed = 0;
+    uint64_t messages_failed = 0;
     uint64_t drops_total = 0;
     uint64_t tx_dropped = 0;         // packets freed after a stalled partial burst
     uint64_t tx_alloc_fail = 0;

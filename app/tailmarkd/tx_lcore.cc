@@ -1,14 +1,15 @@
 // tx role. Loopback and send mode: the generator writes each message, the
 // TxMarker cuts it into its packet group and marks the LAST packet, and
-// bursts go out with bounded retries. Recv mode: the credit ACKs (ack.h).
+// bursts go out with bounded retries; retransmissions (NACKed packets, the
+// timer's probes) go first. Recv mode: ACKs and NACKs (tailmark/control.h).
 //
 // Fast path: no heap allocation, no lock, no log. Mbufs come from the pool;
 // message buffers were allocated at set-up.
 #include <rte_branch_prediction.h>
 #include <rte_cycles.h>
 #include <rte_ethdev.h>
+#include <rte_timer.h>
 
-#include "ack.h"
 #include "context.h"
 #include "generator.h"
 
@@ -60,6 +61,176 @@ inline bool submit(TxCtx& c, TxQueueCtx& q, uint32_t n, uint64_t now) {
     return true;
 }
 
+// The receiver's cumulative ACK and consumer cursor, as this sender knows them.
+inline uint32_t acked_of(const FlowCtx& f) {
+    if (g_dp.mode == Mode::Loopback)
+        return f.placer ? f.placer->acked_upto(f.id) : 0;
+    return f.acked.load(std::memory_order_acquire);
+}
+inline uint32_t released_of(const FlowCtx& f) {
+    return g_dp.mode == Mode::Loopback ? f.ring->released() : f.credit.load(std::memory_order_acquire);
+}
+inline bool failed(const FlowCtx& f) { return f.failed.load(std::memory_order_relaxed) != 0; }
+
+void on_timer(rte_timer* t, void* arg);
+
+inline void arm(TxFlowState& s, uint64_t ticks) {
+    s.seen_acked = acked_of(*s.f);
+    s.seen_released = released_of(*s.f);
+    s.timer_on = rte_timer_reset(&s.timer, ticks, SINGLE, rte_lcore_id(), on_timer, &s) == 0;
+}
+
+// The flow is given up: what its receiver had not released is reported
+// failed (control loop, summary). Nothing of it is sent any more.
+void fail_flow(TxFlowState& s, FlowFailure why) {
+    uint32_t none = 0;
+    s.f->failed.compare_exchange_strong(none, static_cast<uint32_t>(why), std::memory_order_acq_rel);
+}
+
+// Retransmission timer of one flow (rte_timer_manage, on its tx lcore).
+// Progress (the cumulative ACK or the consumer cursor moved) re-arms it with
+// the base timeout. Otherwise, once the oldest unacknowledged message was
+// sent a timeout ago, it expires: back-off, and a probe (the LAST packet
+// again, flagged RETX) for the oldest few messages; a receiver answers a
+// probe with a NACK of what it misses, or an ACK. After --retry-limit
+// expiries in a row the flow fails.
+constexpr uint32_t kProbeMsgs = 8;
+
+void on_timer(rte_timer*, void* arg) {
+    TxFlowState& s = *static_cast<TxFlowState*>(arg);
+    TxCtx& c = *s.c;
+    FlowCtx& f = *s.f;
+    s.timer_on = false;
+    if (failed(f))
+        return;
+    const uint64_t now = rte_rdtsc();
+    const uint32_t acked = acked_of(f);
+    const uint32_t rel = released_of(f);
+    const uint32_t next = s.next_msg;
+    const bool send = g_dp.mode == Mode::Send;
+    if (acked == next && (!send || rel == next))
+        return; // nothing owed: armed again by the next message sent
+    if (acked != s.seen_acked || rel != s.seen_released) {
+        s.retries = 0;
+        s.rto = g_dp.rto_cycles;
+        arm(s, s.rto);
+        return;
+    }
+    if (acked != next) {
+        const OutMsg& head = s.out[acked & (g_dp.ring_size - 1)];
+        if (head.msg_id == acked && now - head.sent_tsc < s.rto) {
+            arm(s, s.rto - (now - head.sent_tsc)); // sent recently: not late yet
+            return;
+        }
+    } else if (now - f.last_ctl.load(std::memory_order_relaxed) < s.rto) {
+        // Send: all completed, the receiver's consumer has not released them
+        // yet and its keep-alives arrive: a slow consumer, not a loss.
+        arm(s, s.rto);
+        return;
+    }
+    bump(c.rto_expired);
+    if (++s.retries > g_dp.retry_limit) {
+        fail_flow(s, FlowFailure::RetryLimit);
+        return;
+    }
+    for (uint32_t m = acked; m != next && m - acked < kProbeMsgs; m++) {
+        const OutMsg& o = s.out[m & (g_dp.ring_size - 1)];
+        if (o.msg_id != m)
+            continue;
+        Nack n{};
+        n.flow = f.id;
+        n.msg_id = m;
+        n.nranges = 1;
+        n.ranges[0] = {static_cast<uint16_t>(o.pkt_count - 1), 1};
+        if (rte_ring_enqueue_elem(s.q->nack_q, &n, sizeof(n)) != 0)
+            break;
+        bump(c.probes);
+    }
+    s.rto = s.rto * 2 < g_dp.rto_max_cycles ? s.rto * 2 : g_dp.rto_max_cycles;
+    arm(s, s.rto);
+}
+
+// The next range of the request being served with packets to send.
+inline bool next_range(TxQueueCtx& q, uint32_t pkt_count) {
+    for (; q.job_r < q.job.nranges; q.job_r++) {
+        const NackRange& r = q.job.ranges[q.job_r];
+        if (r.first >= pkt_count)
+            continue;
+        const uint32_t end = r.count == 0 || r.first + uint32_t(r.count) > pkt_count ? pkt_count : r.first + r.count;
+        q.job_pos = r.first;
+        q.job_end = end;
+        return true;
+    }
+    return false;
+}
+
+// Takes up the request in q.job: only for a message the flow still owes
+// (sent, not acknowledged); the bytes come from the generator again.
+bool start_job(TxCtx& c, TxQueueCtx& q) {
+    const Nack& j = q.job;
+    if (j.flow >= g_dp.nflows || j.nranges == 0 || j.nranges > kMaxNackRanges)
+        return false;
+    FlowCtx& f = g_dp.flows[j.flow];
+    TxFlowState* s = f.txs;
+    if (s == nullptr || s->q != &q || failed(f))
+        return false;
+    const uint32_t acked = acked_of(f);
+    if (static_cast<int32_t>(j.msg_id - acked) < 0 || static_cast<int32_t>(j.msg_id - s->next_msg) >= 0)
+        return false;
+    const OutMsg& o = s->out[j.msg_id & (g_dp.ring_size - 1)];
+    if (o.msg_id != j.msg_id)
+        return false;
+    q.job_r = 0;
+    if (!next_range(q, o.pkt_count))
+        return false;
+    if (q.scratch_len != o.len || q.scratch_flow != j.flow || q.scratch_msg != j.msg_id) {
+        generate(f.id, j.msg_id, q.scratch, o.len);
+        q.scratch_flow = f.id;
+        q.scratch_msg = j.msg_id;
+        q.scratch_len = o.len;
+    }
+    q.job_msg.msg_id = j.msg_id;
+    q.job_msg.bytes = {q.scratch, o.len};
+    q.job_msg.chain = nullptr;
+    q.job_msg.plan = plan_group(o.len, f.tx.stride);
+    q.job_msg.crc32c = o.crc32c;
+    bump(c.retx_reqs);
+    return true;
+}
+
+// Retransmissions into q.pend[0..), before any new message. Returns the count.
+uint32_t tx_retx(TxCtx& c, TxQueueCtx& q, uint32_t burst) {
+    uint32_t n = 0;
+    while (n < burst) {
+        if (!q.job_on) {
+            if (rte_ring_sc_dequeue_elem(q.nack_q, &q.job, sizeof(Nack)) != 0)
+                break;
+            q.job_on = start_job(c, q);
+            if (!q.job_on) {
+                bump(c.stale_reqs);
+                continue;
+            }
+        }
+        FlowCtx& f = g_dp.flows[q.job.flow];
+        uint32_t k = q.job_end - q.job_pos;
+        if (k > burst - n)
+            k = burst - n;
+        const int rc = c.marker.build(f.tx, q.job_msg, q.job_pos, k, q.pend + n, Flags::Retx);
+        if (unlikely(rc < 0)) {
+            bump(c.alloc_fail);
+            break;
+        }
+        n += k;
+        bump(c.retx_pkts, k);
+        q.job_pos += k;
+        if (q.job_pos == q.job_end) {
+            q.job_r++;
+            q.job_on = next_range(q, q.job_msg.plan.pkt_count);
+        }
+    }
+    return n;
+}
+
 // May flow s start its next message now? (credits)
 inline bool window_open(const TxFlowState& s) {
     if (!g_dp.flow_control)
@@ -83,6 +254,8 @@ inline bool window_open(const TxFlowState& s) {
 inline bool may_start(TxFlowState& s, uint64_t& len) {
     if (s.f->send_q != nullptr && g_tx_paused.load(std::memory_order_relaxed))
         return false;
+    if (failed(*s.f))
+        return false;
     if (!window_open(s))
         return false;
     if (s.send_left == 0 && s.f->send_q != nullptr) {
@@ -102,7 +275,7 @@ inline bool may_start(TxFlowState& s, uint64_t& len) {
         return false;
     s.gen_sent++;
     s.cur_send = false;
-    len = g_dp.msg_size;
+    len = generator_length(s.next_msg);
     return true;
 }
 
@@ -115,6 +288,11 @@ inline void start_message(TxCtx& c, TxFlowState& s, uint64_t len) {
     s.msg.bytes = {s.buf, static_cast<size_t>(len)};
     s.msg.chain = nullptr;
     c.marker.prepare(s.f->tx, s.msg); // checked at set-up: the plan fits
+    OutMsg& o = s.out[s.next_msg & (g_dp.ring_size - 1)];
+    o.msg_id = s.next_msg;
+    o.len = static_cast<uint32_t>(len);
+    o.crc32c = s.msg.crc32c;
+    o.pkt_count = s.msg.plan.pkt_count;
     s.next_pkt = 0;
     s.active = true;
     c.active++;
@@ -127,7 +305,7 @@ bool tx_data_queue(TxCtx& c, TxQueueCtx& q, uint64_t now) {
         return false;
     const bool may_open = phase() == Phase::Run;
     const uint32_t burst = dp_burst();
-    uint32_t n = 0, idle = 0;
+    uint32_t n = tx_retx(c, q, burst), idle = 0;
     uint64_t len = 0;
     while (n < burst && idle < q.nflows) {
         TxFlowState& s = q.flows[q.rr];
@@ -153,7 +331,13 @@ bool tx_data_queue(TxCtx& c, TxQueueCtx& q, uint64_t now) {
         if (s.next_pkt == s.msg.plan.pkt_count) {
             s.active = false;
             c.active--;
+            s.out[s.next_msg & (g_dp.ring_size - 1)].sent_tsc = now;
             s.next_msg++;
+            if (!s.timer_on) {
+                s.retries = 0;
+                s.rto = g_dp.rto_cycles;
+                arm(s, s.rto);
+            }
             s.f->sent.store(s.next_msg, std::memory_order_release);
             bump(c.msgs_sent);
             bump(c.bytes_tx, s.msg.bytes.size());
@@ -166,29 +350,54 @@ bool tx_data_queue(TxCtx& c, TxQueueCtx& q, uint64_t now) {
     return submit(c, q, n, now);
 }
 
-// Recv mode: one credit ACK per flow whose consumer cursor advanced (batched),
-// and a keep-alive per flow every ack_keepalive_cycles.
+// Recv mode: NACKs first (the placers' requests, each with the current
+// cursors), then an ACK per flow whose cursors advanced (coalesced: a
+// quarter of the ring, or ack_min_cycles), a retransmission asked for one,
+// or the keep-alive is due.
 bool tx_ack_queue(TxCtx& c, TxQueueCtx& q, uint64_t now) {
     if (!flush(c, q, now) || q.nflows == 0)
         return false;
     uint32_t n = 0;
     const uint32_t burst = dp_burst();
+    Control ctl;
+    ctl.epoch = g_dp.epoch;
+    while (n < burst && rte_ring_sc_dequeue_elem(q.nack_q, &ctl.n, sizeof(Nack)) == 0) {
+        const FlowCtx& f = g_dp.flows[ctl.n.flow];
+        ctl.nack = true;
+        ctl.released_upto = f.consumed.load(std::memory_order_acquire);
+        ctl.acked_upto = f.placer->acked_upto(f.id); // after: released <= acked
+        rte_mbuf* m = build_control(c.pool, f.tx, ctl);
+        if (unlikely(m == nullptr)) {
+            bump(c.alloc_fail); // lost: the placer asks again after its back-off
+            break;
+        }
+        q.pend[n++] = m;
+        bump(c.nacks_tx);
+    }
+    ctl.nack = false;
+    ctl.n.nranges = 0;
     for (uint32_t i = 0; i < q.nflows && n < burst; i++) {
         TxFlowState& s = q.flows[q.rr];
         q.rr = q.rr + 1 == q.nflows ? 0 : q.rr + 1;
         const uint32_t released = s.f->consumed.load(std::memory_order_acquire);
-        const uint32_t adv = released - s.acked;
+        const uint32_t acked = s.f->placer->acked_upto(s.f->id);
+        const uint32_t adv = (released - s.acked) > (acked - s.ack_cum) ? released - s.acked : acked - s.ack_cum;
         const uint64_t since = now - s.ack_tsc;
-        if (!(adv >= g_dp.ack_batch || (adv != 0 && since >= g_dp.ack_min_cycles) ||
+        const bool asked = s.f->placer->take_ack_request(s.f->id);
+        if (!(adv >= g_dp.ack_batch || (adv != 0 && since >= g_dp.ack_min_cycles) || asked ||
               since >= g_dp.ack_keepalive_cycles || s.ack_tsc == 0))
             continue;
-        rte_mbuf* m = build_ack(c.pool, s.f->tx, released);
+        ctl.n.flow = s.f->id;
+        ctl.released_upto = released;
+        ctl.acked_upto = acked;
+        rte_mbuf* m = build_control(c.pool, s.f->tx, ctl);
         if (unlikely(m == nullptr)) {
             bump(c.alloc_fail);
             break;
         }
         q.pend[n++] = m;
         s.acked = released;
+        s.ack_cum = acked;
         s.ack_tsc = now;
         bump(c.acks_tx);
         if (g_dp.messages != 0 && released == g_dp.messages)
@@ -200,6 +409,7 @@ bool tx_ack_queue(TxCtx& c, TxQueueCtx& q, uint64_t now) {
 } // namespace
 
 bool tx_step(TxCtx& c) {
+    rte_timer_manage(); // retransmission timers of this lcore's flows
     const uint64_t now = rte_rdtsc();
     uint32_t pending = 0;
     bool work = false;

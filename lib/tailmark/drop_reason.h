@@ -44,7 +44,11 @@ namespace tailmark {
     X(LengthMismatch, "length_mismatch")      /* all packets in, bytes != msg_len */       \
     X(CrcMismatch, "crc_mismatch")            /* message discarded */                      \
     X(Control, "control_unhandled")           /* ACK/NACK with no reliability peer */     \
-    X(CompletionQueueFull, "completion_queue_full") /* packet mode: consumer behind */
+    X(CompletionQueueFull, "completion_queue_full") /* packet mode: consumer behind */ \
+    X(ControlMalformed, "control_malformed")  /* ACK/NACK body: length, ranges, fields */ \
+    X(ControlBadCrc, "control_bad_crc")       /* ACK/NACK body CRC32C mismatch */         \
+    X(NackQueueFull, "nack_queue_full")       /* sender: retransmission requests backlog */ \
+    X(FlowFailed, "flow_failed")              /* control packet of a flow given up */
 
 enum class DropReason : uint8_t {
 #define X(name, str) name,

@@ -10,6 +10,7 @@
 #include <rte_prefetch.h>
 #include <rte_ring.h>
 
+#include "tailmark/control.h"
 #include "tailmark/crc32c.h"
 
 namespace tailmark {
@@ -31,6 +32,9 @@ struct SlotRx {
     uint64_t max_end;   // highest offset + pay_len placed
     Trailer trailer;
     uint64_t* seen;     // kMaxPktsPerMessage bits
+    uint64_t progress_tsc; // last packet placed (or the slot started waiting)
+    uint64_t nack_tsc;     // last NACK for it
+    uint8_t nacks;         // NACKs so far: the back-off exponent
 };
 
 constexpr uint32_t kSeenWords = (kMaxPktsPerMessage + 63) / 64;
@@ -44,8 +48,14 @@ struct RxPlacer::FlowRx {
     uint32_t stride;   // payload bytes of every full packet of a group
     uint16_t id;
     rte_ring* pkt_cq;  // packet mode
+    rte_ring* nack_q;  // reliability: retransmission requests
     SlotRx* slots;
     uint64_t* bits;
+    uint32_t cum;      // every msg_id below it completed
+    uint32_t hi_msg;   // one past the highest msg_id any packet was placed for
+    bool any;          // hi_msg is valid
+    alignas(64) uint32_t acked;   // cum, published (atomic) for the ACK sender
+    uint32_t ack_req;             // atomic: a RETX came for a completed message
 };
 
 RxPlacer::RxPlacer(const ParserConfig& cfg, int socket_id) : cfg_(cfg), socket_(socket_id) {
@@ -92,12 +102,34 @@ bool RxPlacer::add_flow(uint16_t flow, CompletionRing* ring, uint32_t key, uint3
     return true;
 }
 
+void RxPlacer::set_nack_ring(uint16_t flow, rte_ring* q) {
+    if (table_ != nullptr && table_[flow] != nullptr)
+        table_[flow]->nack_q = q;
+}
+
+uint32_t RxPlacer::acked_upto(uint16_t flow) const {
+    const FlowRx* f = table_ != nullptr ? table_[flow] : nullptr;
+    return f ? __atomic_load_n(&f->acked, __ATOMIC_ACQUIRE) : 0;
+}
+
+bool RxPlacer::take_ack_request(uint16_t flow) {
+    FlowRx* f = table_ != nullptr ? table_[flow] : nullptr;
+    return f && __atomic_load_n(&f->ack_req, __ATOMIC_RELAXED) && __atomic_exchange_n(&f->ack_req, 0, __ATOMIC_ACQ_REL);
+}
+
+// The sender retransmits something this receiver already has: its ACK was
+// lost or is late. One flag, not a queue: one ACK answers them all.
+static inline void request_ack(uint32_t& req) {
+    if (!__atomic_load_n(&req, __ATOMIC_RELAXED))
+        __atomic_store_n(&req, 1, __ATOMIC_RELEASE);
+}
+
 void RxPlacer::set_packet_completion_ring(uint16_t flow, rte_ring* r) {
     if (table_ != nullptr && table_[flow] != nullptr)
         table_[flow]->pkt_cq = r;
 }
 
-static inline void reset_slot(SlotRx& s, uint32_t msg_id) {
+static inline void reset_slot(SlotRx& s, uint32_t msg_id, uint64_t now_tsc) {
     const uint32_t words = (s.hi_idx + 63) / 64;
     if (words)
         memset(s.seen, 0, words * sizeof(uint64_t));
@@ -109,6 +141,25 @@ static inline void reset_slot(SlotRx& s, uint32_t msg_id) {
     s.hi_idx = 0;
     s.bytes = 0;
     s.max_end = 0;
+    s.progress_tsc = now_tsc;
+    s.nack_tsc = 0;
+    s.nacks = 0;
+}
+
+// First index in [i, end) whose bit is `want`, or end.
+static inline uint32_t find_bit(const uint64_t* bits, uint32_t i, uint32_t end, bool want) {
+    while (i < end) {
+        uint64_t w = bits[i >> 6];
+        if (!want)
+            w = ~w;
+        w &= ~0ull << (i & 63);
+        if (w != 0) {
+            const uint32_t j = (i & ~63u) + static_cast<uint32_t>(__builtin_ctzll(w));
+            return j < end ? j : end;
+        }
+        i = (i | 63u) + 1;
+    }
+    return end;
 }
 
 // Copies the payload out of a (possibly chained) mbuf into the region.
@@ -137,6 +188,8 @@ DropReason RxPlacer::process(const rte_mbuf* m, uint64_t now_tsc) {
         if (unlikely(p.is_control())) {
             r = DropReason::Control;
         } else {
+            if (has(p.hdr.flags, Flags::Retx))
+                ctr_.retx++;
             FlowRx* f = table_[p.hdr.flow];
             r = f == nullptr ? DropReason::UnknownFlow : place(*f, m, p, now_tsc);
         }
@@ -158,6 +211,7 @@ void RxPlacer::rx_burst(rte_mbuf** pkts, uint16_t n, uint64_t now_tsc) {
 DropReason RxPlacer::place(FlowRx& f, const rte_mbuf* m, const ParsedPacket& p, uint64_t now_tsc) {
     const Header& h = p.hdr;
     const bool last = p.is_last();
+    const bool retx = has(h.flags, Flags::Retx);
     if (last) {
         const Trailer& t = p.trailer;
         if (t.key != f.key)
@@ -179,26 +233,47 @@ DropReason RxPlacer::place(FlowRx& f, const rte_mbuf* m, const ParsedPacket& p, 
     // Receive window: the credits granted, [released, released + ring size).
     // Read live, not cached: a consumer may release (give up) a message that
     // never completed, and a late packet of it must not touch the slot again.
-    if (static_cast<uint32_t>(h.msg_id - f.ring->released()) > f.mask)
+    if (static_cast<uint32_t>(h.msg_id - f.ring->released()) > f.mask) {
+        if (retx)
+            request_ack(f.ack_req);
         return DropReason::OutsideWindow;
+    }
 
     const uint32_t slot_idx = h.msg_id & f.mask;
     SlotRx& s = f.slots[slot_idx];
     // Any other message in this slot is older than the window, so it was
     // completed and released: the slot is free for this one.
     if (s.msg_id != h.msg_id || s.state == SlotState::Idle)
-        reset_slot(s, h.msg_id);
-    if (s.state == SlotState::Completed)
+        reset_slot(s, h.msg_id, now_tsc);
+    if (s.state == SlotState::Completed) {
+        if (retx)
+            request_ack(f.ack_req);
         return DropReason::AlreadyCompleted;
+    }
+    if ((int32_t)(h.msg_id + 1 - f.hi_msg) > 0 || !f.any) {
+        f.hi_msg = h.msg_id + 1;
+        f.any = true;
+    }
 
     if (last) {
-        if (s.have_last)
-            return p.trailer == s.trailer ? DropReason::Duplicate : DropReason::ConflictingLast;
+        if (s.have_last) {
+            if (p.trailer == s.trailer) {
+                if (retx) // the sender's retransmission timer probes: say what is missing now
+                    nack(f, slot_idx, now_tsc, true);
+                return DropReason::Duplicate;
+            }
+            if (!retx)
+                return DropReason::ConflictingLast;
+            // A retransmitted LAST is the sender's word: the state built on
+            // the other one (a corrupted copy) was not this message's.
+            ctr_.drops[index(DropReason::ConflictingLast)]++;
+            reset_slot(s, h.msg_id, now_tsc);
+        }
         // Earlier packets that do not fit this LAST's geometry: the state is
         // not this message's. Discard it; retransmission rebuilds it.
         if (s.hi_idx > p.trailer.pkt_count || s.max_end > p.trailer.msg_len ||
             (s.seen[h.pkt_idx >> 6] & (1ull << (h.pkt_idx & 63)))) {
-            reset_slot(s, h.msg_id);
+            reset_slot(s, h.msg_id, now_tsc);
             ctr_.drops[index(DropReason::PktIdxRange)]++;
         }
     } else if (s.have_last) {
@@ -223,6 +298,7 @@ DropReason RxPlacer::place(FlowRx& f, const rte_mbuf* m, const ParsedPacket& p, 
         copy_payload(f.ring->region(slot_idx) + h.offset, m, p.payload_off, h.pay_len);
     s.received++;
     s.bytes += h.pay_len;
+    s.progress_tsc = now_tsc;
     if (h.pkt_idx + 1u > s.hi_idx)
         s.hi_idx = h.pkt_idx + 1u;
     if (static_cast<uint64_t>(h.offset) + h.pay_len > s.max_end)
@@ -244,6 +320,8 @@ DropReason RxPlacer::place(FlowRx& f, const rte_mbuf* m, const ParsedPacket& p, 
 
     if (s.have_last && s.received == s.pkt_count)
         complete(f, slot_idx, now_tsc);
+    else if (last && retx)
+        nack(f, slot_idx, now_tsc, true); // a timer probe: answer at once
     return DropReason::None;
 }
 
@@ -252,18 +330,22 @@ void RxPlacer::complete(FlowRx& f, uint32_t slot_idx, uint64_t now_tsc) {
     const Trailer& t = s.trailer;
     if (s.bytes != t.msg_len) {
         ctr_.drops[index(DropReason::LengthMismatch)]++;
-        reset_slot(s, s.msg_id);
+        reset_slot(s, s.msg_id, now_tsc);
+        nack(f, slot_idx, now_tsc, true); // all of it again
         return;
     }
     const uint8_t* region = f.ring->region(slot_idx);
     if (crc32c({region, t.msg_len}) != t.crc32c) {
         ctr_.drops[index(DropReason::CrcMismatch)]++;
-        reset_slot(s, s.msg_id);
+        reset_slot(s, s.msg_id, now_tsc);
+        nack(f, slot_idx, now_tsc, true);
         return;
     }
     s.state = SlotState::Completed;
-    if (mode() == CompletionMode::Packet)
-        return; // the consumer learnt of every packet already
+    if (mode() == CompletionMode::Packet) {
+        advance(f); // the consumer learnt of every packet already
+        return;
+    }
     CompletionSlot* cs = f.ring->slot(slot_idx);
     cs->msg_id = s.msg_id;
     cs->msg_len = t.msg_len;
@@ -275,6 +357,101 @@ void RxPlacer::complete(FlowRx& f, uint32_t slot_idx, uint64_t now_tsc) {
     // Metadata above, then the flag: a consumer that sees the flag sees them.
     std::atomic_ref<uint64_t>(cs->flag).store(t.flag, std::memory_order_release);
     ctr_.completions++;
+    advance(f);
+}
+
+// Moves the cumulative ACK over every completed message in a row.
+void RxPlacer::advance(FlowRx& f) {
+    const uint32_t old = f.cum;
+    while (f.any && f.cum != f.hi_msg) {
+        const SlotRx& x = f.slots[f.cum & f.mask];
+        if (x.msg_id != f.cum || x.state != SlotState::Completed)
+            break;
+        f.cum++;
+    }
+    if (f.cum != old)
+        __atomic_store_n(&f.acked, f.cum, __ATOMIC_RELEASE);
+}
+
+// Asks for the missing packets of the message in a slot: zero runs of its
+// bitset below what it knows of the group (pkt_count once the LAST is in,
+// else the highest index seen), then, without the LAST, everything from
+// there to the end.
+void RxPlacer::nack(FlowRx& f, uint32_t slot_idx, uint64_t now_tsc, bool tail) {
+    if (f.nack_q == nullptr || nack_delay_ == 0) // no queue, or NACKs off
+        return;
+    SlotRx& s = f.slots[slot_idx];
+    Nack n;
+    n.flow = f.id;
+    n.msg_id = s.msg_id;
+    n.nranges = 0;
+    const uint32_t known = s.have_last ? s.pkt_count : s.hi_idx;
+    uint32_t i = 0;
+    while (n.nranges < kMaxNackRanges) {
+        const uint32_t z = find_bit(s.seen, i, known, false);
+        if (z == known)
+            break;
+        const uint32_t e = find_bit(s.seen, z, known, true);
+        n.ranges[n.nranges++] = {static_cast<uint16_t>(z), static_cast<uint16_t>(e - z)};
+        i = e;
+    }
+    if (tail && !s.have_last && n.nranges < kMaxNackRanges)
+        n.ranges[n.nranges++] = {static_cast<uint16_t>(s.hi_idx), 0};
+    if (n.nranges == 0)
+        return;
+    if (rte_ring_enqueue_elem(f.nack_q, &n, sizeof(n)) != 0) {
+        ctr_.nack_q_full++; // the next scan asks again
+        return;
+    }
+    s.nack_tsc = now_tsc;
+    if (s.nacks < 255)
+        s.nacks++;
+    ctr_.nacks++;
+}
+
+// Every message between the cumulative ACK and the highest one seen that
+// misses packets with evidence of loss, and made no progress for the NACK
+// delay (doubling with every NACK), is NACKed. Evidence: a gap below a packet
+// that arrived (packets of a flow leave in order: msg_id, then pkt_idx), the
+// LAST in with packets missing, or any packet of a later message (then the
+// whole rest of this one is missing). The newest message with no such gap is
+// only in flight: a late LAST is the sender's timer's to find. A message
+// nothing arrived for starts waiting here.
+void RxPlacer::scan(uint64_t now_tsc) {
+    if (nack_delay_ == 0) {
+        next_scan_ = UINT64_MAX;
+        return;
+    }
+    next_scan_ = now_tsc + nack_delay_ / 2;
+    for (FlowRx* f : flows_) {
+        if (f->nack_q == nullptr)
+            continue;
+        const uint32_t rel = f->ring->released();
+        if ((int32_t)(rel - f->cum) > 0) { // released without completing (a consumer gave up)
+            f->cum = rel;
+            __atomic_store_n(&f->acked, f->cum, __ATOMIC_RELEASE);
+            advance(*f);
+        }
+        if (!f->any || (int32_t)(f->hi_msg - f->cum) <= 0)
+            continue;
+        uint32_t m = f->cum;
+        for (uint32_t k = 0; m != f->hi_msg && k <= f->mask; k++, m++) {
+            const uint32_t idx = m & f->mask;
+            SlotRx& s = f->slots[idx];
+            if (s.msg_id == m && s.state == SlotState::Completed)
+                continue;
+            if (s.msg_id != m || s.state == SlotState::Idle) {
+                reset_slot(s, m, now_tsc); // inside the window: its slot is free
+                continue;
+            }
+            const bool newest = m + 1 == f->hi_msg;
+            const bool gap = s.have_last || s.received < s.hi_idx || !newest;
+            const uint64_t since = s.progress_tsc > s.nack_tsc ? s.progress_tsc : s.nack_tsc;
+            const uint64_t wait = nack_delay_ << (s.nacks < 6 ? s.nacks : 6);
+            if (gap && now_tsc >= since && now_tsc - since >= wait)
+                nack(*f, idx, now_tsc, !newest);
+        }
+    }
 }
 
 } // namespace tailmark

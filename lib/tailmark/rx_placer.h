@@ -30,6 +30,9 @@ struct RxCounters {
     uint64_t bytes = 0;       // payload bytes placed
     uint64_t completions = 0; // completion slot writes (messages)
     uint64_t packet_completions = 0; // per-packet completion writes (packet mode)
+    uint64_t retx = 0;        // data packets flagged RETX (well-formed, any outcome)
+    uint64_t nacks = 0;       // retransmission requests (Nack records) emitted
+    uint64_t nack_q_full = 0; // ... postponed: the request queue was full
     DropCounters drops{};
 
     uint64_t dropped() const {
@@ -74,6 +77,24 @@ public:
     void set_mode(CompletionMode m) { __atomic_store_n(&mode_, static_cast<uint8_t>(m), __ATOMIC_RELAXED); }
     CompletionMode mode() const { return static_cast<CompletionMode>(__atomic_load_n(&mode_, __ATOMIC_RELAXED)); }
 
+    // Reliability (control.h). Gap detection for this flow: retransmission
+    // requests (Nack records) go to `q` (an rte_ring of sizeof(Nack)
+    // elements; this placer is one of its producers).
+    void set_nack_ring(uint16_t flow, struct rte_ring* q);
+    // A message still incomplete after `delay` cycles without progress is
+    // NACKed; again after 2x, 4x ... 64x that. 0: no NACK at all.
+    void set_nack_delay(uint64_t cycles) { nack_delay_ = cycles; }
+    // Cumulative ACK: every msg_id below it completed (CRC matched). Any lcore.
+    uint32_t acked_upto(uint16_t flow) const;
+    // True once after a retransmitted packet came for a message already
+    // completed: the sender missed an ACK, send one now. Any lcore.
+    bool take_ack_request(uint16_t flow);
+    // Gap scan, at most every delay/2: call from the rx lcore's loop.
+    void poll(uint64_t now_tsc) {
+        if (now_tsc >= next_scan_)
+            scan(now_tsc);
+    }
+
     // Processes and frees a whole burst.
     void rx_burst(rte_mbuf** pkts, uint16_t n, uint64_t now_tsc);
 
@@ -88,11 +109,17 @@ private:
     struct FlowRx;
     DropReason place(FlowRx& f, const rte_mbuf* m, const ParsedPacket& p, uint64_t now_tsc);
     void complete(FlowRx& f, uint32_t slot_idx, uint64_t now_tsc);
+    void advance(FlowRx& f);
+    // tail: also ask for everything past the highest packet seen.
+    void nack(FlowRx& f, uint32_t slot_idx, uint64_t now_tsc, bool tail);
+    void scan(uint64_t now_tsc);
 
     ParserConfig cfg_;
     int socket_;
     uint8_t mode_ = static_cast<uint8_t>(CompletionMode::Message);
     RxCounters ctr_;
+    uint64_t nack_delay_ = 0;
+    uint64_t next_scan_ = 0;
     FlowRx** table_ = nullptr; // indexed by flow id, 65536 entries
     std::vector<FlowRx*> flows_;
 };

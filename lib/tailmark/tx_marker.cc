@@ -134,8 +134,8 @@ uint32_t TxMarker::segs_for(const TxMessage& msg, uint32_t idx) const {
     return 1 + pieces + ((last && pieces > 0) ? 1u : 0u);
 }
 
-int TxMarker::build(const TxFlow& flow, const TxMessage& msg, uint32_t first, uint32_t n,
-                    rte_mbuf** out) const {
+int TxMarker::build(const TxFlow& flow, const TxMessage& msg, uint32_t first, uint32_t n, rte_mbuf** out,
+                    Flags extra) const {
     const GroupPlan& plan = msg.plan;
     if (n == 0 || n > kMaxBurst || first >= plan.pkt_count || n > plan.pkt_count - first)
         return -EINVAL;
@@ -183,7 +183,7 @@ int TxMarker::build(const TxFlow& flow, const TxMessage& msg, uint32_t first, ui
         ip->hdr_checksum = static_cast<uint16_t>(~fold_add(flow.ip_sum, rte_cpu_to_be_16(ip_len)));
         udp->dgram_len = rte_cpu_to_be_16(static_cast<uint16_t>(udp_len));
         Header h;
-        h.flags = last ? Flags::Last : Flags::None;
+        h.flags = (last ? Flags::Last : Flags::None) | extra;
         h.flow = flow.id;
         h.msg_id = msg.msg_id;
         h.pkt_idx = static_cast<uint16_t>(idx);
@@ -271,6 +271,8 @@ int TxMarker::build(const TxFlow& flow, const TxMessage& msg, uint32_t first, ui
         head->pkt_len = pkt_len;
         head->l2_len = kEthLen;
         head->l3_len = kIpLen;
+        if (udp_checksum_) // over the pseudo-header, UDP header and payload (field 0 while summing)
+            udp->dgram_cksum = rte_ipv4_udptcp_cksum_mbuf(head, ip, kEthLen + kIpLen);
         out[i] = head;
     }
     return static_cast<int>(n);

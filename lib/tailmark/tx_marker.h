@@ -69,19 +69,26 @@ public:
     // Builds packets [first, first + n) of the group into out[0..n). Returns n,
     // or a negative errno with nothing allocated and nothing leaked:
     // -ENOMEM (pool empty), -EINVAL (range outside the group, or a packet would
-    // need more than kMaxSegs segments).
-    int build(const TxFlow& flow, const TxMessage& msg, uint32_t first, uint32_t n,
-              rte_mbuf** out) const;
+    // need more than kMaxSegs segments). `extra` is or-ed into every header's
+    // flags (Flags::Retx for a retransmitted copy).
+    int build(const TxFlow& flow, const TxMessage& msg, uint32_t first, uint32_t n, rte_mbuf** out,
+              Flags extra = Flags::None) const;
 
     static constexpr uint32_t kMaxBurst = 64;
     static constexpr uint32_t kMaxSegs = 16;
 
     PayloadMode mode() const { return mode_; }
+    // Fill the UDP checksum (software). The wire format allows 0; with it a
+    // receiver that verifies finds a damaged packet by itself, so a corrupting
+    // link costs a packet's retransmission instead of the whole message's
+    // (the trailer's CRC32C only says that some byte of the message is wrong).
+    void set_udp_checksum(bool on) { udp_checksum_ = on; }
 
 private:
     uint32_t segs_for(const TxMessage& msg, uint32_t idx) const;
     rte_mempool* pool_;
     PayloadMode mode_;
+    bool udp_checksum_ = false;
 };
 
 } // namespace tailmark

@@ -189,6 +189,35 @@ EOF
     return 0
 }
 
+# tm_check_pair SEND RECV 'python expr' ...: like tm_check, across the two
+# summaries of a sender/receiver pair, bound to `s` and `r`.
+tm_check_pair() {
+    local a="$TM_WORK/$1.json" b="$TM_WORK/$2.json"
+    shift 2
+    local out
+    if ! out=$(python3 - "$a" "$b" "$@" <<'EOF'
+import json, sys
+s = json.load(open(sys.argv[1]))
+r = json.load(open(sys.argv[2]))
+bad = 0
+for expr in sys.argv[3:]:
+    try:
+        ok = eval(expr, {"s": s, "r": r})
+    except Exception as e:
+        ok, expr = False, f"{expr}  ({type(e).__name__}: {e})"
+    if not ok:
+        bad += 1
+        print(f"    does not hold: {expr}    [s.reliability={s.get('reliability')}, r.reliability={r.get('reliability')}]")
+sys.exit(1 if bad else 0)
+EOF
+    ); then
+        tm_fail "pair assertions"
+        printf '%s\n' "$out"
+        return 1
+    fi
+    return 0
+}
+
 # tm_pkts MSG_SIZE MTU: data packets per message, by wire.h's plan_group rule:
 # stride = MTU - 20 - 8 - 16; full packets of `stride`, then the tail with the
 # 32-byte trailer, or the tail alone plus an empty LAST when the trailer does
