@@ -141,6 +141,7 @@ struct TxFlowState {
     uint32_t seen_released = 0;
     uint64_t rto = 0;           // current timeout, cycles (doubles per expiry)
     uint32_t retries = 0;       // expiries in a row without progress
+    uint64_t retx_pkts = 0;     // this flow's packets retransmitted (the shell's `show flow`)
     uint8_t* buf = nullptr; // the message being sent (data modes)
     uint32_t next_msg = 0;
     uint32_t next_pkt = 0;

@@ -796,6 +796,7 @@ Runtime::Totals Runtime::totals() const {
         t.sent += peek(c->msgs_sent);
         t.pkts_tx += peek(c->pkts_tx);
         t.tx_dropped += peek(c->tx_dropped);
+        t.retx += peek(c->retx_pkts);
         if (opt_.mode == Mode::Send)
             t.bytes += peek(c->bytes_tx);
     }
@@ -846,10 +847,7 @@ void Runtime::print_stats(uint64_t now) {
     // flows, percent done.
     const uint64_t base = opt_.mode == Mode::Recv ? t.completion_writes : t.sent;
     const uint64_t in_flight = base > t.completed ? base - t.completed : 0;
-    uint64_t retx = 0;
-    for (const TxCtx* c : txs_)
-        retx += peek(c->retx_pkts);
-    printf(" in_flight=%" PRIu64 " retransmits=%" PRIu64 " stalled=%u", in_flight, retx,
+    printf(" in_flight=%" PRIu64 " retransmits=%" PRIu64 " stalled=%u", in_flight, t.retx,
            nstalled_.load(std::memory_order_relaxed));
     if (opt_.exit_when_done && opt_.messages != 0)
         printf(" done_pct=%.1f", 100.0 * double(t.completed) / double(opt_.messages * opt_.flows));

@@ -77,6 +77,7 @@ private:
         uint64_t sent = 0, completed = 0, verified = 0, verify_errors = 0, bytes = 0;
         uint64_t pkts_tx = 0, pkts_rx = 0, tx_dropped = 0, drops = 0, completion_writes = 0;
         uint64_t acked = 0;
+        uint64_t retx = 0; // packets retransmitted
     };
     Totals totals() const;
 

@@ -347,16 +347,16 @@ void cmd_show_flow_parsed(void* res, cmdline* cl, void*) {
             completed = consumed + completed_unconsumed(f, consumed, opt().mode == Mode::Recv ? consumed + f.ring_size : sent);
         const uint64_t ss = f.sends_sent.load(std::memory_order_acquire);
         const uint32_t in_flight = opt().mode == Mode::Recv ? 0 : sent - completed;
-        OUT("flow %u: sent=%u completed=%u consumed=%u in_flight=%u retransmits=0 send_requested=%" PRIu64
+        const uint64_t retx = f.txs ? peek(f.txs->retx_pkts) : 0;
+        OUT("flow %u: sent=%u completed=%u consumed=%u in_flight=%u retransmits=%" PRIu64 " send_requested=%" PRIu64
             " send_queued=%" PRIu64 "\n",
-            i, sent, completed, consumed, in_flight, g_shell_requested[i], g_shell_requested[i] - ss);
+            i, sent, completed, consumed, in_flight, retx, g_shell_requested[i], g_shell_requested[i] - ss);
     }
 }
 cmdline_parse_inst_t cmd_show_flow = {
     .f = cmd_show_flow_parsed,
     .data = nullptr,
-    .help_str = "show flow all|F: messages sent, completed, consumed, in flight, retransmits (always 0: no "
-                "reliability layer yet), send requests",
+    .help_str = "show flow all|F: messages sent, completed, consumed, in flight, packets retransmitted, send requests",
     .tokens = {(cmdline_parse_token_hdr_t*)&cmd_show_flow_show, (cmdline_parse_token_hdr_t*)&cmd_show_flow_flow,
                (cmdline_parse_token_hdr_t*)&cmd_show_flow_which, nullptr},
 };

@@ -61,6 +61,7 @@ struct TelemetryAccess {
         ok = ok && put(d, "bytes_payload", t.bytes);
         ok = ok && put(d, "drops_total", t.drops);
         ok = ok && put(d, "tx_dropped", t.tx_dropped);
+        ok = ok && put(d, "retransmits", t.retx);
         ok = ok && put(d, "in_flight", base > t.completed ? base - t.completed : 0);
         ok = ok && put(d, "flows_stalled", rt.nstalled_.load(std::memory_order_relaxed));
         ok = ok && put(d, "external_consumer", o.external_consumer);
@@ -86,6 +87,8 @@ struct TelemetryAccess {
         ok = ok && put(d, "rx_owner", f.rx_owner);
         ok = ok && put(d, "txq", f.txq);
         ok = ok && put(d, "sent", f.sent.load(std::memory_order_relaxed));
+        ok = ok && put(d, "retransmits", f.txs ? peek(f.txs->retx_pkts) : 0);
+        ok = ok && put_str(d, "failed", to_string(static_cast<FlowFailure>(f.failed.load(std::memory_order_relaxed))));
         ok = ok && put(d, "consumed", f.consumed.load(std::memory_order_relaxed));
         ok = ok && put(d, "credit", f.credit.load(std::memory_order_relaxed));
         if (f.ring != nullptr) {

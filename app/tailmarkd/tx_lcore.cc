@@ -222,6 +222,7 @@ uint32_t tx_retx(TxCtx& c, TxQueueCtx& q, uint32_t burst) {
         }
         n += k;
         bump(c.retx_pkts, k);
+        bump(f.txs->retx_pkts, k);
         q.job_pos += k;
         if (q.job_pos == q.job_end) {
             q.job_r++;
