@@ -14,7 +14,9 @@
 --   trailer (32 B, LAST packets: the final 32 bytes of the UDP payload, found
 --     from the UDP length): flag (u64), slot, key, msg_len, pkt_count,
 --     reserved, crc32c, magic 0x544D4B31 "TMK1"
---   ACK body (app/tailmarkd/ack.h): u32 released_upto
+--   ACK/NACK body (lib/tailmark/control.h): u32 released_upto, u32 acked_upto,
+--     u32 epoch, u16 nranges, u16 reserved, nranges x {u16 first, u16 count},
+--     u32 crc32c (of header and body before it)
 -- Malformed packets get expert info instead of an error.
 
 local p = Proto("tailmark", "tailmark completion-signalled transport")
@@ -44,6 +46,12 @@ f.reserved  = ProtoField.uint16("tailmark.reserved", "Reserved", base.HEX)
 f.crc32c    = ProtoField.uint32("tailmark.crc32c", "CRC32C", base.HEX)
 f.magic     = ProtoField.uint32("tailmark.magic", "Magic", base.HEX)
 f.released  = ProtoField.uint32("tailmark.released_upto", "Released up to", base.DEC)
+f.acked     = ProtoField.uint32("tailmark.acked_upto", "Acknowledged up to", base.DEC)
+f.epoch     = ProtoField.uint32("tailmark.epoch", "Receiver epoch", base.HEX)
+f.nranges   = ProtoField.uint16("tailmark.nranges", "Missing ranges", base.DEC)
+f.r_first   = ProtoField.uint16("tailmark.nack.first", "First missing packet", base.DEC)
+f.r_count   = ProtoField.uint16("tailmark.nack.count", "Missing packets (0: to the end)", base.DEC)
+f.ctl_crc   = ProtoField.uint32("tailmark.control_crc32c", "Control CRC32C", base.HEX)
 
 local e_short = ProtoExpert.new("tailmark.short", "Shorter than a tailmark header", expert.group.MALFORMED, expert.severity.ERROR)
 local e_len   = ProtoExpert.new("tailmark.pay_len_mismatch", "pay_len does not match the UDP length", expert.group.MALFORMED, expert.severity.WARN)
@@ -99,6 +107,19 @@ function p.dissector(tvb, pinfo, tree)
     if body > 0 then
         if (ack or nack) and body >= 4 then
             t:add(f.released, tvb(HDR, 4))
+            if body >= 20 then
+                t:add(f.acked, tvb(HDR + 4, 4))
+                t:add(f.epoch, tvb(HDR + 8, 4))
+                t:add(f.nranges, tvb(HDR + 12, 2))
+                local nr = tvb(HDR + 12, 2):uint()
+                for i = 0, nr - 1 do
+                    if HDR + 16 + 4 * i + 4 <= len - 4 then
+                        t:add(f.r_first, tvb(HDR + 16 + 4 * i, 2))
+                        t:add(f.r_count, tvb(HDR + 18 + 4 * i, 2))
+                    end
+                end
+                t:add(f.ctl_crc, tvb(HDR + body - 4, 4))
+            end
         else
             t:add(f.payload, tvb(HDR, body))
         end

@@ -11,7 +11,7 @@
 #     LAST 88 B at 2912 with flag msg_id+1, slot msg_id mod 64, the default
 #     key, msg_len 3000, pkt_count 3, magic TMK1), and the trailer's crc32c
 #     equals the CRC32C of the captured payloads of each message captured whole;
-#   - a hand-made ACK (ack.h: body u32 released_upto) and a NACK decode too.
+#   - a hand-made ACK (control.h: body starts with u32 released_upto) and a NACK decode too.
 # Needs hugepages (secondary process): exit 77 with a message without them.
 # Needs the Debian packages dpdk-dev (dpdk-dumpcap) and tshark: fails without them.
 source "$(dirname "$0")/lib.sh"
