@@ -61,7 +61,7 @@ tm_expect_rc drop 1 && tm_check drop \
     tm_log "ok: drop=1: nothing completed, every packet counted dropped; after 3 retries both flows failed, $F x $M messages reported, exit 1"
 
 for n in corrupt_a corrupt_b; do
-    run $n "corrupt=1,seed=11" 3 --nack-delay-us 0 --rto-us 10000000
+    run $n "corrupt=1,seed=11" 3 --nack-delay-us 0 --rto-us 10000000 --rto-max-us 10000000
 done
 for n in corrupt_a corrupt_b; do
     tm_check $n \
