@@ -35,6 +35,7 @@ struct SlotRx {
     uint64_t progress_tsc; // last packet placed (or the slot started waiting)
     uint64_t nack_tsc;     // last NACK for it
     uint8_t nacks;         // NACKs so far: the back-off exponent
+    bool discarded;        // its bytes failed the CRC (or length): wanted again whole
 };
 
 constexpr uint32_t kSeenWords = (kMaxPktsPerMessage + 63) / 64;
@@ -144,6 +145,7 @@ static inline void reset_slot(SlotRx& s, uint32_t msg_id, uint64_t now_tsc) {
     s.progress_tsc = now_tsc;
     s.nack_tsc = 0;
     s.nacks = 0;
+    s.discarded = false;
 }
 
 // First index in [i, end) whose bit is `want`, or end.
@@ -331,6 +333,7 @@ void RxPlacer::complete(FlowRx& f, uint32_t slot_idx, uint64_t now_tsc) {
     if (s.bytes != t.msg_len) {
         ctr_.drops[index(DropReason::LengthMismatch)]++;
         reset_slot(s, s.msg_id, now_tsc);
+        s.discarded = true; // the scan asks again if this NACK is lost or postponed
         nack(f, slot_idx, now_tsc, true); // all of it again
         return;
     }
@@ -338,6 +341,7 @@ void RxPlacer::complete(FlowRx& f, uint32_t slot_idx, uint64_t now_tsc) {
     if (crc32c({region, t.msg_len}) != t.crc32c) {
         ctr_.drops[index(DropReason::CrcMismatch)]++;
         reset_slot(s, s.msg_id, now_tsc);
+        s.discarded = true;
         nack(f, slot_idx, now_tsc, true);
         return;
     }
@@ -445,11 +449,11 @@ void RxPlacer::scan(uint64_t now_tsc) {
                 continue;
             }
             const bool newest = m + 1 == f->hi_msg;
-            const bool gap = s.have_last || s.received < s.hi_idx || !newest;
+            const bool gap = s.have_last || s.received < s.hi_idx || !newest || s.discarded;
             const uint64_t since = s.progress_tsc > s.nack_tsc ? s.progress_tsc : s.nack_tsc;
             const uint64_t wait = nack_delay_ << (s.nacks < 6 ? s.nacks : 6);
             if (gap && now_tsc >= since && now_tsc - since >= wait)
-                nack(*f, idx, now_tsc, !newest);
+                nack(*f, idx, now_tsc, !newest || s.discarded);
         }
     }
 }

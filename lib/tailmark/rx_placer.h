@@ -83,7 +83,10 @@ public:
     void set_nack_ring(uint16_t flow, struct rte_ring* q);
     // A message still incomplete after `delay` cycles without progress is
     // NACKed; again after 2x, 4x ... 64x that. 0: no NACK at all.
-    void set_nack_delay(uint64_t cycles) { nack_delay_ = cycles; }
+    void set_nack_delay(uint64_t cycles) {
+        nack_delay_ = cycles;
+        next_scan_ = 0;
+    }
     // Cumulative ACK: every msg_id below it completed (CRC matched). Any lcore.
     uint32_t acked_upto(uint16_t flow) const;
     // True once after a retransmitted packet came for a message already
