@@ -140,6 +140,7 @@ struct TxFlowState {
     uint32_t seen_acked = 0;    // acked / released when the timer was (re)armed
     uint32_t seen_released = 0;
     uint64_t rto = 0;           // current timeout, cycles (doubles per expiry)
+    uint64_t deadline = 0;      // when the timer is due
     uint32_t retries = 0;       // expiries in a row without progress
     uint64_t retx_pkts = 0;     // this flow's packets retransmitted (the shell's `show flow`)
     uint8_t* buf = nullptr; // the message being sent (data modes)
@@ -148,6 +149,7 @@ struct TxFlowState {
     bool active = false;
     TxMessage msg;
     uint32_t gen_sent = 0;  // generator messages started (the --messages quota)
+    uint64_t next_start = 0; // --rate: TSC before which no generator message starts
     uint32_t send_left = 0; // of the current `send` request
     uint32_t send_size = 0;
     bool cur_send = false;  // the active message came from `send`
@@ -282,6 +284,7 @@ struct DataPlaneConfig {
     uint32_t retry_limit = 0;        // expiries without progress before a flow fails
     const uint64_t* sizes = nullptr; // --msg-size list: message i of a flow has sizes[i % nsizes]
     uint32_t nsizes = 0;
+    uint64_t pace_cycles = 0;        // --rate: cycles between two generator messages of one flow (0: no pacing)
 };
 extern DataPlaneConfig g_dp;
 // The generator's length of message msg_id (every flow alike).

@@ -332,6 +332,19 @@ const OptDef kOpts[] = {
      "off: the sender ignores credits (tx benchmarks on ports that never complete, e.g. net_null)",
      [](Options& o, std::string_view v) { return parse_bool(v, o.flow_control); }},
     {"burst", "N", "packets per rx/tx burst (1..64, default 32)", U64_OPT(burst, 1, 64, false)},
+    {"rate", "MSGS",
+     "generator messages per second, all flows together, evenly paced (0 = as fast as credits allow; e.g. for "
+     "latency at a given load)",
+     [](Options& o, std::string_view v) -> Err {
+         std::string t = trim(v);
+         char* end = nullptr;
+         errno = 0;
+         const double x = strtod(t.c_str(), &end);
+         if (t.empty() || errno != 0 || end == t.c_str() || *end != '\0' || !(x >= 0) || x > 1e9)
+             return "'" + t + "' is not a rate in messages per second (0..1e9)";
+         o.rate = x;
+         return {};
+     }},
     {"udp-checksum", "on|off",
      "off (default): UDP checksum 0, the trailer's CRC32C covers the message; on: fill it on tx, verify it on rx, "
      "so a corrupted packet is dropped alone (and retransmitted) rather than failing its whole message's CRC",
@@ -582,6 +595,7 @@ std::string dump_ini(const Options& o) {
     s << "exit-when-done = " << (o.exit_when_done ? 1 : 0) << "\n"
       << "flow-control = " << (o.flow_control ? "on" : "off") << "\n"
       << "burst = " << o.burst << "\n"
+      << "rate = " << o.rate << "\n"
       << "udp-checksum = " << (o.udp_checksum ? "on" : "off") << "\n"
       << "rto-us = " << o.rto_us << "\n"
       << "rto-max-us = " << o.rto_max_us << "\n"

@@ -566,6 +566,7 @@ bool Runtime::setup(SetupError& e) {
     g_dp.rto_cycles = tsc_hz_ * opt_.rto_us / 1000000;
     g_dp.rto_max_cycles = tsc_hz_ * opt_.rto_max_us / 1000000;
     g_dp.retry_limit = opt_.retry_limit;
+    g_dp.pace_cycles = opt_.rate > 0 ? static_cast<uint64_t>(double(tsc_hz_) * opt_.flows / opt_.rate) : 0;
 
     std::string lc;
     for (unsigned l = 0; l < RTE_MAX_LCORE; l++) {

@@ -77,6 +77,7 @@ void on_timer(rte_timer* t, void* arg);
 inline void arm(TxFlowState& s, uint64_t ticks) {
     s.seen_acked = acked_of(*s.f);
     s.seen_released = released_of(*s.f);
+    s.deadline = rte_rdtsc() + ticks;
     s.timer_on = rte_timer_reset(&s.timer, ticks, SINGLE, rte_lcore_id(), on_timer, &s) == 0;
 }
 
@@ -110,6 +111,13 @@ void on_timer(rte_timer*, void* arg) {
     const bool send = g_dp.mode == Mode::Send;
     if (acked == next && (!send || rel == next))
         return; // nothing owed: armed again by the next message sent
+    if (now - s.deadline > s.rto / 2) {
+        // Fired late: this lcore was not running (descheduled), so neither
+        // was whatever shares it (the rx role in loopback). Give the other
+        // roles a round before judging; this is not an expiry.
+        arm(s, s.rto / 4 + 1);
+        return;
+    }
     if (acked != s.seen_acked || rel != s.seen_released) {
         s.retries = 0;
         s.rto = g_dp.rto_cycles;
@@ -252,7 +260,7 @@ inline bool window_open(const TxFlowState& s) {
 // the shell first, else the generator (--messages per flow; 0 = endless).
 // Sets s.msg's length through start_message's caller. No lock: the requests
 // come on an SP/SC rte_ring, start/stop as single atomic stores.
-inline bool may_start(TxFlowState& s, uint64_t& len) {
+inline bool may_start(TxFlowState& s, uint64_t& len, uint64_t now) {
     if (s.f->send_q != nullptr && g_tx_paused.load(std::memory_order_relaxed))
         return false;
     if (failed(*s.f))
@@ -274,6 +282,11 @@ inline bool may_start(TxFlowState& s, uint64_t& len) {
     }
     if (!g_gen_on.load(std::memory_order_relaxed) || (g_dp.messages != 0 && s.gen_sent >= g_dp.messages))
         return false;
+    if (g_dp.pace_cycles != 0) { // --rate: one message per interval; a late start does not bank credit
+        if (now < s.next_start)
+            return false;
+        s.next_start = (s.next_start + g_dp.pace_cycles > now ? s.next_start : now) + g_dp.pace_cycles;
+    }
     s.gen_sent++;
     s.cur_send = false;
     len = generator_length(s.next_msg);
@@ -311,7 +324,7 @@ bool tx_data_queue(TxCtx& c, TxQueueCtx& q, uint64_t now) {
     while (n < burst && idle < q.nflows) {
         TxFlowState& s = q.flows[q.rr];
         if (!s.active) {
-            if (!may_open || !may_start(s, len)) {
+            if (!may_open || !may_start(s, len, now)) {
                 q.rr = q.rr + 1 == q.nflows ? 0 : q.rr + 1;
                 idle++;
                 continue;

@@ -40,7 +40,7 @@ for c in "${cases[@]}"; do
             "d['messages_sent'] == $((flows * msgs))" \
             "d['packets_tx'] == $total" \
             "d['packets_rx'] == $total" \
-            "d['drops_total'] == 0" \
+            "d['drops_total'] == d['reliability']['retx_rx']" \
             "d['tx_dropped'] == 0" \
             "d['exit_reason'] == 'done'" &&
         tm_log "ok: $name ($flows flows x $msgs x $size B, $pkts pkt/msg, $mode mode)"
