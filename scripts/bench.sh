@@ -4,6 +4,9 @@
 #
 #   scripts/bench.sh            full grid: 64 B .. 16 MiB, 1/4/64 flows, both completion modes
 #   scripts/bench.sh --quick    a smaller grid, under 2 minutes
+#   scripts/bench.sh --instructions
+#                               also instructions per packet of the tx and rx
+#                               paths under valgrind's callgrind (noise-free)
 #
 # Writes build/bench/results.json, build/bench/results.md and, when Debian's
 # python3-matplotlib is there, build/bench/goodput.png.
@@ -21,7 +24,14 @@ set -uo pipefail
 source "$(dirname "$0")/lib/common.sh"
 
 quick=0
-[ "${1:-}" = --quick ] && quick=1
+instructions=0
+for a in "$@"; do
+    case $a in
+    --quick) quick=1 ;;
+    --instructions) instructions=1 ;;
+    *) echo "usage: scripts/bench.sh [--quick] [--instructions]" >&2; exit 2 ;;
+    esac
+done
 out=$TM_BUILD/bench
 mkdir -p "$out"
 
@@ -99,6 +109,59 @@ for size in "${sizes[@]}"; do
     done
 done
 
+# The rx path per lcore, as the bottleneck: --replay resends ready-made
+# packets (only msg_id, flag and slot re-stamped), so generating messages does
+# not hide the receive cost. lcore 1 runs rx alone (placement, CRC32C,
+# completion); lcore 0 runs the replay tx and the consumer (which still
+# compares every byte).
+for size in 64 4096 65536; do
+    ring=64
+    [ "$size" -ge 65536 ] && ring=16
+    total=$(( 4000000000 / size ))
+    [ $total -gt 20000000 ] && total=20000000
+    [ $quick -eq 1 ] && total=$(( total / 4 ))
+    tailmarkd "rxreplay_${size}" --vdev=net_ring0 -- --flows 1 --msg-size "$size" --messages "$total" \
+        --ring-size "$ring" --replay on --tx-lcores 0 --rx-lcores 1 --consumer-lcores 0 --exit-when-done --duration 60
+done
+
+# Latency at 10% load: 4 KiB messages, 4 flows, paced (--rate) at a tenth of
+# the message rate the same configuration reached unpaced above.
+max=$(python3 -c "import json;print(json.load(open('$raw/loop_4096_4_message.json'))['msgs_per_s'])" 2>/dev/null || echo 0)
+rate=$(python3 -c "print(int(float('$max') / 10))")
+if [ "$rate" -gt 0 ]; then
+    n=$(( rate * (quick ? 2 : 5) / 4 ))
+    tailmarkd "lat10_4096" --vdev=net_ring0 -- --flows 4 --msg-size 4096 --messages "$n" --ring-size 64 \
+        --rate "$rate" --exit-when-done --duration 60
+fi
+
+# Instructions per packet (callgrind counts only inside the toggled functions).
+if [ $instructions -eq 1 ]; then
+    TM_PACKAGES+=(valgrind)
+    tm_ensure_packages || exit 1
+    cg() { # NAME TOGGLES... -- OPTIONS...
+        local name=$1 t=()
+        shift
+        while [ "$1" != -- ]; do t+=("--toggle-collect=$1"); shift; done
+        shift
+        timeout -k 5 600 valgrind --tool=callgrind --collect-atstart=no "${t[@]}" \
+            --callgrind-out-file="$raw/$name.callgrind" "$daemon" -l 0 --no-pci --no-huge -m 1024 \
+            --file-prefix "tm_bench_cg_$$" --log-level=lib.eal:warning --log-level='tailmark.*:warning' \
+            --vdev=net_ring0 -- --stats-period 0 --summary-json "$raw/$name.json" --exit-when-done "$@" \
+            >"$raw/$name.out" 2>&1
+        callgrind_annotate "$raw/$name.callgrind" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}' \
+            >"$raw/$name.ir"
+    }
+    for size in 64 4096; do
+        # rx: the placer's burst (parse, place, CRC, completion) and the PMD's rx.
+        cg "cg_rx_${size}" '*RxPlacer::rx_burst*' 'eth_ring_rx*' -- --flows 1 --msg-size "$size" --messages 20000 \
+            --replay on
+        # tx: cut, headers, trailer, CRC32C of the message, and the PMD's tx
+        # (not the generator writing the message: that is the application's).
+        cg "cg_tx_${size}" '*TxMarker::build*' '*TxMarker::prepare*' 'eth_ring_tx*' -- --flows 1 --msg-size "$size" \
+            --messages 20000
+    done
+fi
+
 # The cost of recovery (issue 5): 1% of packets dropped by the fault shim on
 # the rx queue against the same run with the shim attached but idle, both
 # completion modes, 4 KiB and 64 KiB messages, 4 flows.
@@ -140,7 +203,29 @@ for p in sorted(glob.glob(os.path.join(raw, "loop_*.json"))):
         "messages": d.get("messages_completed"), "msgs_per_s": d.get("msgs_per_s"),
         "mpps": d.get("mpps"), "gbps": d.get("gbps"), "latency_ns": d.get("latency_ns"),
         "verify_errors": d.get("verify_errors"), "completion_writes": d.get("completion_writes"),
+        "cycles": d.get("cycles"), "memory_bytes": d.get("memory_bytes"),
     })
+res["rx_replay"] = []
+for p in sorted(glob.glob(os.path.join(raw, "rxreplay_*.json"))):
+    d = json.load(open(p))
+    res["rx_replay"].append({"msg_size": int(os.path.basename(p)[:-5].split("_")[1]), "ok": d.get("ok"),
+                             "msgs_per_s": d.get("msgs_per_s"), "mpps": d.get("mpps"), "gbps": d.get("gbps"),
+                             "rx_cycles_per_packet": d.get("cycles", {}).get("rx_per_packet"),
+                             "latency_ns": d.get("latency_ns")})
+lat = load("lat10_4096")
+if lat:
+    res["latency_10pct"] = {"msg_size": 4096, "flows": 4, "msgs_per_s": lat.get("msgs_per_s"),
+                            "latency_ns": lat.get("latency_ns"), "ok": lat.get("ok")}
+res["instructions"] = {}
+for p in sorted(glob.glob(os.path.join(raw, "cg_*.ir"))):
+    name = os.path.basename(p)[:-3]
+    d = load(name) or {}
+    try:
+        ir = int(open(p).read().split()[0])
+    except (IndexError, ValueError):
+        continue
+    pk = d.get("packets_rx" if "_rx_" in name else "packets_tx") or 0
+    res["instructions"][name[3:]] = {"instructions": ir, "packets": pk, "per_packet": ir / pk if pk else None}
 res["loss"] = []
 for p in sorted(glob.glob(os.path.join(raw, "loss_*.json"))):
     _, size, loss, mode = os.path.basename(p)[:-5].split("_")
@@ -176,6 +261,33 @@ for s in sizes:
         ok = "" if (m["ok"] and k["ok"]) else " (run failed)"
         lines.append(f"| {s} | {f} | {m['msgs_per_s']:.0f} | {k['msgs_per_s']:.0f} | {ratio:.2f}x{ok} | "
                      f"{m['gbps']:.2f} | {m['mpps']:.3f} | {lat.get('p50')} / {lat.get('p99')} / {lat.get('p999')} |")
+lines += ["", "Cycles (TSC) per unit, message mode, each role's busy iterations; memory: DPDK heap in use.", "",
+          "| size | flows | tx cycles/packet | rx cycles/packet | consumer cycles/message | memory MiB |",
+          "|---:|---:|---:|---:|---:|---:|"]
+for s in sizes:
+    for f in flows:
+        m = by(s, f, "message")
+        if m and m.get("cycles"):
+            c = m["cycles"]
+            lines.append(f"| {s} | {f} | {c['tx_per_packet']:.0f} | {c['rx_per_packet']:.0f} | "
+                         f"{c['consumer_per_message']:.0f} | {(m.get('memory_bytes') or 0) / 2**20:.0f} |")
+if res["rx_replay"]:
+    lines += ["", "rx path per lcore (--replay: lcore 1 runs rx alone, fed ready-made packets; 1 flow).", "",
+              "| size | msgs/s | Mpps | verified payload GB/s | rx cycles/packet |", "|---:|---:|---:|---:|---:|"]
+    for r in res["rx_replay"]:
+        ok = "" if r["ok"] else " (run failed)"
+        lines.append(f"| {r['msg_size']} | {r['msgs_per_s']:.0f}{ok} | {r['mpps']:.2f} | {r['gbps'] / 8:.2f} | "
+                     f"{r['rx_cycles_per_packet'] or 0:.0f} |")
+if "latency_10pct" in res:
+    l = res["latency_10pct"]
+    ln = l["latency_ns"] or {}
+    lines += ["", f"Latency at 10% load (4 KiB, 4 flows, paced at {l['msgs_per_s']:.0f} msgs/s): "
+              f"p50 {ln.get('p50')} ns, p99 {ln.get('p99')} ns, p99.9 {ln.get('p999')} ns."]
+if res["instructions"]:
+    lines += ["", "Instructions per packet (callgrind, toggled on the path's functions only):", "",
+              "| path, size | instructions/packet |", "|---|---:|"]
+    for k, v in sorted(res["instructions"].items()):
+        lines.append(f"| {k} | {v['per_packet'] or 0:.0f} |")
 if res["loss"]:
     lines += ["", "Recovery cost: loopback over net_ring, 4 flows, the fault shim dropping 1% of packets (0%: shim idle).", "",
               "| size | completion | loss | msgs/s | Gbps | vs 0% | packets dropped | retransmitted | p99 ns |",

@@ -143,6 +143,11 @@ struct TxFlowState {
     uint64_t deadline = 0;      // when the timer is due
     uint32_t retries = 0;       // expiries in a row without progress
     uint64_t retx_pkts = 0;     // this flow's packets retransmitted (the shell's `show flow`)
+    // --replay: ring_size ready-made packet groups of one message (set k for
+    // msg_id mod ring_size), resent with the header's msg_id and the trailer's
+    // flag and slot rewritten; reused once the receiver freed them.
+    rte_mbuf** replay = nullptr;
+    GroupPlan replay_plan{};
     uint8_t* buf = nullptr; // the message being sent (data modes)
     uint32_t next_msg = 0;
     uint32_t next_pkt = 0;
@@ -285,6 +290,7 @@ struct DataPlaneConfig {
     const uint64_t* sizes = nullptr; // --msg-size list: message i of a flow has sizes[i % nsizes]
     uint32_t nsizes = 0;
     uint64_t pace_cycles = 0;        // --rate: cycles between two generator messages of one flow (0: no pacing)
+    bool replay = false;             // --replay: tx resends ready-made packets (rx benchmarks)
 };
 extern DataPlaneConfig g_dp;
 // The generator's length of message msg_id (every flow alike).
@@ -324,11 +330,28 @@ int lcore_main(void* roles);
 struct alignas(64) LcoreCycles {
     uint64_t busy = 0;
     uint64_t idle = 0;
+    // Per role, the iterations it did work in (the benchmark's cycles per
+    // packet / per message: each role measured where it is the cost).
+    uint64_t tx = 0, rx = 0, cons = 0;
 };
 extern LcoreCycles g_lcore_cycles[RTE_MAX_LCORE]; // telemetry.cc
 // One timed iteration: prev is the TSC the previous iteration ended at.
 inline void run_roles_timed(const LcoreRoles& r, LcoreCycles& cy, uint64_t& prev) {
-    const bool work = run_roles(r);
+    bool work = false;
+    uint64_t t = prev;
+    auto timed = [&](bool did, uint64_t& role) {
+        const uint64_t n = rte_rdtsc();
+        if (did)
+            bump(role, n - t);
+        work |= did;
+        t = n;
+    };
+    if (r.tx)
+        timed(tx_step(*r.tx), cy.tx);
+    if (r.rx)
+        timed(rx_step(*r.rx), cy.rx);
+    if (r.cons)
+        timed(consume_step(*r.cons), cy.cons);
     if (!work)
         rte_pause();
     const uint64_t now = rte_rdtsc();

@@ -332,6 +332,10 @@ const OptDef kOpts[] = {
      "off: the sender ignores credits (tx benchmarks on ports that never complete, e.g. net_null)",
      [](Options& o, std::string_view v) { return parse_bool(v, o.flow_control); }},
     {"burst", "N", "packets per rx/tx burst (1..64, default 32)", U64_OPT(burst, 1, 64, false)},
+    {"replay", "on|off",
+     "loopback: tx resends ready-made packets of one message per flow (msg_id, flag and slot re-stamped) "
+     "instead of generating each: the rx path becomes the bottleneck (benchmarks); no retransmission",
+     [](Options& o, std::string_view v) { return parse_bool(v, o.replay); }},
     {"rate", "MSGS",
      "generator messages per second, all flows together, evenly paced (0 = as fast as credits allow; e.g. for "
      "latency at a given load)",
@@ -402,6 +406,8 @@ Err validate(Options& o) {
             return "[flow." + std::to_string(flow) + "]: flow " + std::to_string(flow) +
                    " does not exist with --flows " + std::to_string(o.flows);
     }
+    if (o.replay && (o.mode != Mode::Loopback || !o.msg_sizes.empty() || o.interactive))
+        return "--replay: loopback mode only, with one --msg-size and without -i";
     if (o.rto_max_us < o.rto_us)
         return "--rto-max-us: " + std::to_string(o.rto_max_us) + " is below --rto-us " + std::to_string(o.rto_us);
     if (o.mode != Mode::Loopback && !o.rx_port_set)

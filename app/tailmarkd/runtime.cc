@@ -17,6 +17,7 @@
 #include <rte_ring_elem.h>
 #include <rte_timer.h>
 
+#include "generator.h"
 #include "signals.h"
 #include "tailmark/log.h"
 
@@ -532,6 +533,51 @@ bool Runtime::make_contexts(SetupError& e) {
     return true;
 }
 
+// --replay: ring_size ready-made packet groups per flow, of message 0's
+// content (the CRC32C is the same for every msg_id; the consumer compares
+// every byte with message 0's).
+bool Runtime::make_replay(SetupError& e) {
+    g_dp.replay = opt_.replay;
+    if (!opt_.replay)
+        return true;
+    for (TxCtx* c : txs_) {
+        for (uint32_t k = 0; k < c->nqueues; k++) {
+            TxQueueCtx& q = c->queues[k];
+            for (uint32_t j = 0; j < q.nflows; j++) {
+                TxFlowState& s = q.flows[j];
+                generate(s.f->id, 0, s.buf, opt_.msg_size);
+                TxMessage m;
+                m.bytes = {s.buf, static_cast<size_t>(opt_.msg_size)};
+                c->marker.prepare(s.f->tx, m);
+                const uint32_t n = m.plan.pkt_count;
+                s.replay_plan = m.plan;
+                s.replay = static_cast<rte_mbuf**>(
+                    rte_zmalloc_socket("tm_replay", sizeof(rte_mbuf*) * n * opt_.ring_size, 64, tx_socket_));
+                if (s.replay == nullptr) {
+                    e = {1, "--replay: out of memory"};
+                    return false;
+                }
+                replays_.push_back(&s);
+                for (uint32_t set = 0; set < opt_.ring_size; set++)
+                    for (uint32_t first = 0; first < n; first += kMaxBurst) {
+                        const uint32_t cnt = n - first < kMaxBurst ? n - first : kMaxBurst;
+                        if (c->marker.build(s.f->tx, m, first, cnt, s.replay + set * n + first) < 0) {
+                            e = {2, "--replay: " + std::to_string(opt_.ring_size) + " x " + std::to_string(n) +
+                                        " ready packets per flow do not fit the mbuf pool; lower --ring-size"};
+                            return false;
+                        }
+                        for (uint32_t i = 0; i < cnt; i++)
+                            if (s.replay[set * n + first + i]->nb_segs != 1) {
+                                e = {2, "--replay: packets must be single-segment (--mtu)"};
+                                return false;
+                            }
+                    }
+            }
+        }
+    }
+    return true;
+}
+
 bool Runtime::setup(SetupError& e) {
     tsc_hz_ = rte_get_tsc_hz();
     if (rte_timer_subsystem_init() < 0 && rte_errno != EALREADY) {
@@ -539,7 +585,7 @@ bool Runtime::setup(SetupError& e) {
         return false;
     }
     timers_ = true;
-    if (!plan_lcores(e) || !open_ports(e) || !make_flows(e) || !make_contexts(e))
+    if (!plan_lcores(e) || !open_ports(e) || !make_flows(e) || !make_contexts(e) || !make_replay(e))
         return false;
     seen_released_.assign(opt_.flows, 0);
     failed_logged_.assign(opt_.flows, false);
@@ -907,6 +953,23 @@ Results Runtime::results() const {
     }
     for (uint64_t d : r.drops)
         r.drops_total += d;
+    uint64_t cy_tx = 0, cy_rx = 0, cy_cons = 0;
+    for (unsigned l = 0; l < RTE_MAX_LCORE; l++) {
+        cy_tx += peek(g_lcore_cycles[l].tx);
+        cy_rx += peek(g_lcore_cycles[l].rx);
+        cy_cons += peek(g_lcore_cycles[l].cons);
+    }
+    if (r.packets_tx)
+        r.tx_cycles_per_packet = double(cy_tx) / double(r.packets_tx);
+    if (r.packets_rx)
+        r.rx_cycles_per_packet = double(cy_rx) / double(r.packets_rx);
+    if (t.completed)
+        r.consumer_cycles_per_message = double(cy_cons) / double(t.completed);
+    for (int sock = 0; sock < RTE_MAX_NUMA_NODES; sock++) {
+        rte_malloc_socket_stats ms;
+        if (rte_malloc_get_socket_stats(sock, &ms) == 0)
+            r.memory_bytes += ms.heap_allocsz_bytes;
+    }
     if (h) {
         for (const ConsCtx* c : conss_)
             h->merge(c->hist);
@@ -1031,7 +1094,15 @@ void Runtime::teardown() {
     rx_port_owned_.reset();
     tx_port_.reset();
     rx_port_ = nullptr;
-    // 3. what the data plane used: timers, placers, rings, memzones, contexts.
+    // 3. what the data plane used: replay packets, timers, placers, rings, memzones, contexts.
+    for (TxFlowState* s : replays_) {
+        for (uint32_t i = 0; s->replay && i < s->replay_plan.pkt_count * opt_.ring_size; i++)
+            if (s->replay[i] != nullptr)
+                rte_pktmbuf_free(s->replay[i]);
+        rte_free(s->replay);
+        s->replay = nullptr;
+    }
+    replays_.clear();
     for (TxCtx* c : txs_)
         for (uint32_t k = 0; k < c->nqueues; k++)
             for (uint32_t j = 0; j < c->queues[k].nflows; j++)

@@ -65,6 +65,7 @@ private:
     bool open_ports(SetupError& e);
     bool make_flows(SetupError& e);
     bool make_contexts(SetupError& e);
+    bool make_replay(SetupError& e);
     void control(uint64_t now);
     bool done() const;
     bool drained() const;
@@ -111,6 +112,7 @@ private:
     // run
     bool launched_ = false;
     bool timers_ = false;
+    std::vector<TxFlowState*> replays_; // --replay: flows with ready-made packets
     std::vector<bool> failed_logged_; // control loop: flow failures reported once // rte_timer subsystem initialised by setup()
     uint64_t tsc_hz_ = 1;
     uint64_t start_tsc_ = 0, end_tsc_ = 0, deadline_tsc_ = 0, drain_deadline_ = 0, drain_start_ = 0;

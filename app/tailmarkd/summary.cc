@@ -77,6 +77,9 @@ bool write_summary_json(const Results& r, const std::string& path, std::string& 
             "\"stale_reqs\": %lu, \"nacks_tx\": %lu, \"nacks_rx\": %lu, \"retx_rx\": %lu, \"nack_reqs\": %lu},\n",
             l.retx_pkts, l.retx_reqs, l.probes, l.rto_expired, l.stale_reqs, l.nacks_tx, l.nacks_rx, l.retx_rx,
             l.nack_reqs);
+    fprintf(f, "  \"cycles\": {\"tx_per_packet\": %.1f, \"rx_per_packet\": %.1f, \"consumer_per_message\": %.1f},\n",
+            r.tx_cycles_per_packet, r.rx_cycles_per_packet, r.consumer_cycles_per_message);
+    fprintf(f, "  \"memory_bytes\": %lu,\n", r.memory_bytes);
     fprintf(f, "  \"flows_failed\": %u,\n", r.flows_failed);
     fprintf(f, "  \"messages_failed\": %lu,\n", r.messages_failed);
     fprintf(f, "  \"per_flow\": [");

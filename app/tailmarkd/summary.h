@@ -51,6 +51,9 @@ struct Results {
         const char* state = "ok";
     };
     std::vector<Flow> per_flow;
+    // TSC cycles each role spent in iterations where it did work, per unit.
+    double tx_cycles_per_packet = 0, rx_cycles_per_packet = 0, consumer_cycles_per_message = 0;
+    uint64_t memory_bytes = 0; // DPDK heap (hugepages, or --no-huge memory) in use: pools, rings, regions
     uint32_t flows_failed = 0;
     uint64_t messages_failed = 0;
     uint64_t drops_total = 0;

@@ -5,6 +5,8 @@
 //
 // Fast path: no heap allocation, no lock, no log. Mbufs come from the pool;
 // message buffers were allocated at set-up.
+#include <cstring>
+
 #include <rte_branch_prediction.h>
 #include <rte_cycles.h>
 #include <rte_ethdev.h>
@@ -293,7 +295,45 @@ inline bool may_start(TxFlowState& s, uint64_t& len, uint64_t now) {
     return true;
 }
 
+// --replay: the set for the flow's next message, when the receiver has freed
+// every packet of its previous use (only this lcore's reference is left).
+inline rte_mbuf** replay_set(const TxFlowState& s) {
+    rte_mbuf** set = s.replay + (s.next_msg & (g_dp.ring_size - 1)) * s.replay_plan.pkt_count;
+    for (uint32_t i = 0; i < s.replay_plan.pkt_count; i++)
+        if (rte_mbuf_refcnt_read(set[i]) != 1)
+            return nullptr;
+    return set;
+}
+
+// --replay: packets [first, first + k) of the current message, re-stamped.
+inline void replay_build(const TxFlowState& s, uint32_t first, uint32_t k, rte_mbuf** out) {
+    rte_mbuf** set = s.replay + (s.next_msg & (g_dp.ring_size - 1)) * s.replay_plan.pkt_count;
+    const uint32_t msg = s.next_msg;
+    const rte_be32_t be_msg = rte_cpu_to_be_32(msg);
+    for (uint32_t i = 0; i < k; i++) {
+        rte_mbuf* m = set[first + i];
+        uint8_t* h = rte_pktmbuf_mtod(m, uint8_t*) + kEthLen + kIpLen + kUdpLen;
+        memcpy(h + 4, &be_msg, 4); // Header::msg_id
+        if (first + i + 1 == s.replay_plan.pkt_count) {
+            uint8_t* t = rte_pktmbuf_mtod(m, uint8_t*) + m->data_len - kTrailerLen;
+            const rte_be64_t flag = rte_cpu_to_be_64(flag_for(msg));
+            const rte_be32_t slot = rte_cpu_to_be_32(msg & (g_dp.ring_size - 1));
+            memcpy(t, &flag, 8);
+            memcpy(t + 8, &slot, 4);
+        }
+        rte_mbuf_refcnt_update(m, 1); // the receiver's free leaves ours
+        out[i] = m;
+    }
+}
+
 inline void start_message(TxCtx& c, TxFlowState& s, uint64_t len) {
+    if (g_dp.replay) {
+        s.msg.plan = s.replay_plan;
+        s.next_pkt = 0;
+        s.active = true;
+        c.active++;
+        return;
+    }
     generate(s.f->id, s.next_msg, s.buf, len);
     if (s.f->sizes != nullptr) // before any packet of it leaves: the consumer checks the length
         __atomic_store_n(&s.f->sizes[s.next_msg & (g_dp.ring_size - 1)], uint64_t(s.next_msg) << 32 | len,
@@ -324,7 +364,7 @@ bool tx_data_queue(TxCtx& c, TxQueueCtx& q, uint64_t now) {
     while (n < burst && idle < q.nflows) {
         TxFlowState& s = q.flows[q.rr];
         if (!s.active) {
-            if (!may_open || !may_start(s, len, now)) {
+            if (!may_open || (g_dp.replay && replay_set(s) == nullptr) || !may_start(s, len, now)) {
                 q.rr = q.rr + 1 == q.nflows ? 0 : q.rr + 1;
                 idle++;
                 continue;
@@ -335,7 +375,11 @@ bool tx_data_queue(TxCtx& c, TxQueueCtx& q, uint64_t now) {
         uint32_t k = s.msg.plan.pkt_count - s.next_pkt;
         if (k > burst - n)
             k = burst - n;
-        const int rc = c.marker.build(s.f->tx, s.msg, s.next_pkt, k, q.pend + n);
+        int rc = static_cast<int>(k);
+        if (g_dp.replay)
+            replay_build(s, s.next_pkt, k, q.pend + n);
+        else
+            rc = c.marker.build(s.f->tx, s.msg, s.next_pkt, k, q.pend + n);
         if (unlikely(rc < 0)) {
             bump(c.alloc_fail);
             break; // pool empty: retry next iteration
@@ -347,7 +391,7 @@ bool tx_data_queue(TxCtx& c, TxQueueCtx& q, uint64_t now) {
             c.active--;
             s.out[s.next_msg & (g_dp.ring_size - 1)].sent_tsc = now;
             s.next_msg++;
-            if (!s.timer_on) {
+            if (!s.timer_on && !g_dp.replay) {
                 s.retries = 0;
                 s.rto = g_dp.rto_cycles;
                 arm(s, s.rto);
