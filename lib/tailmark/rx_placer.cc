@@ -202,9 +202,17 @@ DropReason RxPlacer::process(const rte_mbuf* m, uint64_t now_tsc) {
 }
 
 void RxPlacer::rx_burst(rte_mbuf** pkts, uint16_t n, uint64_t now_tsc) {
+    // The mbufs' first cache lines for the whole burst, then each packet's
+    // headers kAhead packets before it is parsed (as l3fwd does): the misses
+    // overlap instead of stalling one per packet.
+    constexpr uint16_t kAhead = 4;
+    for (uint16_t i = 0; i < n; i++)
+        rte_prefetch0(pkts[i]);
+    for (uint16_t i = 0; i < n && i < kAhead; i++)
+        rte_prefetch0(rte_pktmbuf_mtod(pkts[i], void*));
     for (uint16_t i = 0; i < n; i++) {
-        if (i + 1 < n)
-            rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 1], void*));
+        if (i + kAhead < n)
+            rte_prefetch0(rte_pktmbuf_mtod(pkts[i + kAhead], void*));
         process(pkts[i], now_tsc);
     }
     rte_pktmbuf_free_bulk(pkts, n);
