@@ -391,7 +391,9 @@ bool tx_data_queue(TxCtx& c, TxQueueCtx& q, uint64_t now) {
             c.active--;
             s.out[s.next_msg & (g_dp.ring_size - 1)].sent_tsc = now;
             s.next_msg++;
-            if (!s.timer_on && !g_dp.replay) {
+            // No timer without a receiver to answer: --flow-control off
+            // (a sink such as net_null) and --replay are benchmarks.
+            if (!s.timer_on && !g_dp.replay && g_dp.flow_control) {
                 s.retries = 0;
                 s.rto = g_dp.rto_cycles;
                 arm(s, s.rto);
