@@ -79,19 +79,38 @@ inline uint32_t lane_crc(__m128i r) {
 // Below this a single crc32 chain is as fast and the folding set-up is not paid.
 constexpr size_t kFoldMin = 64;
 
+// One 16-byte load; with a destination, the same register is stored there
+// (crc32c_copy: the copy rides on the CRC's loads).
+template <bool kCopy>
+inline __m128i take(const uint8_t* p, uint8_t* d) {
+    const __m128i v = load128(p);
+    if constexpr (kCopy)
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(d), v);
+    return v;
+}
+
 // Four lanes over 64-byte strides, then one 16-byte lane value.
-inline __m128i fold4(uint32_t crc, const uint8_t*& p, size_t& len) {
-    __m128i x0 = with_crc(load128(p), crc), x1 = load128(p + 16), x2 = load128(p + 32), x3 = load128(p + 48);
+template <bool kCopy = false>
+inline __m128i fold4(uint32_t crc, const uint8_t*& p, size_t& len, uint8_t** dst = nullptr) {
+    uint8_t* d = kCopy ? *dst : nullptr;
+    __m128i x0 = with_crc(take<kCopy>(p, d), crc), x1 = take<kCopy>(p + 16, d + 16),
+            x2 = take<kCopy>(p + 32, d + 32), x3 = take<kCopy>(p + 48, d + 48);
     p += 64;
     len -= 64;
+    if constexpr (kCopy)
+        d += 64;
     constexpr FoldK k64 = fold_k(64 * 8), k48 = fold_k(48 * 8), k32 = fold_k(32 * 8), k16 = fold_k(16 * 8);
     const __m128i step = kvec(k64);
     for (; len >= 64; p += 64, len -= 64) {
-        x0 = fold(x0, step, load128(p));
-        x1 = fold(x1, step, load128(p + 16));
-        x2 = fold(x2, step, load128(p + 32));
-        x3 = fold(x3, step, load128(p + 48));
+        x0 = fold(x0, step, take<kCopy>(p, d));
+        x1 = fold(x1, step, take<kCopy>(p + 16, d + 16));
+        x2 = fold(x2, step, take<kCopy>(p + 32, d + 32));
+        x3 = fold(x3, step, take<kCopy>(p + 48, d + 48));
+        if constexpr (kCopy)
+            d += 64;
     }
+    if constexpr (kCopy)
+        *dst = d;
     // Each lane straight to the last one's position: three multiplies in
     // parallel rather than in series.
     const __m128i a = fold(x0, kvec(k48), x3);
@@ -325,7 +344,24 @@ uint32_t crc32c_update(uint32_t state, std::span<const uint8_t> bytes) {
     return static_cast<uint32_t>(crc);
 }
 
+uint32_t crc32c_copy(uint32_t state, uint8_t* dst, std::span<const uint8_t> src) {
+    const uint8_t* p = src.data();
+    size_t len = src.size();
+    if (len >= kChunk + 256 || len < kFoldMin) { // jumbo or tiny: two passes, the second from L1
+        memcpy(dst, p, len);
+        return crc32c_update(state, src);
+    }
+    uint64_t crc = lane_crc(fold4<true>(state, p, len, &dst));
+    memcpy(dst, p, len); // the tail (< 64 bytes)
+    return crc32c_update(static_cast<uint32_t>(crc), {p, len});
+}
+
 #else
+
+uint32_t crc32c_copy(uint32_t state, uint8_t* dst, std::span<const uint8_t> src) {
+    memcpy(dst, src.data(), src.size());
+    return crc32c_update(state, src);
+}
 
 uint32_t crc32c_update(uint32_t state, std::span<const uint8_t> bytes) {
     const uint8_t* p = bytes.data();

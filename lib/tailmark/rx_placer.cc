@@ -36,6 +36,10 @@ struct SlotRx {
     uint64_t nack_tsc;     // last NACK for it
     uint8_t nacks;         // NACKs so far: the back-off exponent
     bool discarded;        // its bytes failed the CRC (or length): wanted again whole
+    // CRC32C of the bytes [0, crc_upto), computed while copying the packets
+    // that arrived in offset order; the rest is checksummed at completion.
+    uint32_t crc_state;
+    uint32_t crc_upto;
 };
 
 constexpr uint32_t kSeenWords = (kMaxPktsPerMessage + 63) / 64;
@@ -146,6 +150,8 @@ static inline void reset_slot(SlotRx& s, uint32_t msg_id, uint64_t now_tsc) {
     s.nack_tsc = 0;
     s.nacks = 0;
     s.discarded = false;
+    s.crc_state = kCrc32cInit;
+    s.crc_upto = 0;
 }
 
 // First index in [i, end) whose bit is `want`, or end.
@@ -180,6 +186,25 @@ static inline void copy_payload(uint8_t* dst, const rte_mbuf* m, uint32_t off, u
         off = 0;
         m = m->next;
     }
+}
+
+// The same, checksumming as it copies (the packet continues the CRC's prefix).
+static inline uint32_t copy_payload_crc(uint8_t* dst, const rte_mbuf* m, uint32_t off, uint32_t len, uint32_t crc) {
+    while (off >= m->data_len) {
+        off -= m->data_len;
+        m = m->next;
+    }
+    while (len > 0) {
+        uint32_t n = m->data_len - off;
+        if (n > len)
+            n = len;
+        crc = crc32c_copy(crc, dst, {rte_pktmbuf_mtod_offset(m, const uint8_t*, off), n});
+        dst += n;
+        len -= n;
+        off = 0;
+        m = m->next;
+    }
+    return crc;
 }
 
 DropReason RxPlacer::process(const rte_mbuf* m, uint64_t now_tsc) {
@@ -304,8 +329,15 @@ DropReason RxPlacer::place(FlowRx& f, const rte_mbuf* m, const ParsedPacket& p, 
         return DropReason::CompletionQueueFull;
     word |= bit;
 
-    if (h.pay_len)
-        copy_payload(f.ring->region(slot_idx) + h.offset, m, p.payload_off, h.pay_len);
+    if (h.pay_len) {
+        uint8_t* dst = f.ring->region(slot_idx) + h.offset;
+        if (h.offset == s.crc_upto) { // in order: one pass copies and checksums
+            s.crc_state = copy_payload_crc(dst, m, p.payload_off, h.pay_len, s.crc_state);
+            s.crc_upto += h.pay_len;
+        } else {
+            copy_payload(dst, m, p.payload_off, h.pay_len);
+        }
+    }
     s.received++;
     s.bytes += h.pay_len;
     s.progress_tsc = now_tsc;
@@ -346,7 +378,10 @@ void RxPlacer::complete(FlowRx& f, uint32_t slot_idx, uint64_t now_tsc) {
         return;
     }
     const uint8_t* region = f.ring->region(slot_idx);
-    if (crc32c({region, t.msg_len}) != t.crc32c) {
+    uint32_t crc = s.crc_state; // the prefix checksummed on arrival, then the rest from the region
+    if (s.crc_upto < t.msg_len)
+        crc = crc32c_update(crc, {region + s.crc_upto, t.msg_len - s.crc_upto});
+    if (crc32c_finish(crc) != t.crc32c) {
         ctr_.drops[index(DropReason::CrcMismatch)]++;
         reset_slot(s, s.msg_id, now_tsc);
         s.discarded = true;

@@ -154,3 +154,32 @@ TEST_CASE("crc32c fed in pieces equals the bitwise reference", "[crc32c]") {
         REQUIRE(crc32c_finish(st) == whole);
     }
 }
+
+TEST_CASE("crc32c_copy copies exactly and checksums like crc32c_update", "[crc32c]") {
+    // Every length through the folding threshold and a packet's size, jumbo
+    // and chunk sizes, at several source and destination alignments, from a
+    // running state (a packet continues its message's CRC).
+    std::vector<uint8_t> src(12000 + 64), dst(12000 + 64 + 32);
+    for (size_t i = 0; i < src.size(); i++)
+        src[i] = static_cast<uint8_t>(i * 131 + (i >> 7) * 7 + 1);
+    std::vector<size_t> lens;
+    for (size_t n = 0; n <= 1600; n++)
+        lens.push_back(n);
+    for (size_t n : {3519ul, 3520ul, 3521ul, 3776ul, 9000ul, 12000ul})
+        lens.push_back(n);
+    for (size_t n : lens) {
+        for (size_t so : {0ul, 1ul, 13ul}) {
+            for (size_t dof : {0ul, 3ul, 16ul}) {
+                std::fill(dst.begin(), dst.end(), 0xEE);
+                const uint32_t state = tailmark::crc32c_update(tailmark::kCrc32cInit, {src.data(), 5});
+                const uint32_t got = tailmark::crc32c_copy(state, dst.data() + dof, {src.data() + so, n});
+                const uint32_t want = tailmark::crc32c_update(state, {src.data() + so, n});
+                REQUIRE(got == want);
+                REQUIRE(std::equal(src.begin() + so, src.begin() + so + n, dst.begin() + dof));
+                // Nothing written outside [dof, dof + n).
+                REQUIRE(std::all_of(dst.begin(), dst.begin() + dof, [](uint8_t b) { return b == 0xEE; }));
+                REQUIRE(std::all_of(dst.begin() + dof + n, dst.end(), [](uint8_t b) { return b == 0xEE; }));
+            }
+        }
+    }
+}
