@@ -285,6 +285,8 @@ inline bool may_start(TxFlowState& s, uint64_t& len, uint64_t now) {
     if (!g_gen_on.load(std::memory_order_relaxed) || (g_dp.messages != 0 && s.gen_sent >= g_dp.messages))
         return false;
     if (g_dp.pace_cycles != 0) { // --rate: one message per interval; a late start does not bank credit
+        if (s.next_start == 0) // flows staggered over the interval: evenly paced, not in bursts
+            s.next_start = now + g_dp.pace_cycles * s.f->id / g_dp.nflows;
         if (now < s.next_start)
             return false;
         s.next_start = (s.next_start + g_dp.pace_cycles > now ? s.next_start : now) + g_dp.pace_cycles;
