@@ -83,6 +83,12 @@ tm_say "tailmark tx path on net_null (no-rx), 64 B messages"
 tailmarkd tx_null --vdev=net_null0,copy=0,no-rx=1 -- --flows 1 --msg-size 64 --messages 0 \
     --duration "$secs" --flow-control off --ring-size 64
 
+# The same with ready-made packets (--replay: only msg_id, flag and slot
+# re-stamped, the mbufs' reference counts keep them): the floor of sending
+# without building, closer to what txonly does.
+tailmarkd tx_null_replay --vdev=net_null0,copy=0,no-rx=1 -- --flows 1 --msg-size 64 --messages 0 \
+    --duration "$secs" --flow-control off --ring-size 64 --replay on
+
 sizes=(64 1024 4096 65536 1048576 16777216)
 flows=(1 4 64)
 if [ $quick -eq 1 ]; then
@@ -195,7 +201,13 @@ def load(name):
 tx = load("tx_null")
 if tx:
     pps = tx["packets_tx"] / tx["elapsed_s"] if tx["elapsed_s"] else 0
-    res["tx_null"] = {"pps": pps, "ratio_vs_txonly": pps / tp["txonly"] if tp["txonly"] else None}
+    res["tx_null"] = {"pps": pps, "ratio_vs_txonly": pps / tp["txonly"] if tp["txonly"] else None,
+                      "cycles_per_packet": tx.get("cycles", {}).get("tx_per_packet")}
+txr = load("tx_null_replay")
+if txr:
+    pps = txr["packets_tx"] / txr["elapsed_s"] if txr["elapsed_s"] else 0
+    res["tx_null_replay"] = {"pps": pps, "ratio_vs_txonly": pps / tp["txonly"] if tp["txonly"] else None,
+                             "cycles_per_packet": txr.get("cycles", {}).get("tx_per_packet")}
 for p in sorted(glob.glob(os.path.join(raw, "loop_*.json"))):
     name = os.path.basename(p)[:-5]
     _, size, nf, mode = name.split("_")
@@ -250,6 +262,10 @@ lines = [f"Machine: {machine}. One lcore runs every tailmarkd role; testpmd runs
 if tx:
     lines.append(f"tailmark tx path on net_null (64 B messages): {res['tx_null']['pps']/1e6:.2f} Mpps = "
                  f"{res['tx_null']['ratio_vs_txonly'] or 0:.2f}x testpmd txonly.")
+    if "tx_null_replay" in res:
+        r = res["tx_null_replay"]
+        lines.append(f"The same with ready-made packets (--replay): {r['pps']/1e6:.2f} Mpps = "
+                     f"{r['ratio_vs_txonly'] or 0:.2f}x txonly, {r['cycles_per_packet'] or 0:.0f} cycles/packet.")
     lines.append("")
 lines += ["| size | flows | msgs/s (message) | msgs/s (packet) | message/packet | Gbps (message) | Mpps (message) | p50 / p99 / p99.9 ns (message) |",
           "|---:|---:|---:|---:|---:|---:|---:|---|"]
