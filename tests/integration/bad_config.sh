@@ -34,7 +34,7 @@ bad() {
         tm_show "$name"
         return
     fi
-    if ! grep '^tailmarkd: ' "$err" | grep -qF -- "$needle"; then
+    if ! grep '^tailmarkd: ' "$err" | grep -F -- "$needle" >/dev/null; then
         tm_fail "$name: the message does not name '$needle': $(grep '^tailmarkd: ' "$err")"
         return
     fi
@@ -98,7 +98,7 @@ fi
 timeout 10 "$TAILMARKD" -- --config "$TAILMARK_CONFIG_DIR/two-process-keys.ini" --messages 7 --key 0x42 \
     --dump-config >"$TM_WORK/override.ini" 2>&1
 if grep -qx 'messages = 7' "$TM_WORK/override.ini" && grep -qx 'key = 0x00000042' "$TM_WORK/override.ini" &&
-    grep -qx 'msg-size = 4096' "$TM_WORK/override.ini" && grep -A1 -x '\[flow.3\]' "$TM_WORK/override.ini" | grep -qx 'key = 0xdeadbeef'; then
+    grep -qx 'msg-size = 4096' "$TM_WORK/override.ini" && grep -A1 -x '\[flow.3\]' "$TM_WORK/override.ini" | grep -x 'key = 0xdeadbeef' >/dev/null; then
     tm_log "ok: command line overrides the file; per-flow keys read"
 else
     tm_fail "override / per-flow keys"

@@ -42,7 +42,7 @@ start_stdin() {
     TM_PID=$!
 }
 expect_grep() { # NAME REGEX
-    if ! out "$1" | grep -qE -- "$2"; then
+    if ! out "$1" | grep -E -- "$2" >/dev/null; then # no -q: with pipefail, an early exit would SIGPIPE `out`
         tm_fail "$1: no output line matches /$2/"
         return 1
     fi
@@ -117,7 +117,7 @@ pipe_pid=$TM_PID
 echo "send 0 65536 100" >&3
 done100() {
     echo "show flow 0" >&3
-    out pipe | grep -qxF "flow 0: sent=100 completed=100 consumed=100 in_flight=0 retransmits=0 send_requested=100 send_queued=0"
+    out pipe | grep -xF "flow 0: sent=100 completed=100 consumed=100 in_flight=0 retransmits=0 send_requested=100 send_queued=0" >/dev/null
 }
 if tm_wait_for 20 done100; then
     echo "show flow 0 extra" >&3 # malformed
