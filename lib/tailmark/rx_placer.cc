@@ -170,8 +170,10 @@ static inline uint32_t find_bit(const uint64_t* bits, uint32_t i, uint32_t end, 
     return end;
 }
 
-// Copies the payload out of a (possibly chained) mbuf into the region.
-static inline void copy_payload(uint8_t* dst, const rte_mbuf* m, uint32_t off, uint32_t len) {
+// Walks the payload [off, off + len) of a (possibly chained) mbuf, one
+// contiguous piece at a time.
+template <class Piece>
+static inline void for_each_piece(const rte_mbuf* m, uint32_t off, uint32_t len, Piece piece) {
     while (off >= m->data_len) {
         off -= m->data_len;
         m = m->next;
@@ -180,30 +182,27 @@ static inline void copy_payload(uint8_t* dst, const rte_mbuf* m, uint32_t off, u
         uint32_t n = m->data_len - off;
         if (n > len)
             n = len;
-        rte_memcpy(dst, rte_pktmbuf_mtod_offset(m, const uint8_t*, off), n);
-        dst += n;
+        piece(rte_pktmbuf_mtod_offset(m, const uint8_t*, off), n);
         len -= n;
         off = 0;
         m = m->next;
     }
 }
 
+// Copies the payload into the region.
+static inline void copy_payload(uint8_t* dst, const rte_mbuf* m, uint32_t off, uint32_t len) {
+    for_each_piece(m, off, len, [&](const uint8_t* src, uint32_t n) {
+        rte_memcpy(dst, src, n);
+        dst += n;
+    });
+}
+
 // The same, checksumming as it copies (the packet continues the CRC's prefix).
 static inline uint32_t copy_payload_crc(uint8_t* dst, const rte_mbuf* m, uint32_t off, uint32_t len, uint32_t crc) {
-    while (off >= m->data_len) {
-        off -= m->data_len;
-        m = m->next;
-    }
-    while (len > 0) {
-        uint32_t n = m->data_len - off;
-        if (n > len)
-            n = len;
-        crc = crc32c_copy(crc, dst, {rte_pktmbuf_mtod_offset(m, const uint8_t*, off), n});
+    for_each_piece(m, off, len, [&](const uint8_t* src, uint32_t n) {
+        crc = crc32c_copy(crc, dst, {src, n});
         dst += n;
-        len -= n;
-        off = 0;
-        m = m->next;
-    }
+    });
     return crc;
 }
 

@@ -19,16 +19,8 @@ source "$(dirname "$0")/lib.sh"
 tm_require_daemon
 tm_require_root
 
-NA=tm_afa_$$
-NB=tm_afb_$$
-tm_veth_pair "$NA" "$NB" || { tm_fail "namespace/veth set-up"; tm_finish; }
-IP_A=198.18.0.1
-IP_B=198.18.0.2
+tm_af_pair af
 MTU=1500
-# A deep PACKET_MMAP rx ring: the credit window of 1 MiB messages is
-# ring-size x 721 packets in flight.
-VDEV_A="--vdev=net_af_packet0,iface=vethA,framecnt=4096"
-VDEV_B="--vdev=net_af_packet0,iface=vethB,framecnt=4096"
 
 # pair NAME FLOWS MESSAGES MSG_SIZE RING MODE DURATION [extra options for both]
 # Receiver on lcore 1, sender on lcore 0: one lcore each, every role on it.

@@ -134,6 +134,20 @@ tm_veth_pair() {
     MAC_B=$(ip netns exec "$nb" cat /sys/class/net/vethB/address)
 }
 
+# tm_af_pair TAG: the two-process set-up over net_af_packet: namespaces
+# NA/NB (tm_veth_pair, ending the test if that fails), IP_A/IP_B, and the
+# EAL vdev of each end, VDEV_A/VDEV_B, with a deep PACKET_MMAP rx ring (the
+# credit window of 1 MiB messages is ring-size x 721 packets in flight).
+tm_af_pair() {
+    NA=tm_${1}a_$$
+    NB=tm_${1}b_$$
+    tm_veth_pair "$NA" "$NB" || { tm_fail "namespace/veth set-up"; tm_finish; }
+    IP_A=198.18.0.1
+    IP_B=198.18.0.2
+    VDEV_A="--vdev=net_af_packet0,iface=vethA,framecnt=4096"
+    VDEV_B="--vdev=net_af_packet0,iface=vethB,framecnt=4096"
+}
+
 # tm_show NAME: the tail of a run's output, for a failure report.
 tm_show() {
     tm_log "--- $1: stderr"

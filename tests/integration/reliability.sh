@@ -28,13 +28,7 @@ source "$(dirname "$0")/lib.sh"
 tm_require_daemon
 tm_require_root
 
-NA=tm_rla_$$
-NB=tm_rlb_$$
-tm_veth_pair "$NA" "$NB" || { tm_fail "namespace/veth set-up"; tm_finish; }
-IP_A=198.18.0.1
-IP_B=198.18.0.2
-VDEV_A="--vdev=net_af_packet0,iface=vethA,framecnt=4096"
-VDEV_B="--vdev=net_af_packet0,iface=vethB,framecnt=4096"
+tm_af_pair rl
 FLOWS=2
 MSGS=1500
 SIZES=64,1000,9000,65536,1048576

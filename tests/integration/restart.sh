@@ -22,13 +22,7 @@ source "$(dirname "$0")/lib.sh"
 tm_require_daemon
 tm_require_root
 
-NA=tm_rsa_$$
-NB=tm_rsb_$$
-tm_veth_pair "$NA" "$NB" || { tm_fail "namespace/veth set-up"; tm_finish; }
-IP_A=198.18.0.1
-IP_B=198.18.0.2
-VDEV_A="--vdev=net_af_packet0,iface=vethA,framecnt=4096"
-VDEV_B="--vdev=net_af_packet0,iface=vethB,framecnt=4096"
+tm_af_pair rs
 F=2
 M=100000000
 RING=32
