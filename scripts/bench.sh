@@ -115,6 +115,22 @@ for size in "${sizes[@]}"; do
     done
 done
 
+# The consumer's own cost per message: --verify off (the consumer takes the
+# completion and releases; nobody regenerates and compares the bytes), 1 flow,
+# both completion modes.
+for size in 64 4096 65536 1048576; do
+    ring=64
+    [ "$size" -ge 65536 ] && ring=16
+    [ "$size" -ge 1048576 ] && ring=4
+    total=$(( 2000000000 / size ))
+    [ $total -gt 2000000 ] && total=2000000
+    [ $quick -eq 1 ] && total=$(( total / 2 ))
+    for mode in message packet; do
+        tailmarkd "cons_${size}_${mode}" --vdev=net_ring0 -- --flows 1 --msg-size "$size" --messages "$total" \
+            --ring-size "$ring" --completion "$mode" --verify off --exit-when-done --duration 60
+    done
+done
+
 # The rx path per lcore, as the bottleneck: --replay resends ready-made
 # packets (only msg_id, flag and slot re-stamped), so generating messages does
 # not hide the receive cost. lcore 1 runs rx alone (placement, CRC32C,
@@ -219,6 +235,13 @@ for p in sorted(glob.glob(os.path.join(raw, "loop_*.json"))):
         "verify_errors": d.get("verify_errors"), "completion_writes": d.get("completion_writes"),
         "cycles": d.get("cycles"), "memory_bytes": d.get("memory_bytes"),
     })
+res["consumer"] = []
+for p in sorted(glob.glob(os.path.join(raw, "cons_*.json"))):
+    _, size, mode = os.path.basename(p)[:-5].split("_")
+    d = json.load(open(p))
+    res["consumer"].append({"msg_size": int(size), "completion": mode, "ok": d.get("ok"),
+                            "msgs_per_s": d.get("msgs_per_s"),
+                            "consumer_cycles_per_message": d.get("cycles", {}).get("consumer_per_message")})
 res["rx_replay"] = []
 for p in sorted(glob.glob(os.path.join(raw, "rxreplay_*.json"))):
     d = json.load(open(p))
@@ -291,6 +314,15 @@ for s in sizes:
             c = m["cycles"]
             lines.append(f"| {s} | {f} | {c['tx_per_packet']:.0f} | {c['rx_per_packet']:.0f} | "
                          f"{c['consumer_per_message']:.0f} | {(m.get('memory_bytes') or 0) / 2**20:.0f} |")
+if res["consumer"]:
+    lines += ["", "The consumer's own cycles per message (--verify off: take the completion, release), 1 flow.", "",
+              "| size | message mode | packet mode |", "|---:|---:|---:|"]
+    cc = {(r["msg_size"], r["completion"]): r for r in res["consumer"]}
+    for size in sorted({r["msg_size"] for r in res["consumer"]}):
+        m, k = cc.get((size, "message")), cc.get((size, "packet"))
+        if m and k:
+            lines.append(f"| {size} | {m['consumer_cycles_per_message'] or 0:.0f} | "
+                         f"{k['consumer_cycles_per_message'] or 0:.0f} |")
 if res["rx_replay"]:
     lines += ["", "rx path per lcore (--replay: lcore 1 runs rx alone, fed ready-made packets; 1 flow).", "",
               "| size | msgs/s | Mpps | verified payload GB/s | rx cycles/packet |", "|---:|---:|---:|---:|---:|"]

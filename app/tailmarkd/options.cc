@@ -332,6 +332,10 @@ const OptDef kOpts[] = {
      "off: the sender ignores credits (tx benchmarks on ports that never complete, e.g. net_null)",
      [](Options& o, std::string_view v) { return parse_bool(v, o.flow_control); }},
     {"burst", "N", "packets per rx/tx burst (1..64, default 32)", U64_OPT(burst, 1, 64, false)},
+    {"verify", "on|off",
+     "on (default): the consumer regenerates every message and compares every byte; off: it only takes the "
+     "completion and releases (to measure the completion's own cost)",
+     [](Options& o, std::string_view v) { return parse_bool(v, o.verify); }},
     {"replay", "on|off",
      "loopback: tx resends ready-made packets of one message per flow (msg_id, flag and slot re-stamped) "
      "instead of generating each: the rx path becomes the bottleneck (benchmarks); no retransmission",
@@ -601,6 +605,7 @@ std::string dump_ini(const Options& o) {
     s << "exit-when-done = " << (o.exit_when_done ? 1 : 0) << "\n"
       << "flow-control = " << (o.flow_control ? "on" : "off") << "\n"
       << "burst = " << o.burst << "\n"
+      << "verify = " << (o.verify ? "on" : "off") << "\n"
       << "rate = " << o.rate << "\n"
       << "udp-checksum = " << (o.udp_checksum ? "on" : "off") << "\n"
       << "rto-us = " << o.rto_us << "\n"

@@ -60,7 +60,8 @@ struct Options {
     uint32_t retry_limit = 8;        // timeouts in a row without progress before a flow fails
     uint64_t nack_delay_us = 200;
     bool udp_checksum = false;
-    bool replay = false;             // --replay: tx resends ready-made packets (rx benchmarks)
+    bool replay = false;
+    bool verify = true;              // --verify off: consumers only take completions (benchmarks)             // --replay: tx resends ready-made packets (rx benchmarks)
     double rate = 0;                 // --rate: generator messages per second, all flows together (0: as fast as possible)       // senders fill the UDP checksum, receivers verify non-zero ones    // receiver: a gap waits this long (reordering) before its NACK
     std::string config_path;
     bool dump_config = false;
