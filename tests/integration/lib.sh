@@ -35,9 +35,14 @@ tm_log() { printf '[%s] %s\n' "$TM_TEST" "$*"; }
 
 tm_cleanup() {
     local c ns p
+    # A process a failed test left running (its file prefix is unique) must
+    # not outlive the test and busy-poll a CPU.
+    for p in "${TM_PREFIXES[@]}"; do
+        pkill -KILL -f -- "--file-prefix $p( |$)" 2>/dev/null
+    done
     for c in "${TM_CLEANUPS[@]}"; do eval "$c" >/dev/null 2>&1; done
     for ns in "${TM_NETNS[@]}"; do ip netns del "$ns" >/dev/null 2>&1; done
-    # A daemon killed by `timeout -k` cannot clean up after itself.
+    # One killed by `timeout -k` (or above) cannot clean up after itself.
     for p in "${TM_PREFIXES[@]}"; do
         rm -f /dev/hugepages/"${p}"map_* 2>/dev/null
         rm -rf "/var/run/dpdk/$p" 2>/dev/null
