@@ -538,7 +538,6 @@ bool Runtime::make_contexts(SetupError& e) {
 // every byte with message 0's).
 bool Runtime::make_replay(SetupError& e) {
     g_dp.replay = opt_.replay;
-    g_dp.verify = opt_.verify;
     if (!opt_.replay)
         return true;
     for (TxCtx* c : txs_) {
@@ -613,6 +612,7 @@ bool Runtime::setup(SetupError& e) {
     g_dp.rto_cycles = tsc_hz_ * opt_.rto_us / 1000000;
     g_dp.rto_max_cycles = tsc_hz_ * opt_.rto_max_us / 1000000;
     g_dp.retry_limit = opt_.retry_limit;
+    g_dp.verify = opt_.verify;
     g_dp.pace_cycles = opt_.rate > 0 ? static_cast<uint64_t>(double(tsc_hz_) * opt_.flows / opt_.rate) : 0;
 
     std::string lc;

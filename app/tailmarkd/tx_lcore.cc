@@ -83,6 +83,13 @@ inline void arm(TxFlowState& s, uint64_t ticks) {
     s.timer_on = rte_timer_reset(&s.timer, ticks, SINGLE, rte_lcore_id(), on_timer, &s) == 0;
 }
 
+// (Re)starts the timer with the base timeout: progress was made.
+inline void restart(TxFlowState& s) {
+    s.retries = 0;
+    s.rto = g_dp.rto_cycles;
+    arm(s, s.rto);
+}
+
 // The flow is given up: what its receiver had not released is reported
 // failed (control loop, summary). Nothing of it is sent any more.
 void fail_flow(TxFlowState& s, FlowFailure why) {
@@ -121,9 +128,7 @@ void on_timer(rte_timer*, void* arg) {
         return;
     }
     if (acked != s.seen_acked || rel != s.seen_released) {
-        s.retries = 0;
-        s.rto = g_dp.rto_cycles;
-        arm(s, s.rto);
+        restart(s);
         return;
     }
     if (acked != next) {
@@ -297,19 +302,24 @@ inline bool may_start(TxFlowState& s, uint64_t& len, uint64_t now) {
     return true;
 }
 
-// --replay: the set for the flow's next message, when the receiver has freed
-// every packet of its previous use (only this lcore's reference is left).
+// --replay: the ready-made group for the flow's next message.
 inline rte_mbuf** replay_set(const TxFlowState& s) {
-    rte_mbuf** set = s.replay + (s.next_msg & (g_dp.ring_size - 1)) * s.replay_plan.pkt_count;
+    return s.replay + (s.next_msg & (g_dp.ring_size - 1)) * s.replay_plan.pkt_count;
+}
+
+// --replay: may that group be reused? Only when the receiver has freed every
+// packet of its previous use (this lcore's reference alone is left).
+inline bool replay_free(const TxFlowState& s) {
+    rte_mbuf** set = replay_set(s);
     for (uint32_t i = 0; i < s.replay_plan.pkt_count; i++)
         if (rte_mbuf_refcnt_read(set[i]) != 1)
-            return nullptr;
-    return set;
+            return false;
+    return true;
 }
 
 // --replay: packets [first, first + k) of the current message, re-stamped.
 inline void replay_build(const TxFlowState& s, uint32_t first, uint32_t k, rte_mbuf** out) {
-    rte_mbuf** set = s.replay + (s.next_msg & (g_dp.ring_size - 1)) * s.replay_plan.pkt_count;
+    rte_mbuf** set = replay_set(s);
     const uint32_t msg = s.next_msg;
     const rte_be32_t be_msg = rte_cpu_to_be_32(msg);
     for (uint32_t i = 0; i < k; i++) {
@@ -328,14 +338,9 @@ inline void replay_build(const TxFlowState& s, uint32_t first, uint32_t k, rte_m
     }
 }
 
-inline void start_message(TxCtx& c, TxFlowState& s, uint64_t len) {
-    if (g_dp.replay) {
-        s.msg.plan = s.replay_plan;
-        s.next_pkt = 0;
-        s.active = true;
-        c.active++;
-        return;
-    }
+// The generator's message: its bytes, its plan and CRC32C, and the record a
+// retransmission needs.
+inline void write_message(TxCtx& c, TxFlowState& s, uint64_t len) {
     generate(s.f->id, s.next_msg, s.buf, len);
     if (s.f->sizes != nullptr) // before any packet of it leaves: the consumer checks the length
         __atomic_store_n(&s.f->sizes[s.next_msg & (g_dp.ring_size - 1)], uint64_t(s.next_msg) << 32 | len,
@@ -349,6 +354,13 @@ inline void start_message(TxCtx& c, TxFlowState& s, uint64_t len) {
     o.len = static_cast<uint32_t>(len);
     o.crc32c = s.msg.crc32c;
     o.pkt_count = s.msg.plan.pkt_count;
+}
+
+inline void start_message(TxCtx& c, TxFlowState& s, uint64_t len) {
+    if (g_dp.replay)
+        s.msg.plan = s.replay_plan; // ready-made: nothing to generate, checksum or record
+    else
+        write_message(c, s, len);
     s.next_pkt = 0;
     s.active = true;
     c.active++;
@@ -366,7 +378,7 @@ bool tx_data_queue(TxCtx& c, TxQueueCtx& q, uint64_t now) {
     while (n < burst && idle < q.nflows) {
         TxFlowState& s = q.flows[q.rr];
         if (!s.active) {
-            if (!may_open || (g_dp.replay && replay_set(s) == nullptr) || !may_start(s, len, now)) {
+            if (!may_open || (g_dp.replay && !replay_free(s)) || !may_start(s, len, now)) {
                 q.rr = q.rr + 1 == q.nflows ? 0 : q.rr + 1;
                 idle++;
                 continue;
@@ -395,11 +407,8 @@ bool tx_data_queue(TxCtx& c, TxQueueCtx& q, uint64_t now) {
             s.next_msg++;
             // No timer without a receiver to answer: --flow-control off
             // (a sink such as net_null) and --replay are benchmarks.
-            if (!s.timer_on && !g_dp.replay && g_dp.flow_control) {
-                s.retries = 0;
-                s.rto = g_dp.rto_cycles;
-                arm(s, s.rto);
-            }
+            if (!s.timer_on && !g_dp.replay && g_dp.flow_control)
+                restart(s);
             s.f->sent.store(s.next_msg, std::memory_order_release);
             bump(c.msgs_sent);
             bump(c.bytes_tx, s.msg.bytes.size());

@@ -369,29 +369,33 @@ DropReason RxPlacer::place(FlowRx& f, const rte_mbuf* m, const ParsedPacket& p, 
 void RxPlacer::complete(FlowRx& f, uint32_t slot_idx, uint64_t now_tsc) {
     SlotRx& s = f.slots[slot_idx];
     const Trailer& t = s.trailer;
+    DropReason bad = DropReason::None;
     if (s.bytes != t.msg_len) {
-        ctr_.drops[index(DropReason::LengthMismatch)]++;
+        bad = DropReason::LengthMismatch;
+    } else {
+        uint32_t crc = s.crc_state; // the prefix checksummed on arrival, then the rest from the region
+        if (s.crc_upto < t.msg_len)
+            crc = crc32c_update(crc, {f.ring->region(slot_idx) + s.crc_upto, t.msg_len - s.crc_upto});
+        if (crc32c_finish(crc) != t.crc32c)
+            bad = DropReason::CrcMismatch;
+    }
+    if (bad != DropReason::None) { // discarded: all of it again
+        ctr_.drops[index(bad)]++;
         reset_slot(s, s.msg_id, now_tsc);
         s.discarded = true; // the scan asks again if this NACK is lost or postponed
-        nack(f, slot_idx, now_tsc, true); // all of it again
-        return;
-    }
-    const uint8_t* region = f.ring->region(slot_idx);
-    uint32_t crc = s.crc_state; // the prefix checksummed on arrival, then the rest from the region
-    if (s.crc_upto < t.msg_len)
-        crc = crc32c_update(crc, {region + s.crc_upto, t.msg_len - s.crc_upto});
-    if (crc32c_finish(crc) != t.crc32c) {
-        ctr_.drops[index(DropReason::CrcMismatch)]++;
-        reset_slot(s, s.msg_id, now_tsc);
-        s.discarded = true;
         nack(f, slot_idx, now_tsc, true);
         return;
     }
     s.state = SlotState::Completed;
-    if (mode() == CompletionMode::Packet) {
-        advance(f); // the consumer learnt of every packet already
-        return;
-    }
+    if (mode() == CompletionMode::Message) // packet mode: the consumer learnt of every packet already
+        write_completion(f, slot_idx, now_tsc);
+    advance(f);
+}
+
+// Metadata first, then the flag with a release store.
+void RxPlacer::write_completion(FlowRx& f, uint32_t slot_idx, uint64_t now_tsc) {
+    const SlotRx& s = f.slots[slot_idx];
+    const Trailer& t = s.trailer;
     CompletionSlot* cs = f.ring->slot(slot_idx);
     cs->msg_id = s.msg_id;
     cs->msg_len = t.msg_len;
@@ -403,19 +407,18 @@ void RxPlacer::complete(FlowRx& f, uint32_t slot_idx, uint64_t now_tsc) {
     // Metadata above, then the flag: a consumer that sees the flag sees them.
     std::atomic_ref<uint64_t>(cs->flag).store(t.flag, std::memory_order_release);
     ctr_.completions++;
-    advance(f);
 }
 
-// Moves the cumulative ACK over every completed message in a row.
+// Moves the cumulative ACK over every completed message in a row, and
+// publishes it if it moved.
 void RxPlacer::advance(FlowRx& f) {
-    const uint32_t old = f.cum;
     while (f.any && f.cum != f.hi_msg) {
         const SlotRx& x = f.slots[f.cum & f.mask];
         if (x.msg_id != f.cum || x.state != SlotState::Completed)
             break;
         f.cum++;
     }
-    if (f.cum != old)
+    if (f.cum != f.acked)
         __atomic_store_n(&f.acked, f.cum, __ATOMIC_RELEASE);
 }
 
@@ -475,7 +478,6 @@ void RxPlacer::scan(uint64_t now_tsc) {
         const uint32_t rel = f->ring->released();
         if ((int32_t)(rel - f->cum) > 0) { // released without completing (a consumer gave up)
             f->cum = rel;
-            __atomic_store_n(&f->acked, f->cum, __ATOMIC_RELEASE);
             advance(*f);
         }
         if (!f->any || (int32_t)(f->hi_msg - f->cum) <= 0)

@@ -112,6 +112,7 @@ private:
     struct FlowRx;
     DropReason place(FlowRx& f, const rte_mbuf* m, const ParsedPacket& p, uint64_t now_tsc);
     void complete(FlowRx& f, uint32_t slot_idx, uint64_t now_tsc);
+    void write_completion(FlowRx& f, uint32_t slot_idx, uint64_t now_tsc);
     void advance(FlowRx& f);
     // tail: also ask for everything past the highest packet seen.
     void nack(FlowRx& f, uint32_t slot_idx, uint64_t now_tsc, bool tail);

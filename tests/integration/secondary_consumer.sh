@@ -61,6 +61,13 @@ consumer() {
         --log-level=lib.eal:warning -- --flows $FLOWS --messages "$2" --msg-size $SIZE \
         --summary-json "$TM_WORK/$1.json" "${@:3}" >"$TM_WORK/$1.out" 2>"$TM_WORK/$1.err"
 }
+# exited_ok NAME RC: a consumer's exit code, its output shown when not 0.
+exited_ok() {
+    [ "$2" -eq 0 ] && return 0
+    tm_fail "consumer $1: exit code $2"
+    sed 's/^/    /' "$TM_WORK/$1.out" "$TM_WORK/$1.err"
+    return 1
+}
 # cjson NAME EXPR...: assertions on a consumer's JSON.
 cjson() {
     local n=$1
@@ -76,11 +83,7 @@ PY_EOF
 }
 
 consumer A $FIRST
-rc=$?
-if [ $rc -ne 0 ]; then
-    tm_fail "consumer A: exit code $rc"
-    sed 's/^/    /' "$TM_WORK/A.out" "$TM_WORK/A.err"
-fi
+exited_ok A $?
 cjson A "d['consumed'] == $FLOWS * $FIRST" "d['verified'] == $FLOWS * $FIRST" "d['verify_errors'] == 0" \
     "d['first'] == [0] * $FLOWS" "d['next'] == [$FIRST] * $FLOWS" "d['ok'] is True" || tm_fail "consumer A counts"
 
@@ -154,11 +157,7 @@ fi
 
 REST=$((FLOWS * MSGS - X[0] - X[1]))
 consumer B 0 --until $MSGS
-rc=$?
-if [ $rc -ne 0 ]; then
-    tm_fail "consumer B: exit code $rc"
-    sed 's/^/    /' "$TM_WORK/B.out" "$TM_WORK/B.err"
-fi
+exited_ok B $?
 cjson B "d['consumed'] == $REST" "d['verified'] == $REST" "d['verify_errors'] == 0" \
     "d['first'] == [${X[0]}, ${X[1]}]" "d['next'] == [$MSGS] * $FLOWS" "d['ok'] is True" || tm_fail "consumer B counts"
 
