@@ -32,8 +32,7 @@ struct alignas(64) CompletionSlot {
     uint16_t pkt_count;
     uint16_t flow;
     uint64_t rx_tsc;       // TSC when the packet that completed the message arrived
-    uint64_t complete_tsc; // TSC of the completion write
-    uint8_t reserved[24];
+    uint8_t reserved[32];
 };
 static_assert(sizeof(CompletionSlot) == kSlotSize);
 
@@ -51,9 +50,13 @@ struct alignas(64) RingHeader {
 
 // Written only by the consumer: the next msg_id it has not yet released.
 // Every message before it is consumed; the receiver's window ends at
-// released + ring_size.
-struct alignas(64) ConsumerCursor {
-    uint32_t released;
+// released + ring_size. `gave_up` counts releases of messages that had not
+// completed; it sits on its own line, which nobody writes in normal running,
+// so the receiver can check it on every packet for the price of an L1 hit and
+// read the busy `released` line only when its cached copy no longer answers.
+struct ConsumerCursor {
+    alignas(64) uint32_t released;
+    alignas(64) uint32_t gave_up;
 };
 
 std::string ring_name(uint16_t flow);
@@ -99,16 +102,26 @@ public:
         return {region(s->msg_id), s->msg_len};
     }
     // Release msg_id, the oldest unreleased message. False if it is not.
+    // Releasing a message that has not completed gives it up: the receiver
+    // will not complete it any more.
     bool release(uint32_t msg_id) {
         std::atomic_ref<uint32_t> r(cursor_->released);
         if (r.load(std::memory_order_relaxed) != msg_id)
             return false;
+        const bool completed = poll(msg_id) != nullptr;
         r.store(msg_id + 1, std::memory_order_release);
+        if (!completed) { // after the cursor: a receiver that sees the count sees the cursor
+            std::atomic_ref<uint32_t> g(cursor_->gave_up);
+            g.store(g.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+        }
         return true;
     }
     uint32_t released() const {
         return __atomic_load_n(&cursor_->released, __ATOMIC_ACQUIRE);
     }
+    // --- receiver side ---
+    const uint32_t* released_word() const { return &cursor_->released; }
+    const uint32_t* gave_up_word() const { return &cursor_->gave_up; }
 
 private:
     CompletionRing(const rte_memzone* mz, bool owner);

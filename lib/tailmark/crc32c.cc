@@ -81,11 +81,13 @@ constexpr size_t kFoldMin = 64;
 
 // One 16-byte load; with a destination, the same register is stored there
 // (crc32c_copy: the copy rides on the CRC's loads).
+// Offsets apart from the pointers: without a copy d is null, and null + 16
+// is undefined behaviour (UBSan says so).
 template <bool kCopy>
-inline __m128i take(const uint8_t* p, uint8_t* d) {
-    const __m128i v = load128(p);
+inline __m128i take(const uint8_t* p, uint8_t* d, size_t off) {
+    const __m128i v = load128(p + off);
     if constexpr (kCopy)
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(d), v);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(d + off), v);
     return v;
 }
 
@@ -93,8 +95,8 @@ inline __m128i take(const uint8_t* p, uint8_t* d) {
 template <bool kCopy = false>
 inline __m128i fold4(uint32_t crc, const uint8_t*& p, size_t& len, uint8_t** dst = nullptr) {
     uint8_t* d = kCopy ? *dst : nullptr;
-    __m128i x0 = with_crc(take<kCopy>(p, d), crc), x1 = take<kCopy>(p + 16, d + 16),
-            x2 = take<kCopy>(p + 32, d + 32), x3 = take<kCopy>(p + 48, d + 48);
+    __m128i x0 = with_crc(take<kCopy>(p, d, 0), crc), x1 = take<kCopy>(p, d, 16),
+            x2 = take<kCopy>(p, d, 32), x3 = take<kCopy>(p, d, 48);
     p += 64;
     len -= 64;
     if constexpr (kCopy)
@@ -102,10 +104,10 @@ inline __m128i fold4(uint32_t crc, const uint8_t*& p, size_t& len, uint8_t** dst
     constexpr FoldK k64 = fold_k(64 * 8), k48 = fold_k(48 * 8), k32 = fold_k(32 * 8), k16 = fold_k(16 * 8);
     const __m128i step = kvec(k64);
     for (; len >= 64; p += 64, len -= 64) {
-        x0 = fold(x0, step, take<kCopy>(p, d));
-        x1 = fold(x1, step, take<kCopy>(p + 16, d + 16));
-        x2 = fold(x2, step, take<kCopy>(p + 32, d + 32));
-        x3 = fold(x3, step, take<kCopy>(p + 48, d + 48));
+        x0 = fold(x0, step, take<kCopy>(p, d, 0));
+        x1 = fold(x1, step, take<kCopy>(p, d, 16));
+        x2 = fold(x2, step, take<kCopy>(p, d, 32));
+        x3 = fold(x3, step, take<kCopy>(p, d, 48));
         if constexpr (kCopy)
             d += 64;
     }

@@ -56,6 +56,13 @@ struct RxPlacer::FlowRx {
     rte_ring* nack_q;  // reliability: retransmission requests
     SlotRx* slots;
     uint64_t* bits;
+    // The consumer's cursor as last read: a lower bound of it, since it only
+    // moves forward. A message at or past it ... plus ring size needs a fresh
+    // read; below it, see place().
+    const uint32_t* released_word;
+    const uint32_t* gave_up_word;
+    uint32_t released_seen;
+    uint32_t gave_up_seen;
     uint32_t cum;      // every msg_id below it completed
     uint32_t hi_msg;   // one past the highest msg_id any packet was placed for
     bool any;          // hi_msg is valid
@@ -97,6 +104,10 @@ bool RxPlacer::add_flow(uint16_t flow, CompletionRing* ring, uint32_t key, uint3
     for (uint32_t i = 0; i < n; i++)
         f->slots[i].seen = f->bits + static_cast<uint64_t>(i) * kSeenWords;
     f->ring = ring;
+    f->released_word = ring->released_word();
+    f->gave_up_word = ring->gave_up_word();
+    f->released_seen = ring->released();
+    f->gave_up_seen = __atomic_load_n(f->gave_up_word, __ATOMIC_ACQUIRE);
     f->key = key;
     f->mask = ring->mask();
     f->region_size = ring->region_size();
@@ -225,6 +236,21 @@ DropReason RxPlacer::process(const rte_mbuf* m, uint64_t now_tsc) {
     return r;
 }
 
+namespace {
+// The lines the parser reads: the headers, and the trailer at the end of the
+// first segment (a single-segment LAST's). For a small frame that is every
+// line; a large payload is streamed by the copy.
+inline void prefetch_frame(const rte_mbuf* m) {
+    const auto* d = rte_pktmbuf_mtod(m, const uint8_t*);
+    rte_prefetch0(d);
+    rte_prefetch0(d + 64);
+    if (m->data_len > 128)
+        rte_prefetch0(d + m->data_len - 1);
+    if (m->data_len > 192 && m->data_len <= 256)
+        rte_prefetch0(d + 128);
+}
+} // namespace
+
 void RxPlacer::rx_burst(rte_mbuf** pkts, uint16_t n, uint64_t now_tsc) {
     // The mbufs' first cache lines for the whole burst, then each packet's
     // headers kAhead packets before it is parsed (as l3fwd does): the misses
@@ -233,13 +259,21 @@ void RxPlacer::rx_burst(rte_mbuf** pkts, uint16_t n, uint64_t now_tsc) {
     for (uint16_t i = 0; i < n; i++)
         rte_prefetch0(pkts[i]);
     for (uint16_t i = 0; i < n && i < kAhead; i++)
-        rte_prefetch0(rte_pktmbuf_mtod(pkts[i], void*));
+        prefetch_frame(pkts[i]);
     for (uint16_t i = 0; i < n; i++) {
         if (i + kAhead < n)
-            rte_prefetch0(rte_pktmbuf_mtod(pkts[i + kAhead], void*));
+            prefetch_frame(pkts[i + kAhead]);
         process(pkts[i], now_tsc);
     }
     rte_pktmbuf_free_bulk(pkts, n);
+}
+
+// msg_id inside [released, released + ring size), the cached cursor first.
+inline bool RxPlacer::in_window(FlowRx& f, uint32_t msg_id) {
+    if (likely(static_cast<uint32_t>(msg_id - f.released_seen) <= f.mask))
+        return true;
+    f.released_seen = __atomic_load_n(f.released_word, __ATOMIC_ACQUIRE);
+    return static_cast<uint32_t>(msg_id - f.released_seen) <= f.mask;
 }
 
 DropReason RxPlacer::place(FlowRx& f, const rte_mbuf* m, const ParsedPacket& p, uint64_t now_tsc) {
@@ -265,9 +299,19 @@ DropReason RxPlacer::place(FlowRx& f, const rte_mbuf* m, const ParsedPacket& p, 
         return DropReason::BadOffset;
 
     // Receive window: the credits granted, [released, released + ring size).
-    // Read live, not cached: a consumer may release (give up) a message that
-    // never completed, and a late packet of it must not touch the slot again.
-    if (static_cast<uint32_t>(h.msg_id - f.ring->released()) > f.mask) {
+    // The consumer writes its cursor for every message, so reading it per
+    // packet costs a cache-line transfer; the placer checks a cached lower
+    // bound instead and reads the cursor only when that does not answer. A
+    // message below the real cursor can pass the cached check only while its
+    // slot holds no newer message (placing that one moved the cache past
+    // it), so it was either completed (its slot says so: re-read below) or
+    // given up by the consumer, which the gave_up count tells at once. The
+    // verdicts are those of a live read.
+    if (unlikely(__atomic_load_n(f.gave_up_word, __ATOMIC_ACQUIRE) != f.gave_up_seen)) {
+        f.gave_up_seen = __atomic_load_n(f.gave_up_word, __ATOMIC_ACQUIRE);
+        f.released_seen = __atomic_load_n(f.released_word, __ATOMIC_ACQUIRE);
+    }
+    if (!in_window(f, h.msg_id)) {
         if (retx)
             request_ack(f.ack_req);
         return DropReason::OutsideWindow;
@@ -275,6 +319,15 @@ DropReason RxPlacer::place(FlowRx& f, const rte_mbuf* m, const ParsedPacket& p, 
 
     const uint32_t slot_idx = h.msg_id & f.mask;
     SlotRx& s = f.slots[slot_idx];
+    if (unlikely(s.state == SlotState::Completed && s.msg_id == h.msg_id)) {
+        // Completed: the live cursor says whether it was released already.
+        f.released_seen = __atomic_load_n(f.released_word, __ATOMIC_ACQUIRE);
+        if (!in_window(f, h.msg_id)) {
+            if (retx)
+                request_ack(f.ack_req);
+            return DropReason::OutsideWindow;
+        }
+    }
     // Any other message in this slot is older than the window, so it was
     // completed and released: the slot is free for this one.
     if (s.msg_id != h.msg_id || s.state == SlotState::Idle)
@@ -402,8 +455,7 @@ void RxPlacer::write_completion(FlowRx& f, uint32_t slot_idx, uint64_t now_tsc) 
     cs->crc32c = t.crc32c;
     cs->pkt_count = t.pkt_count;
     cs->flow = f.id;
-    cs->rx_tsc = now_tsc;
-    cs->complete_tsc = rte_rdtsc();
+    cs->rx_tsc = now_tsc; // no rdtsc per message here: it costs ~30 cycles on this core
     // Metadata above, then the flag: a consumer that sees the flag sees them.
     std::atomic_ref<uint64_t>(cs->flag).store(t.flag, std::memory_order_release);
     ctr_.completions++;

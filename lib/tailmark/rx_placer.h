@@ -110,6 +110,7 @@ public:
 
 private:
     struct FlowRx;
+    static bool in_window(FlowRx& f, uint32_t msg_id);
     DropReason place(FlowRx& f, const rte_mbuf* m, const ParsedPacket& p, uint64_t now_tsc);
     void complete(FlowRx& f, uint32_t slot_idx, uint64_t now_tsc);
     void write_completion(FlowRx& f, uint32_t slot_idx, uint64_t now_tsc);

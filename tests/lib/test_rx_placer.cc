@@ -326,12 +326,40 @@ TEST_CASE("overlapping packets cannot stand in for missing bytes", "[rx]") {
     tmtest::free_all(again);
 }
 
+TEST_CASE("late copies of released messages leave the slot's newer message alone", "[rx]") {
+    // The placer checks the window against its cached copy of the consumer's
+    // cursor; these copies pass that check and must still be refused.
+    Rig rig(2);
+    auto d0 = tmtest::pattern(3000, 10), d1 = tmtest::pattern(64, 11), d2 = tmtest::pattern(3000, 12);
+    auto m0 = rig.group(0, d0), m1 = rig.group(1, d1), m2 = rig.group(2, d2);
+    for (auto* m : m0)
+        REQUIRE(rig.feed(m) == R::None);
+    REQUIRE(rig.feed(m1[0]) == R::None);
+    REQUIRE(rig.ring->release(0));
+    REQUIRE(rig.ring->release(1));
+    CHECK(*rig.ring->gave_up_word() == 0); // both had completed
+    CHECK(rig.feed(m1[0]) == R::OutsideWindow); // completed, released, slot not reused yet
+    REQUIRE(rig.feed(m2[0]) == R::None);        // slot 0: message 2 now
+    CHECK(rig.feed(m0[1]) == R::OutsideWindow); // message 0's copy: not message 2's state
+    CHECK(rig.feed(m0[2]) == R::OutsideWindow);
+    CHECK(rig.feed(m2[1]) == R::None);
+    CHECK(rig.feed(m2[2]) == R::None);
+    REQUIRE(rig.completed(2));
+    CHECK(rig.message(2) == d2);
+    CHECK(rig.drops(R::OutsideWindow) == 3);
+    CHECK(rig.ctr().completions == 3);
+    tmtest::free_all(m0);
+    tmtest::free_all(m1);
+    tmtest::free_all(m2);
+}
+
 TEST_CASE("a message the consumer gave up on is never completed late", "[rx]") {
     Rig rig(2);
     auto data = tmtest::pattern(3000, 6);
     auto pkts = rig.group(0, data);
     CHECK(rig.feed(pkts[0]) == R::None);
     REQUIRE(rig.ring->release(0)); // given up: incomplete, credit returned
+    CHECK(*rig.ring->gave_up_word() == 1);
     CHECK(rig.feed(pkts[1]) == R::OutsideWindow);
     CHECK(rig.feed(pkts[2]) == R::OutsideWindow);
     CHECK(rig.ring->slot(0)->flag == 0);
