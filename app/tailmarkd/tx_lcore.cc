@@ -294,7 +294,11 @@ inline bool may_start(TxFlowState& s, uint64_t& len, uint64_t now) {
             s.next_start = now + g_dp.pace_cycles * s.f->id / g_dp.nflows;
         if (now < s.next_start)
             return false;
-        s.next_start = (s.next_start + g_dp.pace_cycles > now ? s.next_start : now) + g_dp.pace_cycles;
+        // Late (the lcore was held up): skip the missed intervals but keep the
+        // flow's phase. Restarting from `now` would line every late flow up on
+        // the same instant, and their messages would queue behind each other
+        // from then on (4 flows: p50 0.8 -> 4 us after one 0.7 ms stall).
+        s.next_start += g_dp.pace_cycles * (1 + (now - s.next_start) / g_dp.pace_cycles);
     }
     s.gen_sent++;
     s.cur_send = false;
