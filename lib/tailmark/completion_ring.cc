@@ -15,6 +15,15 @@ std::string ring_name(uint16_t flow) {
 }
 
 namespace {
+// Regions start on cache lines, and never a whole number of pages apart:
+// region starts 4 KiB apart all fall in one L1 set (and 64 KiB apart in one L2
+// set), so the first lines of 64 slots, which every small message touches,
+// would evict each other.
+uint64_t region_stride(uint64_t region_size) {
+    uint64_t s = RTE_ALIGN_CEIL(region_size == 0 ? 1 : region_size, kRegionAlign);
+    return s % 4096 == 0 ? s + kRegionAlign : s;
+}
+
 struct Layout {
     uint64_t cursor, slots, regions, stride, total;
 };
@@ -22,8 +31,8 @@ Layout layout(uint32_t ring_size, uint64_t region_size) {
     Layout l;
     l.cursor = RTE_ALIGN_CEIL(sizeof(RingHeader), 64);
     l.slots = l.cursor + RTE_ALIGN_CEIL(sizeof(ConsumerCursor), 64);
-    l.regions = RTE_ALIGN_CEIL(l.slots + static_cast<uint64_t>(ring_size) * kSlotSize, kRegionAlign);
-    l.stride = RTE_ALIGN_CEIL(region_size == 0 ? 1 : region_size, kRegionAlign);
+    l.regions = RTE_ALIGN_CEIL(l.slots + static_cast<uint64_t>(ring_size) * kSlotSize, 4096);
+    l.stride = region_stride(region_size);
     l.total = l.regions + l.stride * ring_size;
     return l;
 }
@@ -37,7 +46,7 @@ std::unique_ptr<CompletionRing> CompletionRing::create(uint16_t flow, uint32_t r
     }
     Layout l = layout(ring_size, region_size);
     const rte_memzone* mz = rte_memzone_reserve_aligned(ring_name(flow).c_str(), l.total, socket_id,
-                                                        RTE_MEMZONE_SIZE_HINT_ONLY, kRegionAlign);
+                                                        RTE_MEMZONE_SIZE_HINT_ONLY, 4096);
     if (mz == nullptr)
         return nullptr;
     // Slots and header start zeroed: flag 0 is "never completed" (flags are never 0).

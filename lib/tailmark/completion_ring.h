@@ -22,7 +22,7 @@ namespace tailmark {
 
 inline constexpr uint32_t kRingMagic = 0x544D5247; // "TMRG"
 inline constexpr uint32_t kSlotSize = 64;
-inline constexpr uint32_t kRegionAlign = 4096;
+inline constexpr uint32_t kRegionAlign = 64; // regions: cache-line aligned, see region_stride()
 
 struct alignas(64) CompletionSlot {
     uint64_t flag;         // trailer flag of the completed message; stored last, release
@@ -44,7 +44,7 @@ struct alignas(64) RingHeader {
     uint64_t region_size;   // bytes per slot region (the flow's maximum message size)
     uint64_t slots_offset;  // from the start of the memzone
     uint64_t regions_offset;
-    uint64_t region_stride; // region_size rounded up to kRegionAlign
+    uint64_t region_stride; // region_size rounded up to 64, plus 64 if that is a multiple of 4 KiB
     int32_t socket_id;
 };
 

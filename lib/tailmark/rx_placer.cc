@@ -31,7 +31,7 @@ struct SlotRx {
     uint64_t bytes;     // payload bytes placed
     uint64_t max_end;   // highest offset + pay_len placed
     Trailer trailer;
-    uint64_t* seen;     // kMaxPktsPerMessage bits
+    uint64_t* seen;     // FlowRx::max_pkts bits
     uint64_t progress_tsc; // last packet placed (or the slot started waiting)
     uint64_t nack_tsc;     // last NACK for it
     uint8_t nacks;         // NACKs so far: the back-off exponent
@@ -42,7 +42,13 @@ struct SlotRx {
     uint32_t crc_upto;
 };
 
-constexpr uint32_t kSeenWords = (kMaxPktsPerMessage + 63) / 64;
+// Bits per slot: as many packets as the flow's region can hold, not the 64K a
+// group may have. 8 KiB per slot put every slot's first word at the same cache
+// sets, and 64 flows' slots no longer fitted in L2.
+uint32_t max_packets(uint64_t region_size, uint32_t stride) {
+    const uint64_t n = region_size / stride + 2; // plan_group: at most full + 2
+    return n < kMaxPktsPerMessage ? static_cast<uint32_t>(n) : kMaxPktsPerMessage;
+}
 } // namespace
 
 struct RxPlacer::FlowRx {
@@ -51,6 +57,7 @@ struct RxPlacer::FlowRx {
     uint32_t mask;
     uint64_t region_size;
     uint32_t stride;   // payload bytes of every full packet of a group
+    uint32_t max_pkts; // the most packets a group that fits the region has
     uint16_t id;
     rte_ring* pkt_cq;  // packet mode
     rte_ring* nack_q;  // reliability: retransmission requests
@@ -92,9 +99,11 @@ bool RxPlacer::add_flow(uint16_t flow, CompletionRing* ring, uint32_t key, uint3
     if (f == nullptr)
         return false;
     const uint32_t n = ring->size();
+    f->max_pkts = max_packets(ring->region_size(), stride);
+    const uint32_t words = (f->max_pkts + 63) / 64;
     f->slots = static_cast<SlotRx*>(rte_zmalloc_socket("tm_slot_rx", sizeof(SlotRx) * n, 64, socket_));
     f->bits = static_cast<uint64_t*>(
-        rte_zmalloc_socket("tm_slot_bits", sizeof(uint64_t) * kSeenWords * n, 64, socket_));
+        rte_zmalloc_socket("tm_slot_bits", sizeof(uint64_t) * words * n, 64, socket_));
     if (f->slots == nullptr || f->bits == nullptr) {
         rte_free(f->slots);
         rte_free(f->bits);
@@ -102,7 +111,7 @@ bool RxPlacer::add_flow(uint16_t flow, CompletionRing* ring, uint32_t key, uint3
         return false;
     }
     for (uint32_t i = 0; i < n; i++)
-        f->slots[i].seen = f->bits + static_cast<uint64_t>(i) * kSeenWords;
+        f->slots[i].seen = f->bits + static_cast<uint64_t>(i) * words;
     f->ring = ring;
     f->released_word = ring->released_word();
     f->gave_up_word = ring->gave_up_word();
@@ -297,6 +306,10 @@ DropReason RxPlacer::place(FlowRx& f, const rte_mbuf* m, const ParsedPacket& p, 
     if ((h.pay_len != 0 && static_cast<uint64_t>(h.pkt_idx) * f.stride != h.offset) ||
         h.pay_len > f.stride)
         return DropReason::BadOffset;
+    // So no group that fits the region has this index (a LAST without
+    // payload claiming more packets than msg_len needs).
+    if (h.pkt_idx >= f.max_pkts)
+        return DropReason::PktIdxRange;
 
     // Receive window: the credits granted, [released, released + ring size).
     // The consumer writes its cursor for every message, so reading it per

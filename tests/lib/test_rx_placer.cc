@@ -278,6 +278,17 @@ TEST_CASE("hostile packets write nothing anywhere in the ring", "[rx]") {
     CHECK(hostile([](auto& f) { tmtest::hdr_of(f)->msg_id = RTE_BE32(1000); }, f0) == R::OutsideWindow);
     CHECK(hostile([](auto& f) { tmtest::trailer_of(f)->key = 0; }, last) == R::BadKey);
     CHECK(hostile([](auto& f) { tmtest::trailer_of(f)->msg_len = RTE_BE32(1u << 30); tmtest::hdr_of(f)->offset = RTE_BE32((1u << 30) - 3000 + 2 * 1456); }, last) == R::MsgTooLarge);
+    // A LAST without payload (a message of two full strides) claiming 100
+    // packets: the region (4 KiB) holds groups of at most 4, and the slot's
+    // bitset has room for just those.
+    auto two = rig.group(3, tmtest::pattern(2 * 1456, 3));
+    REQUIRE(two.size() == 3);
+    auto empty_last = tmtest::flat(two[2]);
+    tmtest::free_all(two);
+    CHECK(hostile([](auto& f) {
+        tmtest::hdr_of(f)->pkt_idx = RTE_BE16(99);
+        tmtest::trailer_of(f)->pkt_count = RTE_BE16(100);
+    }, empty_last) == R::PktIdxRange);
     for (uint8_t b : span)
         REQUIRE(b == 0xAA);
     CHECK(rig.ctr().completions == 0);
