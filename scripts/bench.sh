@@ -37,6 +37,8 @@ mkdir -p "$out"
 
 TM_PACKAGES+=(python3-matplotlib) # the plot; only the benchmark needs it
 tm_ensure_packages || exit 1
+# 16 MiB x 64 flows holds 3.3 GB: 2 regions per flow and each flow's message buffer.
+[ "$TM_HUGEPAGES" -ge 3072 ] || TM_HUGEPAGES=3072
 tm_setup_hugepages
 tm_build "$TM_BUILD" || exit 1
 daemon=$(tm_daemon) || { tm_say "tailmarkd was not built"; exit 1; }
@@ -97,11 +99,19 @@ if [ $quick -eq 1 ]; then
 fi
 for size in "${sizes[@]}"; do
     for nf in "${flows[@]}"; do
-        # Slots x regions must fit: big messages get fewer slots, 16 MiB at most 4 flows.
+        # Slots x regions must fit: big messages get fewer slots. 16 MiB x 64
+        # flows needs 3.3 GB, more than the --no-huge fallback's 2 GB.
         ring=64
         [ "$size" -ge 65536 ] && ring=16
         [ "$size" -ge 1048576 ] && ring=4
-        [ "$size" -ge 16777216 ] && { ring=2; [ "$nf" -gt 4 ] && continue; }
+        if [ "$size" -ge 16777216 ]; then
+            ring=2
+            free=$(cat /sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages 2>/dev/null || echo 0)
+            if [ "$nf" -gt 4 ] && { [ ${#MEM[@]} -ne 0 ] || [ "$free" -lt 1700 ]; }; then
+                tm_say "skipped: ${size} B x ${nf} flows needs 3.3 GB ($free free 2 MiB hugepages${MEM[*]:+, ${MEM[*]}})"
+                continue
+            fi
+        fi
         # About 1-2 s of traffic per run at the rates seen here.
         total=$(( 2000000000 / size ))
         [ $quick -eq 1 ] && total=$(( total / 2 ))
