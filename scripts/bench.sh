@@ -85,6 +85,12 @@ tm_say "tailmark tx path on net_null (no-rx), 64 B messages"
 tailmarkd tx_null --vdev=net_null0,copy=0,no-rx=1 -- --flows 1 --msg-size 64 --messages 0 \
     --duration "$secs" --flow-control off --ring-size 64
 
+# The tx path alone: each message's bytes ready (--payload fixed, as an
+# application's data would be), so the generator writing them is not counted;
+# plan, CRC32C, mbufs, headers, copy, trailer and the retransmission record are.
+tailmarkd tx_null_fixed --vdev=net_null0,copy=0,no-rx=1 -- --flows 1 --msg-size 64 --messages 0 \
+    --duration "$secs" --flow-control off --ring-size 64 --payload fixed
+
 # The same with ready-made packets (--replay: only msg_id, flag and slot
 # re-stamped, the mbufs' reference counts keep them): the floor of sending
 # without building, closer to what txonly does.
@@ -229,11 +235,12 @@ if tx:
     pps = tx["packets_tx"] / tx["elapsed_s"] if tx["elapsed_s"] else 0
     res["tx_null"] = {"pps": pps, "ratio_vs_txonly": pps / tp["txonly"] if tp["txonly"] else None,
                       "cycles_per_packet": tx.get("cycles", {}).get("tx_per_packet")}
-txr = load("tx_null_replay")
-if txr:
-    pps = txr["packets_tx"] / txr["elapsed_s"] if txr["elapsed_s"] else 0
-    res["tx_null_replay"] = {"pps": pps, "ratio_vs_txonly": pps / tp["txonly"] if tp["txonly"] else None,
-                             "cycles_per_packet": txr.get("cycles", {}).get("tx_per_packet")}
+for key in ("tx_null_fixed", "tx_null_replay"):
+    txr = load(key)
+    if txr:
+        pps = txr["packets_tx"] / txr["elapsed_s"] if txr["elapsed_s"] else 0
+        res[key] = {"pps": pps, "ratio_vs_txonly": pps / tp["txonly"] if tp["txonly"] else None,
+                    "cycles_per_packet": txr.get("cycles", {}).get("tx_per_packet")}
 for p in sorted(glob.glob(os.path.join(raw, "loop_*.json"))):
     name = os.path.basename(p)[:-5]
     _, size, nf, mode = name.split("_")
@@ -294,7 +301,12 @@ lines = [f"Machine: {machine}. One lcore runs every tailmarkd role; testpmd runs
          f"rxonly {tp['rxonly']/1e6:.2f} Mpps, macswap {tp['macswap']/1e6:.2f} Mpps.", ""]
 if tx:
     lines.append(f"tailmark tx path on net_null (64 B messages): {res['tx_null']['pps']/1e6:.2f} Mpps = "
-                 f"{res['tx_null']['ratio_vs_txonly'] or 0:.2f}x testpmd txonly.")
+                 f"{res['tx_null']['ratio_vs_txonly'] or 0:.2f}x testpmd txonly, "
+                 f"{res['tx_null']['cycles_per_packet'] or 0:.0f} cycles/packet.")
+    if "tx_null_fixed" in res:
+        r = res["tx_null_fixed"]
+        lines.append(f"Without the generator (--payload fixed: the message's bytes ready): {r['pps']/1e6:.2f} Mpps = "
+                     f"{r['ratio_vs_txonly'] or 0:.2f}x txonly, {r['cycles_per_packet'] or 0:.0f} cycles/packet.")
     if "tx_null_replay" in res:
         r = res["tx_null_replay"]
         lines.append(f"The same with ready-made packets (--replay): {r['pps']/1e6:.2f} Mpps = "

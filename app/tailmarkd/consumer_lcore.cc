@@ -26,7 +26,7 @@ inline void finish(ConsCtx& c, ConsFlowState& s, const uint8_t* data, uint64_t l
     bump(c.completed);
     if (g_dp.verify) { // --verify off: the completion alone (benchmarks of the consumer's own cost)
         const bool ok = len == expected_length(*s.f, s.next, generator_length(s.next)) &&
-                        verify(s.f->id, g_dp.replay ? 0 : s.next, data, len);
+                        verify(s.f->id, g_dp.replay || g_dp.fixed_payload ? 0 : s.next, data, len);
         bump(ok ? c.verified : c.verify_errors);
     }
     bump(c.bytes, len);

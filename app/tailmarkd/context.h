@@ -291,6 +291,7 @@ struct DataPlaneConfig {
     uint32_t nsizes = 0;
     uint64_t pace_cycles = 0;        // --rate: cycles between two generator messages of one flow (0: no pacing)
     bool replay = false;             // --replay: tx resends ready-made packets (rx benchmarks)
+    bool fixed_payload = false;      // --payload fixed: message 0's bytes in every message (tx benchmarks)
     bool verify = true;              // the consumer compares every byte with the generator's
 };
 extern DataPlaneConfig g_dp;

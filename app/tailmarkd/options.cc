@@ -340,6 +340,18 @@ const OptDef kOpts[] = {
      "loopback: tx resends ready-made packets of one message per flow (msg_id, flag and slot re-stamped) "
      "instead of generating each: the rx path becomes the bottleneck (benchmarks); no retransmission",
      [](Options& o, std::string_view v) { return parse_bool(v, o.replay); }},
+    {"payload", "fresh|fixed",
+     "fresh (default): the generator writes every message's own bytes before it is sent; fixed: each flow's "
+     "messages all carry message 0's bytes, written once, as an application's ready data would be (tx "
+     "benchmarks: the tx path without the generator; the consumer compares with message 0)",
+     [](Options& o, std::string_view v) -> Err {
+         const std::string t = trim(v);
+         if (t == "fresh" || t == "fixed") {
+             o.fixed_payload = t == "fixed";
+             return {};
+         }
+         return "expected fresh or fixed";
+     }},
     {"rate", "MSGS",
      "generator messages per second, all flows together, evenly paced (0 = as fast as credits allow; e.g. for "
      "latency at a given load)",
@@ -606,6 +618,7 @@ std::string dump_ini(const Options& o) {
       << "flow-control = " << (o.flow_control ? "on" : "off") << "\n"
       << "burst = " << o.burst << "\n"
       << "verify = " << (o.verify ? "on" : "off") << "\n"
+      << "payload = " << (o.fixed_payload ? "fixed" : "fresh") << "\n"
       << "rate = " << o.rate << "\n"
       << "udp-checksum = " << (o.udp_checksum ? "on" : "off") << "\n"
       << "rto-us = " << o.rto_us << "\n"

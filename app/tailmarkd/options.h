@@ -58,11 +58,12 @@ struct Options {
     uint64_t rto_us = 5000;          // first retransmission timeout
     uint64_t rto_max_us = 200000;    // back-off cap
     uint32_t retry_limit = 8;        // timeouts in a row without progress before a flow fails
-    uint64_t nack_delay_us = 200;
-    bool udp_checksum = false;
-    bool replay = false;
-    bool verify = true;              // --verify off: consumers only take completions (benchmarks)             // --replay: tx resends ready-made packets (rx benchmarks)
-    double rate = 0;                 // --rate: generator messages per second, all flows together (0: as fast as possible)       // senders fill the UDP checksum, receivers verify non-zero ones    // receiver: a gap waits this long (reordering) before its NACK
+    uint64_t nack_delay_us = 200;    // receiver: a gap waits this long (reordering) before its NACK
+    bool udp_checksum = false;       // senders fill the UDP checksum, receivers verify non-zero ones
+    bool replay = false;             // --replay: tx resends ready-made packets (rx benchmarks)
+    bool fixed_payload = false;      // --payload fixed: every message of a flow carries message 0's bytes
+    bool verify = true;              // --verify off: consumers only take completions (benchmarks)
+    double rate = 0;                 // --rate: generator messages per second, all flows together (0: as fast as possible)
     std::string config_path;
     bool dump_config = false;
 

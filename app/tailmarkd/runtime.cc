@@ -434,6 +434,8 @@ bool Runtime::make_contexts(SetupError& e) {
                     if (s.buf == nullptr)
                         return oom("tx message buffers (flows x --msg-size)");
                     allocs_.push_back(s.buf);
+                    if (opt_.fixed_payload) // every message a prefix of these bytes
+                        generate(flows_[i].id, 0, s.buf, opt_.msg_size);
                 }
             }
             owned += q.nflows;
@@ -613,6 +615,7 @@ bool Runtime::setup(SetupError& e) {
     g_dp.rto_max_cycles = tsc_hz_ * opt_.rto_max_us / 1000000;
     g_dp.retry_limit = opt_.retry_limit;
     g_dp.verify = opt_.verify;
+    g_dp.fixed_payload = opt_.fixed_payload;
     g_dp.pace_cycles = opt_.rate > 0 ? static_cast<uint64_t>(double(tsc_hz_) * opt_.flows / opt_.rate) : 0;
 
     std::string lc;

@@ -199,7 +199,7 @@ bool start_job(TxCtx& c, TxQueueCtx& q) {
     if (!next_range(q, o.pkt_count))
         return false;
     if (q.scratch_len != o.len || q.scratch_flow != j.flow || q.scratch_msg != j.msg_id) {
-        generate(f.id, j.msg_id, q.scratch, o.len);
+        generate(f.id, g_dp.fixed_payload ? 0 : j.msg_id, q.scratch, o.len);
         q.scratch_flow = f.id;
         q.scratch_msg = j.msg_id;
         q.scratch_len = o.len;
@@ -345,7 +345,8 @@ inline void replay_build(const TxFlowState& s, uint32_t first, uint32_t k, rte_m
 // The generator's message: its bytes, its plan and CRC32C, and the record a
 // retransmission needs.
 inline void write_message(TxCtx& c, TxFlowState& s, uint64_t len) {
-    generate(s.f->id, s.next_msg, s.buf, len);
+    if (!g_dp.fixed_payload) // fixed: s.buf holds message 0's bytes since set-up
+        generate(s.f->id, s.next_msg, s.buf, len);
     if (s.f->sizes != nullptr) // before any packet of it leaves: the consumer checks the length
         __atomic_store_n(&s.f->sizes[s.next_msg & (g_dp.ring_size - 1)], uint64_t(s.next_msg) << 32 | len,
                          __ATOMIC_RELEASE);

@@ -103,10 +103,6 @@ uint32_t chain_pieces(rte_mbuf* chain, uint32_t off, uint32_t len) {
     return n;
 }
 
-inline uint16_t dataroom(rte_mempool* mp) {
-    return rte_pktmbuf_data_room_size(mp) - RTE_PKTMBUF_HEADROOM;
-}
-
 inline uint16_t fold_add(uint16_t sum, uint16_t v) {
     uint32_t s = static_cast<uint32_t>(sum) + v;
     s = (s & 0xFFFF) + (s >> 16);
@@ -119,7 +115,7 @@ uint32_t TxMarker::segs_for(const TxMessage& msg, uint32_t idx) const {
     const uint32_t len = msg.plan.len_of(idx);
     const bool last = msg.plan.is_last(idx);
     if (mode_ == PayloadMode::Copy) {
-        const uint32_t room = dataroom(pool_);
+        const uint32_t room = room_;
         const uint32_t body = kFrameOverhead + len;
         uint32_t segs = (body + room - 1) / room;
         const uint32_t used_in_final = body - (segs - 1) * room;
@@ -134,6 +130,79 @@ uint32_t TxMarker::segs_for(const TxMessage& msg, uint32_t idx) const {
     return 1 + pieces + ((last && pieces > 0) ? 1u : 0u);
 }
 
+namespace {
+
+// L2-L4 from the template, then the lengths and the IPv4 checksum; the header.
+// Returns the UDP header (its checksum is filled last, over the whole packet).
+inline rte_udp_hdr* write_headers(uint8_t* p, const TxFlow& flow, const Header& h, bool last) {
+    rte_memcpy(p, flow.l2l4, sizeof(flow.l2l4));
+    const uint32_t udp_len = kUdpLen + kHeaderLen + h.pay_len + (last ? kTrailerLen : 0);
+    const uint16_t ip_len = static_cast<uint16_t>(kIpLen + udp_len);
+    auto* ip = reinterpret_cast<rte_ipv4_hdr*>(p + kEthLen);
+    auto* udp = reinterpret_cast<rte_udp_hdr*>(p + kEthLen + kIpLen);
+    ip->total_length = rte_cpu_to_be_16(ip_len);
+    ip->hdr_checksum = static_cast<uint16_t>(~fold_add(flow.ip_sum, rte_cpu_to_be_16(ip_len)));
+    udp->dgram_len = rte_cpu_to_be_16(static_cast<uint16_t>(udp_len));
+    encode(h, reinterpret_cast<WireHeader*>(p + kEthLen + kIpLen + kUdpLen));
+    return udp;
+}
+
+inline Header header_for(const TxMessage& msg, const TxFlow& flow, uint32_t idx, bool last, Flags extra) {
+    Header h;
+    h.flags = (last ? Flags::Last : Flags::None) | extra;
+    h.flow = flow.id;
+    h.msg_id = msg.msg_id;
+    h.pkt_idx = static_cast<uint16_t>(idx);
+    h.pay_len = static_cast<uint16_t>(msg.plan.len_of(idx));
+    h.offset = msg.plan.offset_of(idx);
+    return h;
+}
+
+inline Trailer trailer_for(const TxMessage& msg, const TxFlow& flow) {
+    Trailer t;
+    t.flag = flag_for(msg.msg_id);
+    t.slot = msg.msg_id & flow.ring_mask;
+    t.key = flow.key;
+    t.msg_len = msg.plan.msg_len;
+    t.pkt_count = static_cast<uint16_t>(msg.plan.pkt_count);
+    t.crc32c = msg.crc32c;
+    return t;
+}
+
+} // namespace
+
+// The usual case, a copied message whose every packet fits one mbuf: one
+// bulk allocation, then headers, payload and trailer written in place; no
+// segment arithmetic.
+int TxMarker::build_single(const TxFlow& flow, const TxMessage& msg, uint32_t first, uint32_t n,
+                           rte_mbuf** out, Flags extra) const {
+    if (rte_pktmbuf_alloc_bulk(pool_, out, n) != 0)
+        return -ENOMEM;
+    const GroupPlan& plan = msg.plan;
+    for (uint32_t i = 0; i < n; i++) {
+        const uint32_t idx = first + i;
+        const bool last = plan.is_last(idx);
+        const Header h = header_for(msg, flow, idx, last, extra);
+        rte_mbuf* m = out[i];
+        uint8_t* p = rte_pktmbuf_mtod(m, uint8_t*);
+        rte_udp_hdr* udp = write_headers(p, flow, h, last);
+        rte_memcpy(p + kFrameOverhead, msg.bytes.data() + h.offset, h.pay_len);
+        uint32_t len = kFrameOverhead + h.pay_len;
+        if (last) {
+            encode(trailer_for(msg, flow), reinterpret_cast<WireTrailer*>(p + len));
+            len += kTrailerLen;
+        }
+        m->data_len = static_cast<uint16_t>(len);
+        m->pkt_len = len;
+        m->l2_len = kEthLen;
+        m->l3_len = kIpLen;
+        if (udp_checksum_)
+            udp->dgram_cksum = rte_ipv4_udptcp_cksum_mbuf(m, reinterpret_cast<rte_ipv4_hdr*>(p + kEthLen),
+                                                          kEthLen + kIpLen);
+    }
+    return static_cast<int>(n);
+}
+
 int TxMarker::build(const TxFlow& flow, const TxMessage& msg, uint32_t first, uint32_t n, rte_mbuf** out,
                     Flags extra) const {
     const GroupPlan& plan = msg.plan;
@@ -142,8 +211,12 @@ int TxMarker::build(const TxFlow& flow, const TxMessage& msg, uint32_t first, ui
     if (mode_ == PayloadMode::ZeroCopy && !msg.chain && msg.shinfo == nullptr && msg.length() > 0)
         return -EINVAL;
 
-    if (dataroom(pool_) < kFrameOverhead + kTrailerLen)
+    if (room_ < kFrameOverhead + kTrailerLen)
         return -EINVAL;
+    // A full packet's payload, or a tail and the trailer (never more than a
+    // stride together: plan_group), fits one mbuf.
+    if (mode_ == PayloadMode::Copy && msg.chain == nullptr && kFrameOverhead + plan.stride <= room_)
+        return build_single(flow, msg, first, n, out, extra);
     uint32_t segs[kMaxBurst];
     uint32_t total = 0;
     for (uint32_t i = 0; i < n; i++) {
@@ -156,7 +229,7 @@ int TxMarker::build(const TxFlow& flow, const TxMessage& msg, uint32_t first, ui
     if (rte_pktmbuf_alloc_bulk(pool_, mb, total) != 0)
         return -ENOMEM;
 
-    const uint32_t room = dataroom(pool_);
+    const uint32_t room = room_;
     uint32_t next = 0;
     for (uint32_t i = 0; i < n; i++) {
         const uint32_t idx = first + i;
@@ -172,24 +245,8 @@ int TxMarker::build(const TxFlow& flow, const TxMessage& msg, uint32_t first, ui
             seg = s;
         };
 
-        // L2-L4 from the template, then lengths and the IPv4 checksum.
         uint8_t* p = rte_pktmbuf_mtod(head, uint8_t*);
-        rte_memcpy(p, flow.l2l4, sizeof(flow.l2l4));
-        const uint32_t udp_len = kUdpLen + kHeaderLen + len + (last ? kTrailerLen : 0);
-        const uint16_t ip_len = static_cast<uint16_t>(kIpLen + udp_len);
-        auto* ip = reinterpret_cast<rte_ipv4_hdr*>(p + kEthLen);
-        auto* udp = reinterpret_cast<rte_udp_hdr*>(p + kEthLen + kIpLen);
-        ip->total_length = rte_cpu_to_be_16(ip_len);
-        ip->hdr_checksum = static_cast<uint16_t>(~fold_add(flow.ip_sum, rte_cpu_to_be_16(ip_len)));
-        udp->dgram_len = rte_cpu_to_be_16(static_cast<uint16_t>(udp_len));
-        Header h;
-        h.flags = (last ? Flags::Last : Flags::None) | extra;
-        h.flow = flow.id;
-        h.msg_id = msg.msg_id;
-        h.pkt_idx = static_cast<uint16_t>(idx);
-        h.pay_len = static_cast<uint16_t>(len);
-        h.offset = off;
-        encode(h, reinterpret_cast<WireHeader*>(p + kEthLen + kIpLen + kUdpLen));
+        rte_udp_hdr* udp = write_headers(p, flow, header_for(msg, flow, idx, last, extra), last);
         head->data_len = static_cast<uint16_t>(kFrameOverhead);
 
         if (mode_ == PayloadMode::Copy) {
@@ -255,14 +312,7 @@ int TxMarker::build(const TxFlow& flow, const TxMessage& msg, uint32_t first, ui
 
         uint32_t pkt_len = kFrameOverhead + len;
         if (last) {
-            Trailer t;
-            t.flag = flag_for(msg.msg_id);
-            t.slot = msg.msg_id & flow.ring_mask;
-            t.key = flow.key;
-            t.msg_len = plan.msg_len;
-            t.pkt_count = static_cast<uint16_t>(plan.pkt_count);
-            t.crc32c = msg.crc32c;
-            encode(t, rte_pktmbuf_mtod_offset(seg, WireTrailer*, seg->data_len));
+            encode(trailer_for(msg, flow), rte_pktmbuf_mtod_offset(seg, WireTrailer*, seg->data_len));
             seg->data_len = static_cast<uint16_t>(seg->data_len + kTrailerLen);
             pkt_len += kTrailerLen;
         }
@@ -272,7 +322,8 @@ int TxMarker::build(const TxFlow& flow, const TxMessage& msg, uint32_t first, ui
         head->l2_len = kEthLen;
         head->l3_len = kIpLen;
         if (udp_checksum_) // over the pseudo-header, UDP header and payload (field 0 while summing)
-            udp->dgram_cksum = rte_ipv4_udptcp_cksum_mbuf(head, ip, kEthLen + kIpLen);
+            udp->dgram_cksum = rte_ipv4_udptcp_cksum_mbuf(head, rte_pktmbuf_mtod_offset(head, rte_ipv4_hdr*, kEthLen),
+                                                          kEthLen + kIpLen);
         out[i] = head;
     }
     return static_cast<int>(n);

@@ -60,7 +60,8 @@ struct TxMessage {
 class TxMarker {
 public:
     // `pool` gives every mbuf the marker needs (headers, copies, attachments).
-    TxMarker(rte_mempool* pool, PayloadMode mode) : pool_(pool), mode_(mode) {}
+    TxMarker(rte_mempool* pool, PayloadMode mode)
+        : pool_(pool), room_(rte_pktmbuf_data_room_size(pool) - RTE_PKTMBUF_HEADROOM), mode_(mode) {}
 
     // Plans the group and computes the CRC32C. False: the message cannot be
     // sent with this flow's stride (more than 65535 packets).
@@ -86,7 +87,10 @@ public:
 
 private:
     uint32_t segs_for(const TxMessage& msg, uint32_t idx) const;
+    int build_single(const TxFlow& flow, const TxMessage& msg, uint32_t first, uint32_t n, rte_mbuf** out,
+                     Flags extra) const;
     rte_mempool* pool_;
+    uint32_t room_; // data room per mbuf, after the headroom (read once: it is in the pool's private area)
     PayloadMode mode_;
     bool udp_checksum_ = false;
 };

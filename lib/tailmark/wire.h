@@ -202,8 +202,13 @@ constexpr GroupPlan plan_group(uint64_t msg_len, uint32_t stride) {
     p.msg_len = static_cast<uint32_t>(msg_len);
     if (stride <= kTrailerLen || stride > UINT16_MAX || msg_len > UINT32_MAX)
         return p;
-    uint64_t full = msg_len / stride; // packets carrying exactly `stride`
-    uint64_t tail = msg_len % stride;
+    // 32-bit division (msg_len fits, checked above): a 64-bit divide costs
+    // several times more, once per message on the tx fast path. A message shorter than a stride (small messages: the common case)
+    // needs no division at all.
+    const uint32_t len32 = static_cast<uint32_t>(msg_len);
+    const uint32_t full32 = len32 < stride ? 0 : len32 / stride;
+    uint64_t full = full32; // packets carrying exactly `stride`
+    uint64_t tail = len32 - full32 * stride;
     uint64_t count;
     if (tail == 0 && full > 0) { // ends on a stride boundary: last data packet is full
         count = full + 1;        // ...so the trailer needs its own packet
