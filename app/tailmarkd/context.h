@@ -168,6 +168,7 @@ struct TxQueueCtx {
     uint32_t nflows = 0;
     TxFlowState* flows = nullptr;
     uint32_t rr = 0;
+    uint64_t turn_bytes = 0; // payload the flow at rr sent in its current turn
     // Built but not yet accepted by the PMD: retried on later iterations
     // (an lcore that also polls rx drains a loopback ring in between),
     // dropped after kTxStallUs without progress.
@@ -189,6 +190,10 @@ struct TxQueueCtx {
     uint16_t scratch_flow = 0;
     uint32_t scratch_msg = 0;
     uint32_t scratch_len = UINT32_MAX; // nothing in it
+    // Messages up to --tx-quantum go out whole within their flow's turn, so
+    // one buffer serves every flow of the queue: it stays in cache, where
+    // per-flow buffers would be as many cold lines as flows.
+    uint8_t* turn_buf = nullptr;
 };
 
 struct alignas(64) TxCtx {
@@ -276,6 +281,7 @@ struct DataPlaneConfig {
     uint64_t messages = 0;
     uint32_t ring_size = 0;
     uint32_t burst = 32;
+    uint64_t tx_quantum = 0;         // --tx-quantum: payload bytes per flow per round-robin turn
     bool flow_control = true;
     FlowCtx* flows = nullptr;
     uint32_t nflows = 0;

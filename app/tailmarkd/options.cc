@@ -332,6 +332,11 @@ const OptDef kOpts[] = {
      "off: the sender ignores credits (tx benchmarks on ports that never complete, e.g. net_null)",
      [](Options& o, std::string_view v) { return parse_bool(v, o.flow_control); }},
     {"burst", "N", "packets per rx/tx burst (1..64, default 32)", U64_OPT(burst, 1, 64, false)},
+    {"tx-quantum", "BYTES",
+     "payload a flow sends per round-robin turn before the next flow's turn (default 1M): messages up to it "
+     "go out whole, larger ones interleave in pieces of it (fairness against the cache: every message in "
+     "flight is another region and buffer in use)",
+     U64_OPT(tx_quantum, 1, UINT32_MAX, true)},
     {"verify", "on|off",
      "on (default): the consumer regenerates every message and compares every byte; off: it only takes the "
      "completion and releases (to measure the completion's own cost)",
@@ -617,6 +622,7 @@ std::string dump_ini(const Options& o) {
     s << "exit-when-done = " << (o.exit_when_done ? 1 : 0) << "\n"
       << "flow-control = " << (o.flow_control ? "on" : "off") << "\n"
       << "burst = " << o.burst << "\n"
+      << "tx-quantum = " << o.tx_quantum << "\n"
       << "verify = " << (o.verify ? "on" : "off") << "\n"
       << "payload = " << (o.fixed_payload ? "fixed" : "fresh") << "\n"
       << "rate = " << o.rate << "\n"

@@ -55,6 +55,7 @@ struct Options {
     std::string cmdline_file;   // --cmdline-file: shell commands run at start (then the prompt with -i)
     bool flow_control = true;   // sender waits for credits (the receiver's released cursor)
     uint32_t burst = 32;
+    uint64_t tx_quantum = 1 << 20; // bytes a flow sends in one round-robin turn (whole messages up to it)
     uint64_t rto_us = 5000;          // first retransmission timeout
     uint64_t rto_max_us = 200000;    // back-off cap
     uint32_t retry_limit = 8;        // timeouts in a row without progress before a flow fails

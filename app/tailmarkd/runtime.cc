@@ -1,5 +1,6 @@
 #include "runtime.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -408,6 +409,11 @@ bool Runtime::make_contexts(SetupError& e) {
                 if (q.scratch == nullptr)
                     return oom("retransmission buffer (--msg-size)");
                 allocs_.push_back(q.scratch);
+                const uint64_t turn = std::min<uint64_t>(opt_.msg_size ? opt_.msg_size : 64, opt_.tx_quantum);
+                q.turn_buf = static_cast<uint8_t*>(rte_malloc_socket("tm_tx_turn", turn, 64, tx_socket_));
+                if (q.turn_buf == nullptr)
+                    return oom("tx message buffer (--tx-quantum)");
+                allocs_.push_back(q.turn_buf);
             }
             q.flows = socket_array<TxFlowState>(q.nflows, tx_socket_);
             if (q.flows == nullptr)
@@ -603,6 +609,7 @@ bool Runtime::setup(SetupError& e) {
     g_dp.messages = opt_.messages;
     g_dp.ring_size = opt_.ring_size;
     g_dp.burst = opt_.burst;
+    g_dp.tx_quantum = opt_.tx_quantum;
     g_dp.flow_control = opt_.flow_control;
     g_dp.flows = flows_;
     g_dp.nflows = opt_.flows;
