@@ -144,7 +144,7 @@ int main(int argc, char** argv) {
     const uint64_t attach_deadline = rte_rdtsc() + static_cast<uint64_t>(a.attach_timeout * double(hz));
     for (uint32_t f = 0; f < a.flows && rc == 0; f++) {
         while (!(fs[f].c = tailmark::Consumer::attach(static_cast<uint16_t>(f)))) {
-            if (g_quit.load() || rte_rdtsc() >= attach_deadline) {
+            if (g_quit.load() || rte_rdtsc() >= attach_deadline || rte_errno == EPROTO) { // EPROTO: never fits
                 fprintf(stderr, "tailmark-consumer: flow %u: %s: %s\n", f, tailmark::ring_name(f).c_str(),
                         rte_strerror(rte_errno));
                 rc = 1;

@@ -59,7 +59,7 @@ std::unique_ptr<CompletionRing> CompletionRing::create(uint16_t flow, uint32_t r
     h->regions_offset = l.regions;
     h->region_stride = l.stride;
     h->socket_id = mz->socket_id;
-    h->version = 1;
+    h->version = kRingVersion;
     std::atomic_ref<uint32_t>(h->magic).store(kRingMagic, std::memory_order_release);
     return std::unique_ptr<CompletionRing>(new CompletionRing(mz, true));
 }
@@ -73,6 +73,10 @@ std::unique_ptr<CompletionRing> CompletionRing::attach(uint16_t flow) {
     auto* h = static_cast<RingHeader*>(mz->addr);
     if (std::atomic_ref<uint32_t>(h->magic).load(std::memory_order_acquire) != kRingMagic) {
         rte_errno = EAGAIN;
+        return nullptr;
+    }
+    if (h->version != kRingVersion) {
+        rte_errno = EPROTO;
         return nullptr;
     }
     return std::unique_ptr<CompletionRing>(new CompletionRing(mz, false));

@@ -21,6 +21,9 @@
 namespace tailmark {
 
 inline constexpr uint32_t kRingMagic = 0x544D5247; // "TMRG"
+// The memzone's layout. 2: the consumer cursor's give-up count on a line of
+// its own, regions 64-byte aligned at a stride that is never whole pages.
+inline constexpr uint32_t kRingVersion = 2;
 inline constexpr uint32_t kSlotSize = 64;
 inline constexpr uint32_t kRegionAlign = 64; // regions: cache-line aligned, see region_stride()
 
@@ -68,6 +71,8 @@ public:
     static std::unique_ptr<CompletionRing> create(uint16_t flow, uint32_t ring_size,
                                                   uint64_t region_size, int socket_id);
     // Secondary (or anyone): look a running flow's ring up by name. Not owning.
+    // nullptr with rte_errno ENOENT (none), EAGAIN (not initialised yet) or
+    // EPROTO (another layout version: a daemon from another build).
     static std::unique_ptr<CompletionRing> attach(uint16_t flow);
 
     ~CompletionRing();

@@ -34,7 +34,8 @@ public:
 
     // After rte_eal_init. nullptr with rte_errno set: ENOENT (no such flow:
     // the daemon is not running, or not yet set up, or has another prefix),
-    // EAGAIN (the ring is not initialised yet), ENOMEM.
+    // EAGAIN (the ring is not initialised yet), EPROTO (another ring layout
+    // version: the daemon is from another build), ENOMEM.
     static std::unique_ptr<Consumer> attach(uint16_t flow);
 
     // True with m filled when the next message is complete.

@@ -57,6 +57,20 @@ TEST_CASE("a ring is found by name and freed with its owner", "[ring]") {
     CHECK(CompletionRing::attach(901) == nullptr);
 }
 
+TEST_CASE("a ring of another layout version is refused, not misread", "[ring]") {
+    auto owner = tmtest::make_ring(903, 4, 1024);
+    REQUIRE(owner);
+    auto* hdr = static_cast<RingHeader*>(owner->memzone()->addr);
+    CHECK(hdr->version == kRingVersion);
+    REQUIRE(CompletionRing::attach(903));
+    hdr->version = kRingVersion - 1; // a daemon from an older build
+    rte_errno = 0;
+    CHECK(CompletionRing::attach(903) == nullptr);
+    CHECK(rte_errno == EPROTO);
+    hdr->version = kRingVersion;
+    CHECK(CompletionRing::attach(903) != nullptr);
+}
+
 TEST_CASE("consumer API: poll, read in place, release in order", "[ring]") {
     auto r = tmtest::make_ring(902, 4, 256);
     REQUIRE(r);
