@@ -34,7 +34,13 @@ if [ "${free:-0}" -lt 300 ] || ! grep -qs ' /dev/hugepages hugetlbfs ' /proc/mou
     tm_log "SKIP: a secondary process needs hugepages: $free free 2 MiB pages (want 300) or hugetlbfs not on /dev/hugepages (scripts/test.sh reserves them as root)"
     exit 77
 fi
-TM_MEM=(-m 256) # hugepages, whatever TAILMARK_EAL_MEM says: --no-huge has no secondaries
+# Hugepages, whatever TAILMARK_EAL_MEM says: --no-huge has no secondaries. A
+# secondary maps DPDK memory at the primary's addresses; left to the kernel,
+# the primary's 16 GiB reservation lands near the top of the address space,
+# where a secondary's own mappings (ASan's allocator and shadow under
+# --sanitize) may already sit. A fixed base far below them (and above ASan's
+# shadow, which ends at 0x10007fff8000) leaves the range free in both.
+TM_MEM=(-m 256 --base-virtaddr=0x500000000000)
 
 TELE=/usr/bin/dpdk-telemetry.py
 PY=/usr/bin/python3
