@@ -30,7 +30,10 @@ if [ "${free:-0}" -lt 300 ] || ! grep -qs ' /dev/hugepages hugetlbfs ' /proc/mou
     tm_log "SKIP: dpdk-dumpcap (a secondary process) needs hugepages: $free free 2 MiB pages (want 300) or hugetlbfs not on /dev/hugepages (scripts/test.sh reserves them as root)"
     exit 77
 fi
-TM_MEM=(-m 256) # hugepages, whatever TAILMARK_EAL_MEM says: --no-huge has no secondaries
+# Hugepages, whatever TAILMARK_EAL_MEM says: --no-huge has no secondaries. The
+# fixed base keeps the primary's reservation clear of the secondary's own
+# mappings (secondary_consumer.sh says more).
+TM_MEM=(-m 256 --base-virtaddr=0x500000000000)
 
 N=300 SIZE=3000 RING=64
 name=daemon
