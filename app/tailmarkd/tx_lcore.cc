@@ -357,11 +357,14 @@ inline void write_message(TxCtx& c, TxFlowState& s, uint64_t len) {
     s.msg.msg_id = s.next_msg;
     s.msg.bytes = {buf, static_cast<size_t>(len)};
     s.msg.chain = nullptr;
-    c.marker.prepare(s.f->tx, s.msg); // checked at set-up: the plan fits
+    // The CRC32C is folded into the copy as the packets are built; the record
+    // gets it once the LAST is (tx_data_queue). A retransmission is only ever
+    // asked for a message sent whole.
+    c.marker.prepare_streamed(s.f->tx, s.msg); // checked at set-up: the plan fits
     OutMsg& o = s.out[s.next_msg & (g_dp.ring_size - 1)];
     o.msg_id = s.next_msg;
     o.len = static_cast<uint32_t>(len);
-    o.crc32c = s.msg.crc32c;
+    o.crc32c = 0;
     o.pkt_count = s.msg.plan.pkt_count;
 }
 
@@ -418,7 +421,10 @@ bool tx_data_queue(TxCtx& c, TxQueueCtx& q, uint64_t now) {
         if (s.next_pkt == s.msg.plan.pkt_count) {
             s.active = false;
             c.active--;
-            s.out[s.next_msg & (g_dp.ring_size - 1)].sent_tsc = now;
+            OutMsg& o = s.out[s.next_msg & (g_dp.ring_size - 1)];
+            o.sent_tsc = now;
+            if (!g_dp.replay)
+                o.crc32c = s.msg.crc32c; // final: the LAST is built
             s.next_msg++;
             // No timer without a receiver to answer: --flow-control off
             // (a sink such as net_null) and --replay are benchmarks.

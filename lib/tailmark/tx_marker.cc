@@ -52,10 +52,33 @@ bool TxFlow::make(TxFlow& out, uint16_t id, uint32_t key, uint32_t ring_size, ui
     return true;
 }
 
+bool TxMarker::prepare_streamed(const TxFlow& flow, TxMessage& msg) const {
+    msg.plan = plan_group(msg.length(), flow.stride);
+    if (!msg.plan.ok())
+        return false;
+    // Only the single-segment path streams, and a short message gains nothing:
+    // its CRC is cheaper in one go (folding's set-up costs more than the copy).
+    if (!single_segment(msg) || msg.plan.msg_len < kStreamMin) {
+        checksum(msg);
+        return true;
+    }
+    msg.crc32c = 0;
+    msg.crc_pending = true;
+    msg.crc_state = kCrc32cInit;
+    msg.crc_upto = 0;
+    return true;
+}
+
 bool TxMarker::prepare(const TxFlow& flow, TxMessage& msg) const {
     msg.plan = plan_group(msg.length(), flow.stride);
     if (!msg.plan.ok())
         return false;
+    checksum(msg);
+    return true;
+}
+
+void TxMarker::checksum(TxMessage& msg) {
+    msg.crc_pending = false;
     uint32_t st = kCrc32cInit;
     if (msg.chain) {
         for (const rte_mbuf* s = msg.chain; s; s = s->next)
@@ -64,7 +87,6 @@ bool TxMarker::prepare(const TxFlow& flow, TxMessage& msg) const {
         st = crc32c_update(st, msg.bytes);
     }
     msg.crc32c = crc32c_finish(st);
-    return true;
 }
 
 namespace {
@@ -171,12 +193,16 @@ inline Trailer trailer_for(const TxMessage& msg, const TxFlow& flow) {
 
 } // namespace
 
+namespace {
+
 // The usual case, a copied message whose every packet fits one mbuf: one
 // bulk allocation, then headers, payload and trailer written in place; no
-// segment arithmetic.
-int TxMarker::build_single(const TxFlow& flow, const TxMessage& msg, uint32_t first, uint32_t n,
-                           rte_mbuf** out, Flags extra) const {
-    if (rte_pktmbuf_alloc_bulk(pool_, out, n) != 0)
+// segment arithmetic. kStream: the CRC32C is folded into the copy (a
+// separate instance, so the plain one pays nothing for it).
+template <bool kStream>
+int build_single(rte_mempool* pool, bool udp_checksum, const TxFlow& flow, TxMessage& msg, uint32_t first,
+                 uint32_t n, rte_mbuf** out, Flags extra) {
+    if (rte_pktmbuf_alloc_bulk(pool, out, n) != 0)
         return -ENOMEM;
     const GroupPlan& plan = msg.plan;
     for (uint32_t i = 0; i < n; i++) {
@@ -186,9 +212,22 @@ int TxMarker::build_single(const TxFlow& flow, const TxMessage& msg, uint32_t fi
         rte_mbuf* m = out[i];
         uint8_t* p = rte_pktmbuf_mtod(m, uint8_t*);
         rte_udp_hdr* udp = write_headers(p, flow, h, last);
-        rte_memcpy(p + kFrameOverhead, msg.bytes.data() + h.offset, h.pay_len);
+        const uint8_t* src = msg.bytes.data() + h.offset;
+        if (kStream && h.offset == msg.crc_upto) { // in order: copy and checksum in one pass
+            msg.crc_state = crc32c_copy(msg.crc_state, p + kFrameOverhead, {src, h.pay_len});
+            msg.crc_upto += h.pay_len;
+        } else {
+            rte_memcpy(p + kFrameOverhead, src, h.pay_len);
+        }
         uint32_t len = kFrameOverhead + h.pay_len;
         if (last) {
+            if constexpr (kStream) {
+                // Built out of order (a caller's choice): the whole message again.
+                if (msg.crc_upto != plan.msg_len)
+                    msg.crc_state = crc32c_update(kCrc32cInit, msg.bytes);
+                msg.crc32c = crc32c_finish(msg.crc_state);
+                msg.crc_pending = false;
+            }
             encode(trailer_for(msg, flow), reinterpret_cast<WireTrailer*>(p + len));
             len += kTrailerLen;
         }
@@ -196,14 +235,16 @@ int TxMarker::build_single(const TxFlow& flow, const TxMessage& msg, uint32_t fi
         m->pkt_len = len;
         m->l2_len = kEthLen;
         m->l3_len = kIpLen;
-        if (udp_checksum_)
+        if (udp_checksum)
             udp->dgram_cksum = rte_ipv4_udptcp_cksum_mbuf(m, reinterpret_cast<rte_ipv4_hdr*>(p + kEthLen),
                                                           kEthLen + kIpLen);
     }
     return static_cast<int>(n);
 }
 
-int TxMarker::build(const TxFlow& flow, const TxMessage& msg, uint32_t first, uint32_t n, rte_mbuf** out,
+} // namespace
+
+int TxMarker::build(const TxFlow& flow, TxMessage& msg, uint32_t first, uint32_t n, rte_mbuf** out,
                     Flags extra) const {
     const GroupPlan& plan = msg.plan;
     if (n == 0 || n > kMaxBurst || first >= plan.pkt_count || n > plan.pkt_count - first)
@@ -215,8 +256,13 @@ int TxMarker::build(const TxFlow& flow, const TxMessage& msg, uint32_t first, ui
         return -EINVAL;
     // A full packet's payload, or a tail and the trailer (never more than a
     // stride together: plan_group), fits one mbuf.
-    if (mode_ == PayloadMode::Copy && msg.chain == nullptr && kFrameOverhead + plan.stride <= room_)
-        return build_single(flow, msg, first, n, out, extra);
+    if (single_segment(msg))
+        return msg.crc_pending ? build_single<true>(pool_, udp_checksum_, flow, msg, first, n, out, extra)
+                               : build_single<false>(pool_, udp_checksum_, flow, msg, first, n, out, extra);
+    if (msg.crc_pending) { // not streamed on this path: the whole message first
+        msg.crc32c = crc32c_finish(crc32c_update(kCrc32cInit, msg.bytes));
+        msg.crc_pending = false;
+    }
     uint32_t segs[kMaxBurst];
     uint32_t total = 0;
     for (uint32_t i = 0; i < n; i++) {

@@ -53,6 +53,11 @@ struct TxMessage {
     // Filled by TxMarker::prepare.
     GroupPlan plan;
     uint32_t crc32c = 0;
+    // prepare_streamed: the CRC32C is computed while the payload is copied,
+    // packet by packet in order, and is final once the LAST is built.
+    bool crc_pending = false;
+    uint32_t crc_state = 0; // CRC32C state of bytes [0, crc_upto)
+    uint32_t crc_upto = 0;
 
     uint64_t length() const { return chain ? rte_pktmbuf_pkt_len(chain) : bytes.size(); }
 };
@@ -66,16 +71,23 @@ public:
     // Plans the group and computes the CRC32C. False: the message cannot be
     // sent with this flow's stride (more than 65535 packets).
     bool prepare(const TxFlow& flow, TxMessage& msg) const;
+    // The same, but the CRC32C is left to build(), which folds it into the
+    // copy of each packet's payload: one pass over the message instead of
+    // two. msg.crc32c is valid once the LAST packet is built (packets built
+    // out of order are checksummed again, whole, at the LAST).
+    bool prepare_streamed(const TxFlow& flow, TxMessage& msg) const;
 
     // Builds packets [first, first + n) of the group into out[0..n). Returns n,
     // or a negative errno with nothing allocated and nothing leaked:
     // -ENOMEM (pool empty), -EINVAL (range outside the group, or a packet would
     // need more than kMaxSegs segments). `extra` is or-ed into every header's
     // flags (Flags::Retx for a retransmitted copy).
-    int build(const TxFlow& flow, const TxMessage& msg, uint32_t first, uint32_t n, rte_mbuf** out,
+    int build(const TxFlow& flow, TxMessage& msg, uint32_t first, uint32_t n, rte_mbuf** out,
               Flags extra = Flags::None) const;
 
     static constexpr uint32_t kMaxBurst = 64;
+    // prepare_streamed checksums shorter messages in one go.
+    static constexpr uint32_t kStreamMin = 512;
     static constexpr uint32_t kMaxSegs = 16;
 
     PayloadMode mode() const { return mode_; }
@@ -86,9 +98,11 @@ public:
     void set_udp_checksum(bool on) { udp_checksum_ = on; }
 
 private:
+    static void checksum(TxMessage& msg); // msg.crc32c over the whole message
     uint32_t segs_for(const TxMessage& msg, uint32_t idx) const;
-    int build_single(const TxFlow& flow, const TxMessage& msg, uint32_t first, uint32_t n, rte_mbuf** out,
-                     Flags extra) const;
+    bool single_segment(const TxMessage& msg) const {
+        return mode_ == PayloadMode::Copy && msg.chain == nullptr && kFrameOverhead + msg.plan.stride <= room_;
+    }
     rte_mempool* pool_;
     uint32_t room_; // data room per mbuf, after the headroom (read once: it is in the pool's private area)
     PayloadMode mode_;

@@ -64,6 +64,54 @@ TEST_CASE("copy mode: sizes around the MTU and 16 MiB", "[tx]") {
     CHECK(pool.avail() == 8191);
 }
 
+TEST_CASE("streamed CRC32C: folded into the copy, right in any build order", "[tx]") {
+    tmtest::Pool pool;
+    TxFlow flow = tmtest::make_flow(4, 0xBEEF, 16);
+    const uint32_t stride = flow.stride;
+    TxMarker tx(pool.mp, PayloadMode::Copy);
+    for (uint32_t len : {0u, 1u, 64u, stride - kTrailerLen, stride, stride + 1, 5 * stride + 7, 100000u}) {
+        auto data = tmtest::pattern(len, len + 3);
+        // In order, in pieces of 1, 2, 3 ... packets; then the LAST first,
+        // then every other one before it (out of order: checksummed whole).
+        for (int order = 0; order < 2; order++) {
+            INFO("len " << len << (order ? ", LAST first" : ", in order"));
+            TxMessage m;
+            m.msg_id = 21;
+            m.bytes = data;
+            REQUIRE(tx.prepare_streamed(flow, m));
+            CHECK(m.crc_pending == (len >= TxMarker::kStreamMin)); // short ones: checksummed at once
+            const uint32_t n = m.plan.pkt_count;
+            std::vector<rte_mbuf*> pkts(n, nullptr);
+            if (order == 0) {
+                for (uint32_t first = 0, k = 1; first < n; first += k, k++) {
+                    k = std::min(k, n - first);
+                    REQUIRE(tx.build(flow, m, first, k, pkts.data() + first) == static_cast<int>(k));
+                }
+            } else {
+                REQUIRE(tx.build(flow, m, n - 1, 1, pkts.data() + n - 1) == 1);
+                for (uint32_t i = 0; i + 1 < n; i++)
+                    REQUIRE(tx.build(flow, m, i, 1, pkts.data() + i) == 1);
+            }
+            CHECK_FALSE(m.crc_pending);
+            CHECK(m.crc32c == crc32c(data));
+            CHECK(reassemble(pkts, 21, 0xBEEF) == data); // the trailer carries that CRC
+            tmtest::free_all(pkts);
+        }
+    }
+    // Multi-segment packets (a small data room) do not stream: the CRC is
+    // taken whole when the first packet is built.
+    tmtest::Pool small(1023, 512 + RTE_PKTMBUF_HEADROOM);
+    TxMarker txs(small.mp, PayloadMode::Copy);
+    auto data = tmtest::pattern(4000, 9);
+    TxMessage m;
+    m.msg_id = 22;
+    m.bytes = data;
+    REQUIRE(txs.prepare_streamed(flow, m));
+    CHECK_FALSE(m.crc_pending);
+    CHECK(m.crc32c == crc32c(data));
+    CHECK(pool.avail() == 8191);
+}
+
 TEST_CASE("copy mode: a 16 MiB message is 11523 packets and reassembles", "[tx]") {
     tmtest::Pool pool(16383);
     TxFlow flow = tmtest::make_flow();
