@@ -205,6 +205,10 @@ if [ $instructions -eq 1 ]; then
     cg() { # NAME TOGGLES... -- OPTIONS...
         local name=$1 t=()
         shift
+        # A toggle flips collection on entry and again on exit, also when a
+        # matching function calls another matching one (which then goes
+        # uncounted): the patterns must not nest. Session 3's first count
+        # (171 tx instructions/packet) missed a build_single nested in build.
         while [ "$1" != -- ]; do t+=("--toggle-collect=$1"); shift; done
         shift
         timeout -k 5 600 valgrind --tool=callgrind --collect-atstart=no "${t[@]}" \
