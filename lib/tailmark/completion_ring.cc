@@ -88,6 +88,8 @@ CompletionRing::CompletionRing(const rte_memzone* mz, bool owner)
     cursor_ = reinterpret_cast<ConsumerCursor*>(base + RTE_ALIGN_CEIL(sizeof(RingHeader), 64));
     slots_ = reinterpret_cast<CompletionSlot*>(base + hdr_->slots_offset);
     regions_ = base + hdr_->regions_offset;
+    mask_ = hdr_->ring_size - 1;
+    stride_ = hdr_->region_stride;
 }
 
 CompletionRing::~CompletionRing() {

@@ -80,15 +80,15 @@ public:
     CompletionRing& operator=(const CompletionRing&) = delete;
 
     uint16_t flow() const { return static_cast<uint16_t>(hdr_->flow); }
-    uint32_t size() const { return hdr_->ring_size; }
-    uint32_t mask() const { return hdr_->ring_size - 1; }
+    uint32_t size() const { return mask_ + 1; }
+    uint32_t mask() const { return mask_; }
     uint64_t region_size() const { return hdr_->region_size; }
     const rte_memzone* memzone() const { return mz_; }
     uint64_t bytes() const { return mz_->len; }
 
     CompletionSlot* slot(uint32_t idx) const { return &slots_[idx & mask()]; }
     uint8_t* region(uint32_t idx) const {
-        return regions_ + static_cast<uint64_t>(idx & mask()) * hdr_->region_stride;
+        return regions_ + static_cast<uint64_t>(idx & mask_) * stride_;
     }
     // [begin, end) of everything the receiver may ever write for this flow.
     std::span<uint8_t> writable_span() const {
@@ -136,6 +136,10 @@ private:
     ConsumerCursor* cursor_;
     CompletionSlot* slots_;
     uint8_t* regions_;
+    // Copies of the header's fixed geometry: every poll and placement uses
+    // them, and reading them through hdr_ was one more dependent load each.
+    uint32_t mask_;
+    uint64_t stride_;
 };
 
 } // namespace tailmark
