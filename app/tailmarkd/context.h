@@ -301,6 +301,26 @@ struct DataPlaneConfig {
     bool verify = true;              // the consumer compares every byte with the generator's
 };
 extern DataPlaneConfig g_dp;
+
+// The receiver's cumulative ACK and consumer cursor as this process knows
+// them: its own placer and ring (loopback, recv), or the last ACK (send).
+inline uint32_t acked_of(const FlowCtx& f) {
+    if (g_dp.mode == Mode::Send)
+        return f.acked.load(std::memory_order_acquire);
+    return f.placer ? f.placer->acked_upto(f.id) : 0;
+}
+inline uint32_t released_of(const FlowCtx& f) {
+    if (g_dp.mode == Mode::Send)
+        return f.credit.load(std::memory_order_acquire);
+    return f.ring ? f.ring->released() : 0;
+}
+inline bool failed(const FlowCtx& f) { return f.failed.load(std::memory_order_acquire) != 0; }
+// Gives the flow up; the first reason stays. What its receiver had not
+// released is reported failed (control loop, summary), nothing more is sent.
+inline void fail(FlowCtx& f, FlowFailure why) {
+    uint32_t none = 0;
+    f.failed.compare_exchange_strong(none, static_cast<uint32_t>(why), std::memory_order_acq_rel);
+}
 // The generator's length of message msg_id (every flow alike).
 inline uint64_t generator_length(uint32_t msg_id) {
     return g_dp.nsizes ? g_dp.sizes[msg_id % g_dp.nsizes] : g_dp.msg_size;

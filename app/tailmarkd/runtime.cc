@@ -714,7 +714,7 @@ bool Runtime::done() const {
     const uint32_t m = static_cast<uint32_t>(opt_.messages);
     for (uint32_t i = 0; i < opt_.flows; i++) {
         const FlowCtx& f = flows_[i];
-        if (f.failed.load(std::memory_order_acquire) != 0)
+        if (failed(f))
             continue; // given up: reported, nothing more to wait for
         switch (opt_.mode) {
         case Mode::Loopback: // plus the messages the shell's `send` asked for (--cmdline-file)
@@ -747,7 +747,7 @@ bool Runtime::drained() const {
             return false;
     for (uint32_t i = 0; i < opt_.flows; i++) {
         const FlowCtx& f = flows_[i];
-        if (f.failed.load(std::memory_order_acquire) != 0)
+        if (failed(f))
             continue;
         const uint32_t sent = f.sent.load(std::memory_order_acquire);
         if (opt_.mode == Mode::Loopback && f.consumed.load(std::memory_order_acquire) != sent)
@@ -778,8 +778,7 @@ void Runtime::control(uint64_t now) {
         const uint32_t why = flows_[i].failed.load(std::memory_order_acquire);
         if (why != 0 && !failed_logged_[i]) {
             failed_logged_[i] = true;
-            const uint32_t rel = opt_.mode == Mode::Send ? flows_[i].credit.load(std::memory_order_acquire)
-                                                         : flows_[i].ring->released();
+            const uint32_t rel = released_of(flows_[i]);
             TM_LOG(WARNING, app, "flow %u failed (%s): messages from %u on are not confirmed", i,
                    to_string(static_cast<FlowFailure>(why)), rel);
         }

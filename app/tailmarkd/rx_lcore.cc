@@ -41,16 +41,14 @@ inline void advance_to(std::atomic<uint32_t>& a, uint32_t v) {
 
 // Send mode: one control packet of flow f. The body's CRC was checked.
 DropReason on_control(RxCtx& c, FlowCtx& f, const Control& ctl, uint64_t now) {
-    if (f.failed.load(std::memory_order_relaxed) != 0)
+    if (failed(f))
         return DropReason::FlowFailed;
     uint32_t ep = f.epoch.load(std::memory_order_acquire);
     if (ep == 0 && f.epoch.compare_exchange_strong(ep, ctl.epoch, std::memory_order_acq_rel))
         ep = ctl.epoch;
     if (ep != ctl.epoch) {
         // A new receiver: what the old one had not released is gone with it.
-        uint32_t none = 0;
-        f.failed.compare_exchange_strong(none, static_cast<uint32_t>(FlowFailure::ReceiverRestarted),
-                                         std::memory_order_acq_rel);
+        fail(f, FlowFailure::ReceiverRestarted);
         return DropReason::FlowFailed;
     }
     // Nothing beyond what was sent can be acknowledged, released beyond

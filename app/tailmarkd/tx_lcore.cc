@@ -63,17 +63,6 @@ inline bool submit(TxCtx& c, TxQueueCtx& q, uint32_t n, uint64_t now) {
     return true;
 }
 
-// The receiver's cumulative ACK and consumer cursor, as this sender knows them.
-inline uint32_t acked_of(const FlowCtx& f) {
-    if (g_dp.mode == Mode::Loopback)
-        return f.placer ? f.placer->acked_upto(f.id) : 0;
-    return f.acked.load(std::memory_order_acquire);
-}
-inline uint32_t released_of(const FlowCtx& f) {
-    return g_dp.mode == Mode::Loopback ? f.ring->released() : f.credit.load(std::memory_order_acquire);
-}
-inline bool failed(const FlowCtx& f) { return f.failed.load(std::memory_order_relaxed) != 0; }
-
 void on_timer(rte_timer* t, void* arg);
 
 inline void arm(TxFlowState& s, uint64_t ticks) {
@@ -88,13 +77,6 @@ inline void restart(TxFlowState& s) {
     s.retries = 0;
     s.rto = g_dp.rto_cycles;
     arm(s, s.rto);
-}
-
-// The flow is given up: what its receiver had not released is reported
-// failed (control loop, summary). Nothing of it is sent any more.
-void fail_flow(TxFlowState& s, FlowFailure why) {
-    uint32_t none = 0;
-    s.f->failed.compare_exchange_strong(none, static_cast<uint32_t>(why), std::memory_order_acq_rel);
 }
 
 // Retransmission timer of one flow (rte_timer_manage, on its tx lcore).
@@ -145,7 +127,7 @@ void on_timer(rte_timer*, void* arg) {
     }
     bump(c.rto_expired);
     if (++s.retries > g_dp.retry_limit) {
-        fail_flow(s, FlowFailure::RetryLimit);
+        fail(f, FlowFailure::RetryLimit);
         return;
     }
     for (uint32_t m = acked; m != next && m - acked < kProbeMsgs; m++) {
@@ -252,15 +234,9 @@ inline bool window_open(const TxFlowState& s) {
     if (!g_dp.flow_control)
         return true;
     const FlowCtx& f = *s.f;
-    uint32_t released;
-    if (g_dp.mode == Mode::Loopback) {
-        released = f.ring->released(); // same process: the consumer cursor itself
-    } else {
-        if (f.peer_seen.load(std::memory_order_acquire) == 0)
-            return false; // no receiver yet: nothing may be sent
-        released = f.credit.load(std::memory_order_acquire);
-    }
-    return static_cast<uint32_t>(s.next_msg - released) < g_dp.ring_size;
+    if (g_dp.mode == Mode::Send && f.peer_seen.load(std::memory_order_acquire) == 0)
+        return false; // no receiver yet: nothing may be sent
+    return static_cast<uint32_t>(s.next_msg - released_of(f)) < g_dp.ring_size;
 }
 
 // Picks flow s's next message, if one may start: a queued `send` request of

@@ -64,8 +64,8 @@ struct RxPlacer::FlowRx {
     SlotRx* slots;
     uint64_t* bits;
     // The consumer's cursor as last read: a lower bound of it, since it only
-    // moves forward. A message at or past it ... plus ring size needs a fresh
-    // read; below it, see place().
+    // moves forward. A message outside [released_seen, released_seen + ring
+    // size) needs a fresh read; one inside, see place().
     const uint32_t* released_word;
     const uint32_t* gave_up_word;
     uint32_t released_seen;
@@ -320,8 +320,9 @@ DropReason RxPlacer::place(FlowRx& f, const rte_mbuf* m, const ParsedPacket& p, 
     // it), so it was either completed (its slot says so: re-read below) or
     // given up by the consumer, which the gave_up count tells at once. The
     // verdicts are those of a live read.
-    if (unlikely(__atomic_load_n(f.gave_up_word, __ATOMIC_ACQUIRE) != f.gave_up_seen)) {
-        f.gave_up_seen = __atomic_load_n(f.gave_up_word, __ATOMIC_ACQUIRE);
+    const uint32_t gave_up = __atomic_load_n(f.gave_up_word, __ATOMIC_ACQUIRE);
+    if (unlikely(gave_up != f.gave_up_seen)) {
+        f.gave_up_seen = gave_up;
         f.released_seen = __atomic_load_n(f.released_word, __ATOMIC_ACQUIRE);
     }
     if (!in_window(f, h.msg_id)) {
@@ -335,7 +336,7 @@ DropReason RxPlacer::place(FlowRx& f, const rte_mbuf* m, const ParsedPacket& p, 
     if (unlikely(s.state == SlotState::Completed && s.msg_id == h.msg_id)) {
         // Completed: the live cursor says whether it was released already.
         f.released_seen = __atomic_load_n(f.released_word, __ATOMIC_ACQUIRE);
-        if (!in_window(f, h.msg_id)) {
+        if (static_cast<uint32_t>(h.msg_id - f.released_seen) > f.mask) {
             if (retx)
                 request_ack(f.ack_req);
             return DropReason::OutsideWindow;

@@ -191,10 +191,6 @@ inline Trailer trailer_for(const TxMessage& msg, const TxFlow& flow) {
     return t;
 }
 
-} // namespace
-
-namespace {
-
 // The usual case, a copied message whose every packet fits one mbuf: one
 // bulk allocation, then headers, payload and trailer written in place; no
 // segment arithmetic. kStream: the CRC32C is folded into the copy (a
@@ -259,10 +255,8 @@ int TxMarker::build(const TxFlow& flow, TxMessage& msg, uint32_t first, uint32_t
     if (single_segment(msg))
         return msg.crc_pending ? build_single<true>(pool_, udp_checksum_, flow, msg, first, n, out, extra)
                                : build_single<false>(pool_, udp_checksum_, flow, msg, first, n, out, extra);
-    if (msg.crc_pending) { // not streamed on this path: the whole message first
-        msg.crc32c = crc32c_finish(crc32c_update(kCrc32cInit, msg.bytes));
-        msg.crc_pending = false;
-    }
+    if (msg.crc_pending) // not streamed on this path: the whole message first
+        checksum(msg);
     uint32_t segs[kMaxBurst];
     uint32_t total = 0;
     for (uint32_t i = 0; i < n; i++) {

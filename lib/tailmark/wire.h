@@ -203,8 +203,8 @@ constexpr GroupPlan plan_group(uint64_t msg_len, uint32_t stride) {
     if (stride <= kTrailerLen || stride > UINT16_MAX || msg_len > UINT32_MAX)
         return p;
     // 32-bit division (msg_len fits, checked above): a 64-bit divide costs
-    // several times more, once per message on the tx fast path. A message shorter than a stride (small messages: the common case)
-    // needs no division at all.
+    // several times more, once per message on the tx fast path. A message
+    // shorter than a stride (small messages: the common case) needs none.
     const uint32_t len32 = static_cast<uint32_t>(msg_len);
     const uint32_t full32 = len32 < stride ? 0 : len32 / stride;
     uint64_t full = full32; // packets carrying exactly `stride`
