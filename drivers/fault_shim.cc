@@ -101,6 +101,7 @@ FaultCounters FaultShim::counters() const {
     c.corrupted = __atomic_load_n(&ctr_.corrupted, __ATOMIC_RELAXED);
     c.arrived_retx = __atomic_load_n(&ctr_.arrived_retx, __ATOMIC_RELAXED);
     c.arrived_nack = __atomic_load_n(&ctr_.arrived_nack, __ATOMIC_RELAXED);
+    c.passed = __atomic_load_n(&ctr_.passed, __ATOMIC_RELAXED);
     return c;
 }
 
@@ -136,6 +137,16 @@ static inline uint8_t tailmark_flags(const rte_mbuf* m) {
     if (p[12] != 0x08 || p[13] != 0x00 || p[14] != 0x45 || p[RTE_ETHER_HDR_LEN + 9] != IPPROTO_UDP || p[kAt] != 1)
         return 0;
     return p[kAt + 1];
+}
+
+// Frames the shim leaves alone: tailmark SESSION packets and ARP.
+static inline bool session_layer(const rte_mbuf* m) {
+    if (m->data_len >= RTE_ETHER_HDR_LEN) {
+        const uint8_t* p = rte_pktmbuf_mtod(m, const uint8_t*);
+        if (p[12] == 0x08 && p[13] == 0x06)
+            return true;
+    }
+    return (tailmark_flags(m) & 0x10) != 0;
 }
 
 void FaultShim::tap(rte_mbuf* const* pkts, uint16_t n) {
@@ -177,6 +188,11 @@ uint16_t FaultShim::apply(rte_mbuf** pkts, uint16_t n, uint16_t max) {
     uint16_t k = 0;
     for (uint16_t i = 0; i < n; i++) {
         rte_mbuf* m = in[i];
+        if (unlikely(session_layer(m))) {
+            pkts[k++] = m;
+            inc(ctr_.passed);
+            continue;
+        }
         inc(ctr_.seen);
         if (chance(spec_.drop)) {
             rte_pktmbuf_free(m);

@@ -20,40 +20,48 @@ namespace tailmark::app {
 
 namespace {
 
-inline void finish(ConsCtx& c, ConsFlowState& s, const uint8_t* data, uint64_t len, uint64_t rx_tsc,
-                   uint64_t seen_tsc) {
+inline void finish(ConsCtx& c, ConsFlow& s, const uint8_t* data, uint64_t len, uint64_t rx_tsc, uint64_t seen_tsc,
+                   bool packet_mode) {
+    const DataPlaneConfig& cfg = c.plane->cfg;
     c.hist.add(seen_tsc > rx_tsc ? seen_tsc - rx_tsc : 0);
     bump(c.completed);
-    if (g_dp.verify) { // --verify off: the completion alone (benchmarks of the consumer's own cost)
-        const bool ok = len == expected_length(*s.f, s.next, generator_length(s.next)) &&
-                        verify(s.f->id, g_dp.replay || g_dp.fixed_payload ? 0 : s.next, data, len);
+    bump(s.completed);
+    if (cfg.verify) { // --verify off: the completion alone (benchmarks of the consumer's own cost)
+        const bool ok = len == expected_length(*s.f, s.next, cfg.generator_length(s.next)) &&
+                        verify(s.f->gen_id, cfg.replay || cfg.fixed_payload ? 0 : s.next, data, len);
         bump(ok ? c.verified : c.verify_errors);
+        bump(ok ? s.verified : s.verify_errors);
     }
     bump(c.bytes, len);
-    s.f->ring->release(s.next);
+    bump(s.bytes, len);
+    if (packet_mode)
+        s.ring->release_seen(s.next); // no flag in packet mode: every packet's completion was seen
+    else
+        s.ring->release(s.next);
     s.next++;
     s.f->consumed.store(s.next, std::memory_order_release);
 }
 
-bool consume_messages(ConsCtx& c, ConsFlowState& s) {
-    CompletionRing& ring = *s.f->ring;
+bool consume_messages(ConsCtx& c, ConsFlow& s, uint32_t burst) {
+    CompletionRing& ring = *s.ring;
     uint32_t k = 0;
-    for (const uint32_t burst = dp_burst(); k < burst; k++) {
+    for (; k < burst; k++) {
         const CompletionSlot* slot = ring.poll(s.next);
         if (slot == nullptr)
             break;
         const uint64_t seen = rte_rdtsc();
         const auto bytes = ring.message(slot);
-        finish(c, s, bytes.data(), bytes.size(), slot->rx_tsc, seen);
+        finish(c, s, bytes.data(), bytes.size(), slot->rx_tsc, seen, false);
     }
     return k != 0;
 }
 
-bool consume_packets(ConsCtx& c, ConsFlowState& s) {
+bool consume_packets(ConsCtx& c, ConsFlow& s, uint32_t burst) {
+    if (s.pkt_cq == nullptr)
+        return false;
     PacketCompletion recs[kMaxBurst];
-    const uint32_t mask = g_dp.ring_size - 1;
-    const unsigned n = rte_ring_sc_dequeue_burst_elem(s.f->pkt_cq, recs, sizeof(PacketCompletion),
-                                                      dp_burst(), nullptr);
+    const uint32_t mask = s.ring->mask();
+    const unsigned n = rte_ring_sc_dequeue_burst_elem(s.pkt_cq, recs, sizeof(PacketCompletion), burst, nullptr);
     for (unsigned i = 0; i < n; i++) {
         const PacketCompletion& r = recs[i];
         PktSlot& ps = s.slots[r.msg_id & mask];
@@ -72,7 +80,7 @@ bool consume_packets(ConsCtx& c, ConsFlowState& s) {
             return n != 0;
         const uint64_t seen = rte_rdtsc();
         ps.valid = 0;
-        finish(c, s, s.f->ring->region(s.next), ps.bytes, ps.rx_tsc, seen);
+        finish(c, s, s.ring->region(s.next), ps.bytes, ps.rx_tsc, seen, true);
     }
 }
 
@@ -80,12 +88,13 @@ bool consume_packets(ConsCtx& c, ConsFlowState& s) {
 
 bool consume_step(ConsCtx& c) {
     bool work = false;
-    if (dp_completion() == CompletionMode::Packet) {
-        for (uint32_t i = 0; i < c.nflows; i++)
-            work |= consume_packets(c, c.flows[i]);
+    const uint32_t burst = c.plane->burst_now();
+    if (c.plane->completion_now() == CompletionMode::Packet) {
+        for (ConsFlow* s : c.flows)
+            work |= consume_packets(c, *s, burst);
     } else {
-        for (uint32_t i = 0; i < c.nflows; i++)
-            work |= consume_messages(c, c.flows[i]);
+        for (ConsFlow* s : c.flows)
+            work |= consume_messages(c, *s, burst);
     }
     return work;
 }

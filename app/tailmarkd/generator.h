@@ -16,3 +16,15 @@ void generate(uint16_t flow, uint32_t msg_id, uint8_t* dst, size_t len);
 bool verify(uint16_t flow, uint32_t msg_id, const uint8_t* src, size_t len);
 
 } // namespace tailmark::app
+
+namespace tailmark { struct Message; }
+
+namespace tailmark::app {
+
+// The Senders' message source (SendSource) on a tx lcore: ctx is the TxCtx,
+// flow_user the GenFlow. See tx_lcore.cc.
+bool gen_source(void* ctx, void* flow_user, uint32_t msg_id, Message& msg, uint64_t& cookie);
+// A generator buffer's free_cb (rte_mbuf_ext_shared_info): back on its stack.
+void gen_buf_free(void* addr, void* opaque);
+
+} // namespace tailmark::app

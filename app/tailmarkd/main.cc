@@ -97,6 +97,8 @@ int main(int argc, char** argv) {
                 }
             }
             rc = r.ok && rc == 0 && shell_ok ? 0 : 1;
+            if (rt.refused_exit() != 0) // the peer refused our settings: a configuration error
+                rc = rt.refused_exit();
         }
         telemetry_detach(); // the commands stop reading rt before it is torn down
         rt.teardown(); // ports stopped and closed, rings and memzones freed

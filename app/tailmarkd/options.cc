@@ -300,7 +300,8 @@ const OptDef kOpts[] = {
          return e;
      }},
     {"dst-mac", "MAC",
-     "destination MAC (default: the rx port's in loopback, ff:ff:ff:ff:ff:ff otherwise)",
+     "the peer's MAC (default: resolved by ARP from --dst-ip; this port's in loopback); --flow-control off "
+     "needs it outside loopback (no session, no ARP)",
      [](Options& o, std::string_view v) -> Err {
          Err e = parse_mac(v, o.dst_mac);
          o.dst_mac_set = e.empty();
@@ -374,6 +375,31 @@ const OptDef kOpts[] = {
      "off (default): UDP checksum 0, the trailer's CRC32C covers the message; on: fill it on tx, verify it on rx, "
      "so a corrupted packet is dropped alone (and retransmitted) rather than failing its whole message's CRC",
      [](Options& o, std::string_view v) { return parse_bool(v, o.udp_checksum); }},
+    {"secret", "HEX",
+     "the session secret, 128 bits as 32 hex digits, the same on both ends: every control packet (handshake, "
+     "ACK, NACK, keep-alive) carries a SipHash-2-4 MAC keyed by it; it never travels. send and recv need it "
+     "(or --insecure); loopback makes up its own",
+     [](Options& o, std::string_view v) -> Err {
+         std::string err;
+         if (!parse_secret_hex(trim(v), o.secret, err))
+             return err.rfind("--secret: ", 0) == 0 ? err.substr(10) : err;
+         o.secret_set = true;
+         return {};
+     }},
+    {"insecure", nullptr,
+     "send/recv without --secret: control packets are authenticated with an all-zero key anyone can use "
+     "(said in the log); for tests on a private link only",
+     [](Options& o, std::string_view v) { return parse_bool(v, o.insecure); }},
+    {"service", "PORT", "the listener a session names: recv listens on it, send connects to it (default 47474)",
+     U64_OPT(service, 1, 65535, false)},
+    {"sessions", "N", "recv: sender sessions to see through (each --flows x --messages) before --exit-when-done (default 1)",
+     U64_OPT(sessions, 1, 4096, false)},
+    {"keepalive-ms", "MS", "a sender's liveness probe per session while connected (default 1000)",
+     U64_OPT(keepalive_ms, 10, 3600000, false)},
+    {"peer-timeout-ms", "MS", "a session ends when its peer is silent this long (default 5000)",
+     U64_OPT(peer_timeout_ms, 50, 3600000, false)},
+    {"connect-timeout-ms", "MS", "send: give up when no ACCEPT or REFUSE comes within this (default 5000)",
+     U64_OPT(connect_timeout_ms, 50, 3600000, false)},
     {"rto-us", "US", "first retransmission timeout in microseconds (default 5000); doubles per expiry",
      U64_OPT(rto_us, 10, 10000000, false)},
     {"rto-max-us", "US", "retransmission timeout cap in microseconds (default 200000)",
@@ -433,6 +459,16 @@ Err validate(Options& o) {
         return "--rto-max-us: " + std::to_string(o.rto_max_us) + " is below --rto-us " + std::to_string(o.rto_us);
     if (o.mode != Mode::Loopback && !o.rx_port_set)
         o.rx_port = o.tx_port;
+    if (o.mode != Mode::Loopback && o.flow_control && !o.secret_set && !o.insecure)
+        return "--secret: send and recv modes need the session secret (32 hex digits, the same on both ends), "
+               "or --insecure";
+    if (o.mode == Mode::Send && !o.flow_control && !o.dst_mac_set)
+        return "--dst-mac: --flow-control off has no session and so no ARP: give the destination MAC";
+    if (o.mode == Mode::Recv && !o.flow_control)
+        return "--flow-control: a receiver needs it on (it acknowledges what it takes)";
+    if (o.keepalive_ms * 2 > o.peer_timeout_ms)
+        return "--peer-timeout-ms: " + std::to_string(o.peer_timeout_ms) + " must be at least twice --keepalive-ms " +
+               std::to_string(o.keepalive_ms);
     if (o.mode != Mode::Loopback && o.tx_port != o.rx_port)
         return "--rx-port: send and recv modes use one port for data and credits (--tx-port == --rx-port)";
     return {};
@@ -630,7 +666,16 @@ std::string dump_ini(const Options& o) {
       << "rto-us = " << o.rto_us << "\n"
       << "rto-max-us = " << o.rto_max_us << "\n"
       << "retry-limit = " << o.retry_limit << "\n"
-      << "nack-delay-us = " << o.nack_delay_us << "\n";
+      << "nack-delay-us = " << o.nack_delay_us << "\n"
+      << "service = " << o.service << "\n"
+      << "sessions = " << o.sessions << "\n"
+      << "keepalive-ms = " << o.keepalive_ms << "\n"
+      << "peer-timeout-ms = " << o.peer_timeout_ms << "\n"
+      << "connect-timeout-ms = " << o.connect_timeout_ms << "\n";
+    if (o.secret_set)
+        s << "secret = " << format_secret_hex(o.secret) << "\n";
+    if (o.insecure)
+        s << "insecure = 1\n";
     for (auto& [flow, k] : o.flow_keys) {
         snprintf(key, sizeof(key), "0x%08x", k);
         s << "\n[flow." << flow << "]\nkey = " << key << "\n";

@@ -13,6 +13,7 @@
 #include <rte_ether.h>
 
 #include "drivers/fault_shim.h"
+#include "tailmark/siphash.h"
 #include "tailmark/rx_placer.h"
 #include "tailmark/wire.h"
 
@@ -65,6 +66,15 @@ struct Options {
     bool fixed_payload = false;      // --payload fixed: every message of a flow carries message 0's bytes
     bool verify = true;              // --verify off: consumers only take completions (benchmarks)
     double rate = 0;                 // --rate: generator messages per second, all flows together (0: as fast as possible)
+    // Sessions (lib/tailmark/session.h).
+    SipKey secret{};                 // --secret: the control packets' MAC key, the same on both ends
+    bool secret_set = false;
+    bool insecure = false;           // --insecure: send/recv without a secret (an all-zero key), said in the log
+    uint16_t service = kDefaultUdpPort; // the listener a session names (recv listens, send connects to it)
+    uint32_t sessions = 1;           // recv: sender sessions to see through before --exit-when-done
+    uint64_t keepalive_ms = 1000;    // a connector's liveness probe, per session
+    uint64_t peer_timeout_ms = 5000; // nothing authentic from a peer for this long: the session ends
+    uint64_t connect_timeout_ms = 5000; // no ACCEPT or REFUSE within this: give up
     std::string config_path;
     bool dump_config = false;
 

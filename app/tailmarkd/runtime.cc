@@ -16,7 +16,6 @@
 #include <rte_pause.h>
 #include <rte_random.h>
 #include <rte_ring_elem.h>
-#include <rte_timer.h>
 
 #include "generator.h"
 #include "signals.h"
@@ -27,13 +26,14 @@ namespace tailmark::app {
 namespace {
 
 constexpr uint64_t kTxStallUs = 250000;     // give up a partial burst after 250 ms without progress
-constexpr uint64_t kAckMinUs = 20;          // recv: ACK an advanced cursor within 20 us
-constexpr uint64_t kAckKeepaliveUs = 1000;  // recv: one ACK per flow per ms regardless
+constexpr uint64_t kAckMinUs = 20;          // recv: ACK a moved cursor within 20 us
 constexpr uint64_t kDrainUs = 500000;       // after a stop request, finish in-flight messages for 0.5 s
 constexpr uint64_t kControlUs = 100;        // control loop period
-constexpr uint32_t kFinalAcks = 20;         // recv: the final cursor is ACKed this often (1 ms apart) before exit
-constexpr unsigned kNackQueue = 1024;       // retransmission requests queued per tx queue
+constexpr uint64_t kCloseUs = 20000;        // CLOSE packets leave within this before the lcores stop
+constexpr unsigned kRequestRing = 4096;     // requests per lcore in flight
 constexpr uint64_t kConsumerStallUs = 1000000; // --consumer-lcores none: a flow is stalled after 1 s without a release
+constexpr uint64_t kGenBudget = 512ull << 20;  // generator buffers per tx lcore, at most (bytes)
+static_assert(sizeof(Request) % 4 == 0);
 
 // Objects on a NUMA socket (rte_zmalloc_socket + placement new).
 template <class T, class... A>
@@ -47,16 +47,6 @@ void socket_delete(T* p) {
         p->~T();
         rte_free(p);
     }
-}
-template <class T>
-T* socket_array(size_t n, int socket) {
-    void* p = rte_zmalloc_socket("tailmarkd", sizeof(T) * (n ? n : 1), 64, socket);
-    if (p == nullptr)
-        return nullptr;
-    T* a = static_cast<T*>(p);
-    for (size_t i = 0; i < n; i++)
-        new (&a[i]) T();
-    return a;
 }
 
 std::string lcore_list() {
@@ -83,10 +73,41 @@ std::string mac_str(const rte_ether_addr& m) {
     return b;
 }
 
+FailReason fail_reason(SessionEnd e) {
+    switch (e) {
+    case SessionEnd::PeerReset: return FailReason::ReceiverRestarted;
+    case SessionEnd::PeerTimeout: return FailReason::PeerTimeout;
+    case SessionEnd::Refused:
+    case SessionEnd::BadAccept: return FailReason::Refused;
+    default: return FailReason::Closed;
+    }
+}
+
 } // namespace
+
+Runtime::Runtime(const Options& opt) : opt_(opt) {}
 
 Runtime::~Runtime() {
     teardown();
+}
+
+LcoreCtx* Runtime::lcore_ctx(unsigned l) {
+    if (lcores_[l] == nullptr) {
+        LcoreCtx* c = socket_new<LcoreCtx>(static_cast<int>(rte_lcore_to_socket_id(l)));
+        if (c == nullptr)
+            return nullptr;
+        c->plane = &plane_;
+        c->lcore = l;
+        char name[RTE_RING_NAMESIZE];
+        snprintf(name, sizeof(name), "tm_req_%u", l);
+        c->req = rte_ring_create_elem(name, sizeof(Request), kRequestRing, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+        snprintf(name, sizeof(name), "tm_resp_%u", l);
+        c->resp = rte_ring_create_elem(name, sizeof(Request), kRequestRing, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+        lcores_[l] = c;
+        if (c->req == nullptr || c->resp == nullptr)
+            return nullptr;
+    }
+    return lcores_[l];
 }
 
 // --- set-up -----------------------------------------------------------------
@@ -276,193 +297,118 @@ bool Runtime::open_ports(SetupError& e) {
     return true;
 }
 
-bool Runtime::make_flows(SetupError& e) {
-    const uint32_t n = opt_.flows;
-    flows_ = socket_array<FlowCtx>(n, rx_socket_);
-    if (flows_ == nullptr) {
-        e = {1, "out of memory (flow contexts)"};
-        return false;
-    }
-    Addressing addr;
-    addr.src_mac = opt_.src_mac_set ? opt_.src_mac : tx_port_->mac();
-    if (opt_.dst_mac_set)
-        addr.dst_mac = opt_.dst_mac;
-    else if (opt_.mode == Mode::Loopback)
-        addr.dst_mac = rx_port_->mac();
-    else
-        memset(&addr.dst_mac, 0xFF, sizeof(addr.dst_mac));
-    addr.src_ip = opt_.src_ip;
-    addr.dst_ip = opt_.dst_ip;
-    addr.udp_port = opt_.udp_port;
-    TM_LOG(INFO, app, "addressing: %s -> %s, UDP port %u", mac_str(addr.src_mac).c_str(),
-           mac_str(addr.dst_mac).c_str(), opt_.udp_port);
-
-    const uint32_t stride = stride_for_mtu(opt_.mtu);
-    const GroupPlan plan = plan_group(opt_.msg_size, stride);
-    const bool receives = opt_.mode != Mode::Send;
-    // Per-packet rings: in packet mode, and in a shell run, which may switch
-    // to packet mode (`set completion`).
-    const bool packet_mode = opt_.completion == CompletionMode::Packet || switchable();
-    const auto R = static_cast<uint32_t>(rx_lcores_.size());
-    const auto T = static_cast<uint32_t>(tx_lcores_.size());
-
-    for (uint32_t i = 0; i < n; i++) {
-        FlowCtx& f = flows_[i];
-        f.id = static_cast<uint16_t>(i);
-        f.key = opt_.key_of(f.id);
-        f.ring_size = opt_.ring_size;
-        f.pkts_per_msg = plan.pkt_count;
-        if (!TxFlow::make(f.tx, f.id, f.key, opt_.ring_size, opt_.mtu, addr)) {
-            e = {2, "--mtu: " + std::to_string(opt_.mtu) + " leaves no room for a packet"};
-            return false;
-        }
-        f.txq = static_cast<uint16_t>(steer_by_queue_ ? i % R : i % T);
-        if (steer_by_queue_ || R == 1 || !receives) {
-            f.rx_owner = static_cast<uint16_t>(steer_by_queue_ ? i % R : 0);
-        } else {
-            // RSS: the queue the port hashes this flow's data packets to.
-            const uint32_t sip = opt_.mode == Mode::Recv ? opt_.dst_ip : opt_.src_ip;
-            const uint32_t dip = opt_.mode == Mode::Recv ? opt_.src_ip : opt_.dst_ip;
-            const int q = rx_port_->rss_queue_of(sip, dip, TxFlow::source_port(f.id), opt_.udp_port);
-            if (q < 0 || static_cast<uint32_t>(q) >= R) {
-                e = {1, "flow " + std::to_string(i) + ": RSS queue unknown"};
-                return false;
-            }
-            f.rx_owner = static_cast<uint16_t>(q);
-        }
-        if (!receives)
-            continue;
-        auto ring = CompletionRing::create(f.id, opt_.ring_size, opt_.msg_size, rx_socket_);
-        if (!ring) {
-            const double mib = double(opt_.ring_size) * double(RTE_ALIGN_CEIL(opt_.msg_size ? opt_.msg_size : 1, 4096)) /
-                               (1 << 20);
-            e = {2, "--ring-size/--msg-size: the completion ring of flow " + std::to_string(i) + " needs " +
-                        std::to_string(static_cast<uint64_t>(mib + 0.5)) + " MiB (" +
-                        rte_strerror(rte_errno) + "); lower them, or raise EAL -m"};
-            return false;
-        }
-        f.ring = ring.get();
-        rings_.push_back(std::move(ring));
-        if (packet_mode) {
-            // Room for every packet of a full window: the placer never finds it full.
-            const uint64_t cap = uint64_t(opt_.ring_size) * plan.pkt_count + kMaxBurst;
-            char name[RTE_RING_NAMESIZE];
-            snprintf(name, sizeof(name), "tm_cq_%u", i);
-            f.pkt_cq = rte_ring_create_elem(name, sizeof(PacketCompletion), static_cast<unsigned>(cap),
-                                            rx_socket_, RING_F_SP_ENQ | RING_F_SC_DEQ | RING_F_EXACT_SZ);
-            if (f.pkt_cq == nullptr) {
-                e = {2, "--completion packet: per-packet completion ring of flow " + std::to_string(i) + " (" +
-                            std::to_string(cap) + " entries): " + rte_strerror(rte_errno) +
-                            "; lower --ring-size, or raise EAL -m"};
-                return false;
-            }
-            cqs_.push_back(f.pkt_cq);
-        }
-    }
-    return true;
-}
-
-bool Runtime::make_contexts(SetupError& e) {
-    const uint32_t n = opt_.flows;
-    const bool receives = opt_.mode != Mode::Send;
-    const auto T = static_cast<uint32_t>(tx_lcores_.size());
-    auto oom = [&](const char* what) {
-        e = {1, std::string("out of memory: ") + what + " (raise EAL -m)"};
+// The engines: a Sender per tx queue, a Receiver per rx queue, the consumer
+// contexts, and the rings between them. No flow yet: sessions bring them.
+bool Runtime::make_engines(SetupError& e) {
+    auto oom = [&](const std::string& what) {
+        e = {1, "out of memory: " + what + " (raise EAL -m)"};
         return false;
     };
+    mac_ = opt_.src_mac_set ? opt_.src_mac : tx_port_->mac();
+    sender_of_ = static_cast<uint8_t*>(rte_malloc("tm_sender_of", 65536, 64));
+    if (sender_of_ == nullptr)
+        return oom("ACK routes");
+    memset(sender_of_, kNoSender, 65536);
+    allocs_.push_back(sender_of_);
+    control_in_ = rte_ring_create("tm_ctl_in", 4096, SOCKET_ID_ANY, RING_F_SC_DEQ);
+    if (control_in_ == nullptr)
+        return oom("control ring");
 
-    // tx: lcore t owns the tx queues q with q % T == t, and the flows sent on them.
+    // tx: lcore t owns the tx queues q with q % T == t, one Sender each.
+    const auto T = static_cast<uint32_t>(tx_lcores_.size());
     for (uint32_t t = 0; t < T; t++) {
-        TxCtx* c = socket_new<TxCtx>(tx_socket_, tx_pool_);
+        TxCtx* c = socket_new<TxCtx>(tx_socket_);
         if (c == nullptr)
             return oom("tx context");
         txs_.push_back(c);
+        c->plane = &plane_;
         c->lcore = tx_lcores_[t];
-        c->port = tx_port_->id();
-        c->marker.set_udp_checksum(opt_.udp_checksum);
-        std::vector<uint16_t> qs;
-        for (uint16_t q = 0; q < tx_nq_; q++)
-            if (q % T == t)
-                qs.push_back(q);
-        c->nqueues = static_cast<uint32_t>(qs.size());
-        c->queues = socket_array<TxQueueCtx>(qs.size(), tx_socket_);
-        if (c->queues == nullptr)
-            return oom("tx queues");
-        allocs_.push_back(c->queues);
-        uint32_t owned = 0;
-        for (size_t k = 0; k < qs.size(); k++) {
-            TxQueueCtx& q = c->queues[k];
-            q.queue = qs[k];
-            for (uint32_t i = 0; i < n; i++)
-                q.nflows += flows_[i].txq == q.queue;
-            // Retransmission requests: from the placers and rx lcores (many
-            // producers) and this lcore's timers, to this lcore.
-            char name[RTE_RING_NAMESIZE];
-            snprintf(name, sizeof(name), "tm_nack_%u", static_cast<unsigned>(q.queue));
-            q.nack_q = rte_ring_create_elem(name, sizeof(Nack), kNackQueue, tx_socket_, RING_F_SC_DEQ);
-            if (q.nack_q == nullptr)
-                return oom("retransmission request ring");
-            cqs_.push_back(q.nack_q);
-            if (opt_.mode != Mode::Recv) {
-                q.scratch = static_cast<uint8_t*>(
-                    rte_malloc_socket("tm_tx_retx", opt_.msg_size ? opt_.msg_size : 64, 64, tx_socket_));
-                if (q.scratch == nullptr)
-                    return oom("retransmission buffer (--msg-size)");
-                allocs_.push_back(q.scratch);
-                const uint64_t turn = std::min<uint64_t>(opt_.msg_size ? opt_.msg_size : 64, opt_.tx_quantum);
-                q.turn_buf = static_cast<uint8_t*>(rte_malloc_socket("tm_tx_turn", turn, 64, tx_socket_));
-                if (q.turn_buf == nullptr)
-                    return oom("tx message buffer (--tx-quantum)");
-                allocs_.push_back(q.turn_buf);
-            }
-            q.flows = socket_array<TxFlowState>(q.nflows, tx_socket_);
-            if (q.flows == nullptr)
-                return oom("tx flow state");
-            allocs_.push_back(q.flows);
-            uint32_t j = 0;
-            for (uint32_t i = 0; i < n; i++) {
-                if (flows_[i].txq != q.queue)
-                    continue;
-                TxFlowState& s = q.flows[j++];
-                s.f = &flows_[i];
-                s.c = c;
-                s.q = &q;
-                flows_[i].nack_q = q.nack_q;
-                rte_timer_init(&s.timer);
-                if (opt_.mode != Mode::Recv) {
-                    flows_[i].txs = &s;
-                    s.out = socket_array<OutMsg>(opt_.ring_size, tx_socket_);
-                    if (s.out == nullptr)
-                        return oom("tx message records (--ring-size)");
-                    allocs_.push_back(s.out);
-                    s.buf = static_cast<uint8_t*>(
-                        rte_malloc_socket("tm_tx_msg", opt_.msg_size ? opt_.msg_size : 64, 64, tx_socket_));
-                    if (s.buf == nullptr)
-                        return oom("tx message buffers (flows x --msg-size)");
-                    allocs_.push_back(s.buf);
-                    if (opt_.fixed_payload) // every message a prefix of these bytes
-                        generate(flows_[i].id, 0, s.buf, opt_.msg_size);
-                }
-            }
-            owned += q.nflows;
+        LcoreCtx* l = lcore_ctx(c->lcore);
+        if (l == nullptr)
+            return oom("request rings");
+        l->tx = c;
+    }
+    for (uint16_t q = 0; q < tx_nq_; q++) {
+        TxCtx* c = txs_[q % T];
+        char name[24];
+        snprintf(name, sizeof(name), "tm_s%u", q);
+        SenderConfig sc;
+        sc.port = tx_port_->id();
+        sc.queue = q;
+        sc.udp_port = opt_.udp_port;
+        sc.pool = tx_pool_;
+        sc.udp_checksum = opt_.udp_checksum;
+        sc.burst = opt_.burst;
+        sc.tx_quantum = opt_.tx_quantum;
+        sc.rto = tsc_hz_ * opt_.rto_us / 1000000;
+        sc.rto_max = tsc_hz_ * opt_.rto_max_us / 1000000;
+        sc.retry_limit = opt_.retry_limit;
+        sc.stall = tsc_hz_ * kTxStallUs / 1000000;
+        sc.max_flows = 65536 / tx_nq_ + 1;
+        sc.name = name;
+        sc.socket = tx_socket_;
+        auto* s = new (std::nothrow) Sender(sc);
+        if (s == nullptr || !s->ok()) {
+            delete s;
+            return oom("sender " + std::to_string(q));
         }
-        if (owned == 0)
-            TM_LOG(WARNING, app, "tx lcore %u has no flow to send", c->lcore);
-        roles_[c->lcore].tx = c;
+        if (!opt_.replay)
+            s->set_source(gen_source, c);
+        senders_.push_back(s);
+        sender_lcore_.push_back(c->lcore);
+        wire_in_.push_back(s->wire_inbox());
+        local_in_.push_back(s->local_inbox());
+        c->senders.push_back(s);
+        if (opt_.replay) {
+            ReplayQueue rq;
+            rq.q = std::make_unique<TxBurst>(sc.port, q, sc.stall);
+            rq.flows.reserve(opt_.flows);
+            c->replay.push_back(std::move(rq));
+        }
+    }
+    // The generator's buffers: each tx lcore's flows may hold up to a window
+    // of messages each until they are delivered, within a memory budget, but
+    // at least one per flow (fewer stop nothing: a flow waits for a buffer).
+    if (opt_.mode != Mode::Recv && !opt_.fixed_payload && !opt_.replay) {
+        const uint64_t size = RTE_ALIGN_CEIL(opt_.msg_size ? opt_.msg_size : 1, 64);
+        for (TxCtx* c : txs_) {
+            const uint64_t nflows = (opt_.flows + T - 1) / T;
+            uint64_t n = std::min<uint64_t>(nflows * opt_.ring_size, std::max<uint64_t>(kGenBudget / size, nflows));
+            n = std::max<uint64_t>(n, 1);
+            c->buf_size = size;
+            auto* bufs = static_cast<GenBuf*>(rte_zmalloc_socket("tm_gen_bufs", sizeof(GenBuf) * n, 64, tx_socket_));
+            auto* mem = static_cast<uint8_t*>(rte_malloc_socket("tm_gen_data", size * n, 64, tx_socket_));
+            if (bufs == nullptr || mem == nullptr) {
+                rte_free(bufs);
+                rte_free(mem);
+                return oom("generator buffers (" + std::to_string(n) + " x " + std::to_string(size) +
+                           " B: flows x --ring-size x --msg-size)");
+            }
+            allocs_.push_back(bufs);
+            allocs_.push_back(mem);
+            for (uint64_t i = 0; i < n; i++) {
+                GenBuf& b = bufs[i];
+                b.data = mem + i * size;
+                b.owner = c;
+                b.shinfo.free_cb = gen_buf_free;
+                b.shinfo.fcb_opaque = &b;
+                rte_mbuf_ext_refcnt_set(&b.shinfo, 0); // the Sender's hold is the first reference
+                b.next = c->free_bufs;
+                c->free_bufs = &b;
+            }
+        }
     }
 
-    // rx: lcore r polls rx queue r.
+    // rx: lcore r polls rx queue r with a Receiver.
     for (uint32_t r = 0; r < rx_lcores_.size(); r++) {
         RxCtx* c = socket_new<RxCtx>(rx_socket_);
         if (c == nullptr)
             return oom("rx context");
         rxs_.push_back(c);
+        c->plane = &plane_;
         c->lcore = rx_lcores_[r];
         c->port = rx_port_->id();
         c->queue = static_cast<uint16_t>(r);
-        c->index = static_cast<uint16_t>(r);
-        c->pcfg.udp_port = opt_.udp_port;
-        c->pcfg.verify_udp_checksum = opt_.udp_checksum;
         if (opt_.fault_set || opt_.interactive) {
             char name[RTE_RING_NAMESIZE];
             snprintf(name, sizeof(name), "tm_fault_%u", r);
@@ -479,202 +425,915 @@ bool Runtime::make_contexts(SetupError& e) {
             shim_cbs_.push_back(cb);
             fault_spec_ = opt_.fault;
         }
-        if (receives) {
-            auto* p = new (std::nothrow) RxPlacer(c->pcfg, rx_socket_);
-            if (p == nullptr)
-                return oom("rx placer");
-            placers_.push_back(p);
-            c->placer = p;
-            p->set_mode(opt_.completion);
-            p->set_nack_delay(tsc_hz_ * opt_.nack_delay_us / 1000000);
-            uint32_t owned = 0;
-            for (uint32_t i = 0; i < n; i++) {
-                FlowCtx& f = flows_[i];
-                if (f.rx_owner != r)
-                    continue;
-                if (!p->add_flow(f.id, f.ring, f.key, stride_for_mtu(opt_.mtu)))
-                    return oom("rx placer flow state");
-                if (f.pkt_cq)
-                    p->set_packet_completion_ring(f.id, f.pkt_cq);
-                p->set_nack_ring(f.id, f.nack_q);
-                f.placer = p;
-                owned++;
-            }
-            if (owned == 0)
-                TM_LOG(WARNING, app, "rx lcore %u owns no flow", c->lcore);
+        char name[24];
+        snprintf(name, sizeof(name), "tm_r%u", r);
+        ReceiverConfig rc;
+        rc.parser.udp_port = opt_.udp_port;
+        rc.parser.verify_udp_checksum = opt_.udp_checksum;
+        rc.pool = tx_pool_;
+        rc.nack_delay = tsc_hz_ * opt_.nack_delay_us / 1000000;
+        rc.ack_min = tsc_hz_ * kAckMinUs / 1000000;
+        rc.routes.sender_of = sender_of_;
+        rc.routes.wire_in = wire_in_.data();
+        rc.routes.local_in = local_in_.data();
+        rc.routes.nsenders = static_cast<uint32_t>(senders_.size());
+        rc.routes.control = control_in_;
+        rc.routes.ctl_out = senders_[r % senders_.size()]->ctl_out();
+        rc.mode = opt_.completion;
+        rc.name = name;
+        rc.socket = rx_socket_;
+        auto* rcv = new (std::nothrow) Receiver(rc);
+        if (rcv == nullptr || !rcv->ok()) {
+            delete rcv;
+            return oom("receiver " + std::to_string(r));
         }
-        roles_[c->lcore].rx = c;
+        receivers_.push_back(rcv);
+        c->receiver = rcv;
+        LcoreCtx* l = lcore_ctx(c->lcore);
+        if (l == nullptr)
+            return oom("request rings");
+        l->rx = c;
     }
 
-    // consumers: flow f goes to consumer f % C.
-    const auto C = static_cast<uint32_t>(cons_lcores_.size());
-    for (uint32_t k = 0; k < C && receives; k++) {
+    // consumers
+    for (uint32_t k = 0; k < cons_lcores_.size(); k++) {
         ConsCtx* c = socket_new<ConsCtx>(rx_socket_);
         if (c == nullptr)
             return oom("consumer context");
         conss_.push_back(c);
+        c->plane = &plane_;
         c->lcore = cons_lcores_[k];
         c->hist.clear();
-        for (uint32_t i = 0; i < n; i++)
-            c->nflows += i % C == k;
-        c->flows = socket_array<ConsFlowState>(c->nflows, rx_socket_);
-        if (c->flows == nullptr)
-            return oom("consumer flow state");
-        allocs_.push_back(c->flows);
-        uint32_t j = 0;
-        for (uint32_t i = 0; i < n; i++) {
-            if (i % C != k)
-                continue;
-            ConsFlowState& s = c->flows[j++];
-            s.f = &flows_[i];
-            if (opt_.completion == CompletionMode::Packet || switchable()) {
-                s.slots = socket_array<PktSlot>(opt_.ring_size, rx_socket_);
-                if (s.slots == nullptr)
-                    return oom("packet mode slots");
-                allocs_.push_back(s.slots);
+        c->flows.reserve(16384);
+        LcoreCtx* l = lcore_ctx(c->lcore);
+        if (l == nullptr)
+            return oom("request rings");
+        l->cons = c;
+    }
+    // The main lcore runs the control loop, and its roles if it has any.
+    if (lcore_ctx(rte_get_main_lcore()) == nullptr)
+        return oom("request rings");
+
+    SessionTable::Config tc;
+    tc.pool = tx_pool_;
+    tc.mac = mac_;
+    tc.rx_mac = opt_.mode == Mode::Loopback && !opt_.dst_mac_set ? rx_port_->mac() : mac_;
+    if (opt_.mode == Mode::Loopback && opt_.dst_mac_set)
+        tc.rx_mac = opt_.dst_mac;
+    tc.self = {opt_.src_ip, opt_.udp_port};
+    tc.hz = tsc_hz_;
+    tc.keepalive_us = opt_.keepalive_ms * 1000;
+    tc.peer_timeout_us = opt_.peer_timeout_ms * 1000;
+    tc.connect_timeout_us = opt_.connect_timeout_ms * 1000;
+    rte_ring* out = senders_[0]->ctl_out();
+    sessions_ = std::make_unique<SessionTable>(
+        tc,
+        [out](rte_mbuf* m) {
+            if (rte_ring_mp_enqueue(out, m) == 0)
+                return true;
+            rte_pktmbuf_free(m);
+            return false;
+        },
+        [this](Session& s) { on_session(s); });
+    return true;
+}
+
+// The flows this process configures itself (loopback, send): the shell's
+// and the summary's flows 0..N-1, filled in when the session is up. recv
+// adds flows as sessions arrive.
+bool Runtime::make_registry(SetupError& e) {
+    flows_.reserve(kMaxRegistry);
+    if (opt_.mode == Mode::Recv)
+        return true;
+    const GroupPlan plan = plan_group(opt_.msg_size, stride_for_mtu(opt_.mtu));
+    for (uint32_t i = 0; i < opt_.flows; i++) {
+        FlowCtx* f = socket_new<FlowCtx>(rx_socket_);
+        if (f == nullptr) {
+            e = {1, "out of memory: flow contexts"};
+            return false;
+        }
+        f->index = i;
+        f->gen_id = static_cast<uint16_t>(i);
+        f->ring_size = opt_.ring_size;
+        f->pkts_per_msg = plan.pkt_count;
+        flows_.push_back(f);
+    }
+    nflows_.store(static_cast<uint32_t>(flows_.size()), std::memory_order_release);
+    return true;
+}
+
+// A flow's receive side: ring (memzone), per-packet ring, the Receiver's
+// state and the consumer's; handed to the lcores by the caller.
+bool Runtime::make_recv_flow(FlowCtx& f, AppSession& a, Session& s, uint16_t id, uint16_t i, std::string& err) {
+    const uint32_t stride = stride_for_mtu(s.params.mtu);
+    f.recv_id = id;
+    f.ring = CompletionRing::create(id, s.params.ring_size, s.params.max_msg, rx_socket_);
+    if (!f.ring) {
+        const double mib = double(s.params.ring_size) * double(RTE_ALIGN_CEIL(s.params.max_msg ? s.params.max_msg : 1, 4096)) /
+                           (1 << 20);
+        err = "--ring-size/--msg-size: the completion ring of flow " + std::to_string(f.index) + " needs " +
+              std::to_string(static_cast<uint64_t>(mib + 0.5)) + " MiB (" + rte_strerror(rte_errno) +
+              "); lower them, or raise EAL -m";
+        return false;
+    }
+    f.consumed.store(f.ring->released(), std::memory_order_relaxed);
+    if (opt_.completion == CompletionMode::Packet || switchable()) {
+        // Room for every packet of a full window: the placer never finds it full.
+        const uint64_t cap = uint64_t(s.params.ring_size) * plan_group(s.params.max_msg, stride).pkt_count + kMaxBurst;
+        char name[RTE_RING_NAMESIZE];
+        snprintf(name, sizeof(name), "tm_cq_%u", id);
+        f.pkt_cq = rte_ring_create_elem(name, sizeof(PacketCompletion), static_cast<unsigned>(cap), rx_socket_,
+                                        RING_F_SP_ENQ | RING_F_SC_DEQ | RING_F_EXACT_SZ);
+        if (f.pkt_cq == nullptr) {
+            err = "--completion packet: per-packet completion ring of flow " + std::to_string(f.index) + " (" +
+                  std::to_string(cap) + " entries): " + rte_strerror(rte_errno) + "; lower --ring-size, or raise EAL -m";
+            return false;
+        }
+    }
+    // Which rx lcore sees this flow's data: net_ring loopback steers by
+    // queue (id % R); RSS hashes the data's 5-tuple.
+    const auto R = static_cast<uint32_t>(rxs_.size());
+    uint32_t owner = 0;
+    if (steer_by_queue_) {
+        owner = id % R;
+    } else if (R > 1 && rss_) {
+        const int q = rx_port_->rss_queue_of(s.peer.ip, opt_.src_ip, TxFlow::source_port(id), opt_.udp_port);
+        if (q < 0 || static_cast<uint32_t>(q) >= R) {
+            err = "flow " + std::to_string(f.index) + ": RSS queue unknown";
+            return false;
+        }
+        owner = static_cast<uint32_t>(q);
+    }
+    RecvFlowSpec rs;
+    rs.id = id;
+    rs.ring = f.ring.get();
+    rs.key = s.params.key_of(i);
+    rs.stride = stride;
+    rs.peer_flow = static_cast<uint16_t>(s.peer_base + i);
+    rs.link = opt_.replay ? nullptr : s.link; // --replay: ready-made packets, nobody to acknowledge to
+    rs.pkt_cq = f.pkt_cq;
+    f.receiver = receivers_[owner];
+    f.recv_lcore = rxs_[owner]->lcore;
+    f.recv = Receiver::make_flow(rs, rx_socket_);
+    if (f.recv == nullptr) {
+        err = "out of memory: receive state of flow " + std::to_string(f.index);
+        return false;
+    }
+    (void)a;
+    if (!conss_.empty()) {
+        ConsCtx* c = conss_[f.index % conss_.size()];
+        f.cons_ctx = c;
+        auto* cf = socket_new<ConsFlow>(rx_socket_);
+        if (cf == nullptr) {
+            err = "out of memory: consumer state";
+            return false;
+        }
+        cf->f = &f;
+        cf->ring = f.ring.get();
+        cf->pkt_cq = f.pkt_cq;
+        cf->next = f.ring->released();
+        if (f.pkt_cq != nullptr) {
+            cf->slots = static_cast<PktSlot*>(rte_zmalloc_socket("tm_pkt_slots", sizeof(PktSlot) * s.params.ring_size, 64,
+                                                                 rx_socket_));
+            if (cf->slots == nullptr) {
+                socket_delete(cf);
+                err = "out of memory: packet mode slots";
+                return false;
             }
         }
-        if (c->nflows == 0)
-            TM_LOG(WARNING, app, "consumer lcore %u owns no flow", c->lcore);
-        roles_[c->lcore].cons = c;
+        f.cons = cf;
     }
     return true;
 }
 
-// --replay: ring_size ready-made packet groups per flow, of message 0's
-// content (the CRC32C is the same for every msg_id; the consumer compares
-// every byte with message 0's).
-bool Runtime::make_replay(SetupError& e) {
-    g_dp.replay = opt_.replay;
-    if (!opt_.replay)
-        return true;
-    for (TxCtx* c : txs_) {
-        for (uint32_t k = 0; k < c->nqueues; k++) {
-            TxQueueCtx& q = c->queues[k];
-            for (uint32_t j = 0; j < q.nflows; j++) {
-                TxFlowState& s = q.flows[j];
-                generate(s.f->id, 0, s.buf, opt_.msg_size);
-                TxMessage m;
-                m.bytes = {s.buf, static_cast<size_t>(opt_.msg_size)};
-                c->marker.prepare(s.f->tx, m);
-                const uint32_t n = m.plan.pkt_count;
-                s.replay_plan = m.plan;
-                s.replay = static_cast<rte_mbuf**>(
-                    rte_zmalloc_socket("tm_replay", sizeof(rte_mbuf*) * n * opt_.ring_size, 64, tx_socket_));
-                if (s.replay == nullptr) {
-                    e = {1, "--replay: out of memory"};
-                    return false;
-                }
-                replays_.push_back(&s);
-                for (uint32_t set = 0; set < opt_.ring_size; set++)
-                    for (uint32_t first = 0; first < n; first += kMaxBurst) {
-                        const uint32_t cnt = n - first < kMaxBurst ? n - first : kMaxBurst;
-                        if (c->marker.build(s.f->tx, m, first, cnt, s.replay + set * n + first) < 0) {
-                            e = {2, "--replay: " + std::to_string(opt_.ring_size) + " x " + std::to_string(n) +
-                                        " ready packets per flow do not fit the mbuf pool; lower --ring-size"};
-                            return false;
-                        }
-                        for (uint32_t i = 0; i < cnt; i++)
-                            if (s.replay[set * n + first + i]->nb_segs != 1) {
-                                e = {2, "--replay: packets must be single-segment (--mtu)"};
-                                return false;
-                            }
-                    }
+// Hands a flow's receive side to its lcores.
+void Runtime::post_recv(FlowCtx& f, AppSession& a) {
+    post(f.recv_lcore, {Request::Op::AddRecv, false, FailReason::None, f.recv_id, f.index, f.receiver, f.recv, &a});
+    a.pending++;
+    if (f.cons != nullptr) {
+        post(f.cons_ctx->lcore,
+             {Request::Op::AddCons, false, FailReason::None, f.recv_id, f.index, f.cons_ctx, f.cons, &a});
+        a.pending++;
+    }
+}
+
+// Frees what make_recv_flow made (the lcores never had it, or gave it back).
+void Runtime::free_recv(FlowCtx& f) {
+    Receiver::free_flow(f.recv);
+    f.recv = nullptr;
+    if (f.cons != nullptr) {
+        rte_free(f.cons->slots);
+        socket_delete(f.cons);
+        f.cons = nullptr;
+    }
+    rte_ring_free(f.pkt_cq);
+    f.pkt_cq = nullptr;
+    f.ring.reset(); // the memzone
+}
+
+// --flow-control off: no peer to agree with (a sink such as net_null), so
+// no session: the flows are configured here, unreliable, and installed
+// before the lcores start.
+bool Runtime::make_unconnected(SetupError& e) {
+    Addressing addr;
+    addr.src_mac = mac_;
+    addr.dst_mac = opt_.dst_mac_set ? opt_.dst_mac : rx_port_->mac();
+    addr.src_ip = opt_.src_ip;
+    addr.dst_ip = opt_.mode == Mode::Loopback ? opt_.src_ip : opt_.dst_ip;
+    addr.udp_port = opt_.udp_port;
+    Session fake;
+    fake.params.mtu = opt_.mtu;
+    fake.params.ring_size = opt_.ring_size;
+    fake.params.max_msg = static_cast<uint32_t>(opt_.msg_size);
+    fake.params.key = opt_.key;
+    fake.peer = {addr.dst_ip, opt_.udp_port};
+    for (const auto& [i, k] : opt_.flow_keys)
+        fake.params.overrides.push_back({i, k});
+    auto a = std::make_unique<AppSession>();
+    for (uint32_t i = 0; i < opt_.flows; i++) {
+        FlowCtx& f = *flows_[i];
+        f.send_id = static_cast<uint16_t>(i);
+        SendFlowSpec sp;
+        sp.id = f.send_id;
+        if (!TxFlow::make(sp.tx, static_cast<uint16_t>(i), opt_.key_of(static_cast<uint16_t>(i)), opt_.ring_size,
+                          opt_.mtu, addr)) {
+            e = {2, "--mtu: " + std::to_string(opt_.mtu) + " leaves no room for a packet"};
+            return false;
+        }
+        sp.ring_size = opt_.ring_size;
+        sp.max_msg = opt_.msg_size;
+        sp.reliable = false;
+        sp.report = false;
+        const uint32_t si = steer_by_queue_ ? i % rxs_.size() : i % senders_.size();
+        TxCtx* c = txs_[si % txs_.size()];
+        auto* g = socket_new<GenFlow>(tx_socket_);
+        if (g == nullptr) {
+            e = {1, "out of memory: generator state"};
+            return false;
+        }
+        allocs_.push_back(g);
+        g->f = &f;
+        g->c = c;
+        if (opt_.fixed_payload) {
+            g->fixed = static_cast<uint8_t*>(rte_malloc_socket("tm_fixed", opt_.msg_size ? opt_.msg_size : 1, 64, tx_socket_));
+            if (g->fixed == nullptr) {
+                e = {1, "out of memory: --payload fixed buffers"};
+                return false;
             }
+            allocs_.push_back(g->fixed);
+            generate(f.gen_id, 0, g->fixed, opt_.msg_size);
+        }
+        f.gen = g;
+        sp.user = g;
+        f.sender = senders_[si];
+        f.send = Sender::make_flow(sp, tx_socket_);
+        if (f.send == nullptr || !f.sender->install(f.send)) {
+            e = {1, "out of memory: send state"};
+            return false;
+        }
+        if (opt_.mode == Mode::Loopback) {
+            std::string err;
+            fake.peer_base = 0;
+            if (!make_recv_flow(f, *a, fake, static_cast<uint16_t>(i), static_cast<uint16_t>(i), err)) {
+                e = {2, err};
+                return false;
+            }
+            post_recv(f, *a);
         }
     }
+    // Installed directly: the lcores have not started.
+    for (unsigned l = 0; l < RTE_MAX_LCORE; l++)
+        if (lcores_[l] != nullptr)
+            serve_requests(*lcores_[l]);
+    for (unsigned l = 0; l < RTE_MAX_LCORE; l++) {
+        Request r;
+        while (lcores_[l] != nullptr && rte_ring_sc_dequeue_elem(lcores_[l]->resp, &r, sizeof(r)) == 0)
+            if (!r.ok) {
+                e = {1, "flow set-up refused by an lcore"};
+                return false;
+            }
+    }
+    a->stage = AppSession::Stage::Live;
+    a->index = 0;
+    for (FlowCtx* f : flows_)
+        a->flows.push_back(f), f->session = f->send_session = f->recv_session = a.get();
+    app_sessions_.push_back(std::move(a));
     return true;
 }
 
 bool Runtime::setup(SetupError& e) {
     tsc_hz_ = rte_get_tsc_hz();
-    if (rte_timer_subsystem_init() < 0 && rte_errno != EALREADY) {
-        e = {1, std::string("rte_timer_subsystem_init: ") + rte_strerror(rte_errno)};
-        return false;
+    DataPlaneConfig& dp = plane_.cfg;
+    dp.mode = opt_.mode;
+    dp.msg_size = opt_.msg_size;
+    dp.sizes = opt_.msg_sizes.empty() ? nullptr : opt_.msg_sizes.data();
+    dp.nsizes = static_cast<uint32_t>(opt_.msg_sizes.size());
+    dp.messages = opt_.messages;
+    dp.ring_size = opt_.ring_size;
+    dp.flows = opt_.flows;
+    dp.verify = opt_.verify;
+    dp.fixed_payload = opt_.fixed_payload;
+    dp.replay = opt_.replay;
+    dp.pace_cycles = opt_.rate > 0 ? static_cast<uint64_t>(double(tsc_hz_) * opt_.flows / opt_.rate) : 0;
+    plane_.burst.store(opt_.burst);
+    plane_.completion.store(static_cast<uint8_t>(opt_.completion));
+    if (opt_.secret_set) {
+        secret_ = opt_.secret;
+    } else if (opt_.mode == Mode::Loopback) {
+        secret_ = {rte_rand(), rte_rand()}; // a session with itself: nobody else needs it
+    } else {
+        TM_LOG(WARNING, app, "--insecure: control packets are authenticated with a well-known all-zero key; "
+                             "anyone on the path can forge ACKs and end sessions");
     }
-    timers_ = true;
-    if (!plan_lcores(e) || !open_ports(e) || !make_flows(e) || !make_contexts(e) || !make_replay(e))
+    if (!plan_lcores(e) || !open_ports(e) || !make_engines(e) || !make_registry(e))
         return false;
-    seen_released_.assign(opt_.flows, 0);
-    failed_logged_.assign(opt_.flows, false);
-    moved_tsc_.assign(opt_.flows, 0);
-    stalled_.reset(new std::atomic<bool>[opt_.flows]);
-    for (uint32_t i = 0; i < opt_.flows; i++)
-        stalled_[i].store(false, std::memory_order_relaxed);
-    g_dp.mode = opt_.mode;
-    g_dp.completion = opt_.completion;
-    g_dp.msg_size = opt_.msg_size;
-    g_dp.sizes = opt_.msg_sizes.empty() ? nullptr : opt_.msg_sizes.data();
-    g_dp.nsizes = static_cast<uint32_t>(opt_.msg_sizes.size());
-    g_dp.messages = opt_.messages;
-    g_dp.ring_size = opt_.ring_size;
-    g_dp.burst = opt_.burst;
-    g_dp.tx_quantum = opt_.tx_quantum;
-    g_dp.flow_control = opt_.flow_control;
-    g_dp.flows = flows_;
-    g_dp.nflows = opt_.flows;
-    g_dp.stall_cycles = tsc_hz_ * kTxStallUs / 1000000;
-    g_dp.ack_min_cycles = tsc_hz_ * kAckMinUs / 1000000;
-    g_dp.ack_keepalive_cycles = tsc_hz_ * kAckKeepaliveUs / 1000000;
-    g_dp.ack_batch = opt_.ring_size >= 4 ? opt_.ring_size / 4 : 1;
-    g_dp.epoch = static_cast<uint32_t>(rte_rand()) | 1u; // never 0
-    g_dp.rto_cycles = tsc_hz_ * opt_.rto_us / 1000000;
-    g_dp.rto_max_cycles = tsc_hz_ * opt_.rto_max_us / 1000000;
-    g_dp.retry_limit = opt_.retry_limit;
-    g_dp.verify = opt_.verify;
-    g_dp.fixed_payload = opt_.fixed_payload;
-    g_dp.pace_cycles = opt_.rate > 0 ? static_cast<uint64_t>(double(tsc_hz_) * opt_.flows / opt_.rate) : 0;
-
+    if (!opt_.flow_control && !make_unconnected(e))
+        return false;
+    failed_logged_.assign(flows_.size(), false);
     std::string lc;
     for (unsigned l = 0; l < RTE_MAX_LCORE; l++) {
-        if (!roles_[l].any())
+        const LcoreCtx* c = lcores_[l];
+        if (c == nullptr || !c->any())
             continue;
         lc += ' ';
         lc += std::to_string(l);
-        lc += roles_[l].tx ? ":tx" : ":";
-        lc += roles_[l].rx ? "+rx" : "";
-        lc += roles_[l].cons ? "+consumer" : "";
+        lc += c->tx ? ":tx" : ":";
+        lc += c->rx ? "+rx" : "";
+        lc += c->cons ? "+consumer" : "";
     }
     TM_LOG(INFO, app,
-           "mode %s, %u flows x %" PRIu64 " messages of %" PRIu64 " B (%u packets each), ring %u, MTU %u, "
-           "completion %s, steering %s; lcores%s",
-           to_string(opt_.mode), opt_.flows, opt_.messages, opt_.msg_size, flows_[0].pkts_per_msg,
-           opt_.ring_size, opt_.mtu, to_string(opt_.completion),
-           steer_by_queue_ ? "by queue (net_ring)" : rss_ ? "RSS" : "single rx queue", lc.c_str());
+           "mode %s, %u flows x %" PRIu64 " messages of %" PRIu64 " B, ring %u, MTU %u, completion %s, "
+           "steering %s, %s; lcores%s; %s %s",
+           to_string(opt_.mode), opt_.flows, opt_.messages, opt_.msg_size, opt_.ring_size, opt_.mtu,
+           to_string(opt_.completion), steer_by_queue_ ? "by queue (net_ring)" : rss_ ? "RSS" : "single rx queue",
+           opt_.flow_control ? "sessions" : "no session (--flow-control off)", lc.c_str(), mac_str(mac_).c_str(),
+           to_string(Endpoint{opt_.src_ip, opt_.udp_port}).c_str());
     return true;
+}
+
+// --- sessions -------------------------------------------------------------------
+
+FlowParams Runtime::proposal() const {
+    FlowParams p;
+    p.nflows = static_cast<uint16_t>(opt_.flows);
+    p.mtu = opt_.mtu;
+    p.ring_size = opt_.ring_size;
+    p.max_msg = static_cast<uint32_t>(opt_.msg_size);
+    p.key = opt_.key;
+    p.keys_given = true; // both ends configure them: a difference is a mismatch, said so
+    for (const auto& [i, k] : opt_.flow_keys)
+        p.overrides.push_back({i, k});
+    return p;
+}
+
+AppSession* Runtime::app_session(uint16_t sid) {
+    for (auto& a : app_sessions_)
+        if (a->s != nullptr && a->id == sid)
+            return a.get();
+    return nullptr;
+}
+
+void Runtime::post(unsigned lcore, const Request& r) {
+    LcoreCtx* l = lcores_[lcore];
+    // Sized for every flow of several sessions at once; a full ring is a
+    // bug of ours, not a condition to wait out on the control thread.
+    Request copy = r;
+    if (l == nullptr || rte_ring_sp_enqueue_elem(l->req, &copy, sizeof(copy)) != 0)
+        TM_LOG(ERR, app, "lcore %u: request ring full; request %d for flow %u lost", lcore, static_cast<int>(r.op),
+               r.index);
+}
+
+void Runtime::start_sessions(uint64_t now) {
+    if (!opt_.flow_control)
+        return;
+    const uint16_t service = opt_.service;
+    if (opt_.mode != Mode::Send)
+        sessions_->listen(service, secret_, [this](Session& s, const FlowParams& p) { return decide(s, p); });
+    if (opt_.mode == Mode::Recv)
+        return;
+    const int base = send_ids_.alloc(opt_.flows);
+    const Endpoint peer = opt_.mode == Mode::Loopback ? Endpoint{opt_.src_ip, opt_.udp_port}
+                                                      : Endpoint{opt_.dst_ip, opt_.udp_port};
+    Session* s = base < 0 ? nullptr
+                          : sessions_->connect(peer, service, secret_, proposal(), static_cast<uint16_t>(base),
+                                               opt_.dst_mac_set ? &opt_.dst_mac : nullptr, now);
+    if (s == nullptr) {
+        TM_LOG(ERR, app, "cannot start a session (no flow ids or session slots)");
+        stop(now, "session_failed");
+        return;
+    }
+    TM_LOG(INFO, app, "connecting to %s (service %u)%s", to_string(peer).c_str(), service,
+           s->state == SessionState::Resolving ? ", resolving its MAC by ARP" : "");
+}
+
+// A listener's decision on a CONNECT: this process's configuration is the
+// contract (the generator's messages and the verification depend on it), so
+// a sender configured otherwise is refused, the setting named.
+AcceptDecision Runtime::decide(Session& s, const FlowParams& p) {
+    AcceptDecision d;
+    auto refuse = [&](RefuseReason r, uint64_t ours, uint64_t theirs, uint16_t index = 0) {
+        d.reason = r;
+        d.expected = ours;
+        d.got = theirs;
+        d.index = index;
+        TM_LOG(WARNING, app, "session from %s refused: %s (ours %" PRIu64 ", theirs %" PRIu64 "%s)",
+               to_string(s.peer).c_str(), to_string(r), ours, theirs,
+               r == RefuseReason::Key ? (", flow " + std::to_string(index)).c_str() : "");
+        return d;
+    };
+    if (p.nflows != opt_.flows)
+        return refuse(RefuseReason::Flows, opt_.flows, p.nflows);
+    if (p.max_msg != opt_.msg_size)
+        return refuse(RefuseReason::MsgSize, opt_.msg_size, p.max_msg);
+    if (p.ring_size != opt_.ring_size)
+        return refuse(RefuseReason::RingSize, opt_.ring_size, p.ring_size);
+    const uint32_t mtu = std::min(p.mtu, opt_.mtu);
+    if (!plan_group(opt_.msg_size, stride_for_mtu(mtu)).ok())
+        return refuse(RefuseReason::Mtu, opt_.mtu, p.mtu);
+    if (p.keys_given)
+        for (uint16_t i = 0; i < p.nflows; i++)
+            if (p.key_of(i) != opt_.key_of(i))
+                return refuse(RefuseReason::Key, opt_.key_of(i), p.key_of(i), i);
+    const int base = recv_ids_.alloc(p.nflows);
+    if (base < 0)
+        return refuse(RefuseReason::NoRoom, 65536, p.nflows);
+    d.agreed = proposal();
+    d.agreed.mtu = mtu;
+    d.agreed.keys_given = false;
+    d.local_base = static_cast<uint16_t>(base);
+    d.defer = true; // ACCEPT once the lcores hold the flows: nothing that follows it is dropped
+    s.params = d.agreed;
+    s.local_base = d.local_base;
+
+    auto a = std::make_unique<AppSession>();
+    a->id = s.id;
+    a->s = &s;
+    a->connector = false;
+    a->peer = s.peer;
+    a->index = static_cast<uint32_t>(app_sessions_.size());
+    const size_t first_new = flows_.size();
+    std::string err;
+    bool ok = true;
+    const GroupPlan plan = plan_group(opt_.msg_size, stride_for_mtu(mtu));
+    for (uint16_t i = 0; i < p.nflows && ok; i++) {
+        FlowCtx* f;
+        if (opt_.mode == Mode::Loopback) {
+            f = flows_[i];
+        } else {
+            f = socket_new<FlowCtx>(rx_socket_);
+            if (f == nullptr) {
+                ok = false;
+                break;
+            }
+            if (flows_.size() == kMaxRegistry) {
+                socket_delete(f);
+                ok = false;
+                break;
+            }
+            f->index = static_cast<uint32_t>(flows_.size());
+            f->gen_id = i;
+            f->ring_size = opt_.ring_size;
+            f->pkts_per_msg = plan.pkt_count;
+            flows_.push_back(f); // reserved: the other threads' view stays valid
+        }
+        f->recv_session = a.get();
+        if (opt_.mode == Mode::Recv)
+            f->session = a.get();
+        a->flows.push_back(f);
+        ok = make_recv_flow(*f, *a, s, static_cast<uint16_t>(base + i), i, err);
+    }
+    if (!ok) { // undo: nothing reached an lcore
+        for (FlowCtx* f : a->flows)
+            free_recv(*f);
+        while (flows_.size() > first_new) {
+            socket_delete(flows_.back());
+            flows_.pop_back();
+        }
+        recv_ids_.release(static_cast<uint32_t>(base), p.nflows);
+        TM_LOG(ERR, app, "session from %s: %s", to_string(s.peer).c_str(), err.empty() ? "out of memory" : err.c_str());
+        d = AcceptDecision{};
+        d.reason = RefuseReason::NoRoom;
+        return d;
+    }
+    for (FlowCtx* f : a->flows)
+        post_recv(*f, *a);
+    nflows_.store(static_cast<uint32_t>(flows_.size()), std::memory_order_release);
+    failed_logged_.resize(flows_.size(), false);
+    TM_LOG(INFO, app, "session %u from %s (service %u): %u flows, ids %u..%u, MTU %u%s", s.id,
+           to_string(s.peer).c_str(), s.service, p.nflows, base, base + p.nflows - 1, mtu,
+           s.local_peer ? " (this process: cursors in memory)" : "");
+    app_sessions_.push_back(std::move(a));
+    return d;
+}
+
+// The connector's flows, once the session is up: the generator's messages
+// go to the peer's flow ids, the ACKs come back with ours.
+void Runtime::install_send(AppSession& a, Session& s) {
+    AppSession* peer_side = s.local_peer ? app_session(s.peer_id) : nullptr;
+    for (uint16_t i = 0; i < s.params.nflows; i++) {
+        FlowCtx& f = *flows_[i];
+        f.session = f.send_session = &a;
+        a.flows.push_back(&f);
+        f.send_id = static_cast<uint16_t>(s.local_base + i);
+        const uint16_t wire = static_cast<uint16_t>(s.peer_base + i);
+        Addressing addr;
+        addr.src_mac = mac_;
+        addr.dst_mac = s.peer_mac;
+        addr.src_ip = opt_.src_ip;
+        addr.dst_ip = s.peer.ip;
+        addr.udp_port = s.peer.port;
+        SendFlowSpec sp;
+        sp.id = f.send_id;
+        TxFlow::make(sp.tx, wire, s.params.key_of(i), s.params.ring_size, s.params.mtu, addr); // checked: the MTU fits
+        sp.ring_size = s.params.ring_size;
+        sp.max_msg = s.params.max_msg;
+        sp.reliable = true;
+        sp.report = false; // the generator counts; no per-message completion
+        sp.link = s.link;
+        if (peer_side != nullptr && i < peer_side->flows.size() && peer_side->flows[i]->recv != nullptr) {
+            sp.local_acked = Receiver::acked_word(peer_side->flows[i]->recv);
+            sp.local_released = peer_side->flows[i]->ring->released_word();
+        }
+        // net_ring loopback: a flow goes out on the queue its receiving
+        // rx lcore polls.
+        const uint32_t si = steer_by_queue_ ? wire % rxs_.size() : i % senders_.size();
+        TxCtx* c = txs_[si % txs_.size()];
+        if (f.gen == nullptr) {
+            auto* g = socket_new<GenFlow>(tx_socket_);
+            if (g == nullptr) {
+                TM_LOG(ERR, app, "out of memory: generator state of flow %u", i);
+                continue;
+            }
+            allocs_.push_back(g);
+            g->f = &f;
+            g->c = c;
+            if (opt_.fixed_payload) {
+                g->fixed = static_cast<uint8_t*>(rte_malloc_socket("tm_fixed", opt_.msg_size ? opt_.msg_size : 1, 64,
+                                                                   tx_socket_));
+                if (g->fixed != nullptr) {
+                    allocs_.push_back(g->fixed);
+                    generate(f.gen_id, 0, g->fixed, opt_.msg_size);
+                }
+            }
+            f.gen = g;
+        }
+        sp.user = f.gen;
+        f.sender = senders_[si];
+        f.send_lcore = sender_lcore_[si];
+        f.send = Sender::make_flow(sp, tx_socket_);
+        if (f.send == nullptr) {
+            TM_LOG(ERR, app, "out of memory: send state of flow %u", i);
+            continue;
+        }
+        __atomic_store_n(&sender_of_[f.send_id], static_cast<uint8_t>(si), __ATOMIC_RELEASE); // ACKs find it
+        post(f.send_lcore, {Request::Op::AddSend, false, FailReason::None, f.send_id, f.index, f.sender, f.send, &a});
+        a.pending++;
+    }
+}
+
+// --replay: the connector's flows as ready-made packet groups (one message's
+// content, built once), re-stamped per message on the tx lcore.
+void Runtime::install_replay(AppSession& a, Session& s) {
+    AppSession* peer_side = app_session(s.peer_id);
+    TxMarker marker(tx_pool_, PayloadMode::Copy);
+    std::vector<uint8_t> buf(opt_.msg_size ? opt_.msg_size : 1);
+    for (uint16_t i = 0; i < s.params.nflows; i++) {
+        FlowCtx& f = *flows_[i];
+        f.session = f.send_session = &a;
+        a.flows.push_back(&f);
+        const uint16_t wire = static_cast<uint16_t>(s.peer_base + i);
+        Addressing addr;
+        addr.src_mac = mac_;
+        addr.dst_mac = s.peer_mac;
+        addr.src_ip = opt_.src_ip;
+        addr.dst_ip = s.peer.ip;
+        addr.udp_port = s.peer.port;
+        TxFlow tx;
+        TxFlow::make(tx, wire, s.params.key_of(i), s.params.ring_size, s.params.mtu, addr);
+        generate(f.gen_id, 0, buf.data(), opt_.msg_size);
+        TxMessage m;
+        m.bytes = {buf.data(), static_cast<size_t>(opt_.msg_size)};
+        marker.prepare(tx, m);
+        const uint32_t n = m.plan.pkt_count;
+        auto* pkts = static_cast<rte_mbuf**>(rte_zmalloc_socket("tm_replay", sizeof(rte_mbuf*) * n * opt_.ring_size, 64,
+                                                                tx_socket_));
+        if (pkts == nullptr || peer_side == nullptr) {
+            TM_LOG(ERR, app, "--replay: out of memory");
+            rte_free(pkts);
+            continue;
+        }
+        replay_pkts_.push_back({pkts, n * opt_.ring_size});
+        bool ok = true;
+        for (uint32_t set = 0; set < opt_.ring_size && ok; set++)
+            for (uint32_t first = 0; first < n && ok; first += kMaxBurst) {
+                const uint32_t cnt = n - first < kMaxBurst ? n - first : kMaxBurst;
+                ok = marker.build(tx, m, first, cnt, pkts + set * n + first) >= 0;
+                for (uint32_t k = 0; ok && k < cnt; k++)
+                    ok = pkts[set * n + first + k]->nb_segs == 1;
+            }
+        if (!ok) {
+            TM_LOG(ERR, app, "--replay: %u x %u ready packets per flow do not fit the mbuf pool (or are not single-segment); "
+                             "lower --ring-size", opt_.ring_size, n);
+            continue;
+        }
+        const uint32_t si = steer_by_queue_ ? wire % rxs_.size() : i % senders_.size();
+        TxCtx* c = txs_[si % txs_.size()];
+        auto* r = socket_new<ReplayFlow>(tx_socket_);
+        if (r == nullptr)
+            continue;
+        allocs_.push_back(r);
+        r->pkts = pkts;
+        r->plan = m.plan;
+        r->ring = peer_side->flows[i]->ring.get();
+        // id: the queue's place among the tx lcore's senders
+        post(c->lcore, {Request::Op::AddReplay, false, FailReason::None, static_cast<uint16_t>(si / txs_.size()), f.index,
+                        c, r, &a});
+        a.pending++;
+    }
+}
+
+// The session table's news: a session is up, or it ended. Never forget()
+// here: the table is still using the session.
+void Runtime::on_session(Session& s) {
+    const uint64_t now = rte_rdtsc();
+    AppSession* a = app_session(s.id);
+    if (s.state == SessionState::Established) {
+        if (!s.connector) {
+            if (a != nullptr && a->stage == AppSession::Stage::Installing) {
+                a->stage = AppSession::Stage::Live;
+                a->up_tsc = now;
+            }
+            return;
+        }
+        if (a != nullptr)
+            return;
+        auto na = std::make_unique<AppSession>();
+        na->id = s.id;
+        na->s = &s;
+        na->connector = true;
+        na->peer = s.peer;
+        na->index = static_cast<uint32_t>(app_sessions_.size());
+        a = na.get();
+        app_sessions_.push_back(std::move(na));
+        TM_LOG(INFO, app, "session %u to %s up: %u flows, peer's ids %u.., MTU %u, ring %u%s", s.id,
+               to_string(s.peer).c_str(), s.params.nflows, s.peer_base, s.params.mtu, s.params.ring_size,
+               s.local_peer ? " (this process)" : "");
+        if (opt_.replay)
+            install_replay(*a, s);
+        else
+            install_send(*a, s);
+        if (a->pending == 0)
+            a->stage = AppSession::Stage::Live;
+        return;
+    }
+    if (s.state != SessionState::Ended)
+        return;
+    if (a == nullptr) {
+        if (!s.connector)
+            return; // refused, or never installed
+        // A connector that never came up: say why, and end the run.
+        std::string why;
+        const std::string peer = to_string(s.peer);
+        switch (s.end) {
+        case SessionEnd::Refused:
+        case SessionEnd::BadAccept: {
+            refused_ = true;
+            const uint64_t theirs = s.refuse_expected, ours = s.refuse_got;
+            switch (s.refuse) {
+            case RefuseReason::MsgSize:
+                why = "--msg-size " + std::to_string(ours) + " is not the receiver's " + std::to_string(theirs);
+                break;
+            case RefuseReason::RingSize:
+                why = "--ring-size " + std::to_string(ours) + " is not the receiver's " + std::to_string(theirs);
+                break;
+            case RefuseReason::Flows:
+                why = "--flows " + std::to_string(ours) + " is not the receiver's " + std::to_string(theirs);
+                break;
+            case RefuseReason::Mtu:
+                why = "--mtu " + std::to_string(ours) + " leaves no room for a packet at the receiver's " +
+                      std::to_string(theirs);
+                break;
+            case RefuseReason::Key: {
+                char b[128];
+                snprintf(b, sizeof(b), "--key of flow %u: 0x%" PRIx64 " is not the receiver's 0x%" PRIx64, s.refuse_index,
+                         ours, theirs);
+                why = b;
+                break;
+            }
+            default:
+                why = std::string(to_string(s.refuse));
+                break;
+            }
+            fprintf(stderr, "tailmarkd: %s refused the session: %s\n", peer.c_str(), why.c_str());
+            exit_reason_ = "refused";
+            break;
+        }
+        case SessionEnd::NoAnswer:
+            fprintf(stderr,
+                    "tailmarkd: no answer from %s within %" PRIu64 " ms (is a receiver listening on service %u, "
+                    "with the same --secret?)\n",
+                    peer.c_str(), opt_.connect_timeout_ms, s.service);
+            exit_reason_ = "no_answer";
+            break;
+        case SessionEnd::ArpFailed:
+            fprintf(stderr, "tailmarkd: %s did not answer ARP (give --dst-mac, or check the link)\n", peer.c_str());
+            exit_reason_ = "arp_failed";
+            break;
+        default:
+            fprintf(stderr, "tailmarkd: session to %s ended: %s\n", peer.c_str(), to_string(s.end));
+            exit_reason_ = to_string(s.end);
+            break;
+        }
+        fflush(stderr);
+        stop(now, exit_reason_.c_str());
+        return;
+    }
+    a->end = s.end;
+    a->down_tsc = now;
+    if (s.end == SessionEnd::PeerClosed || s.end == SessionEnd::Closed || s.end == SessionEnd::Replaced)
+        TM_LOG(INFO, app, "session %u %s %s ended: %s", s.id, s.connector ? "to" : "from", to_string(s.peer).c_str(),
+               to_string(s.end));
+    else
+        TM_LOG(WARNING, app, "session %u %s %s ended: %s", s.id, s.connector ? "to" : "from",
+               to_string(s.peer).c_str(), to_string(s.end));
+    detach(*a, now);
+}
+
+// Takes a session's flows back from the lcores: a sender's are failed first
+// (whatever they still owed is reported failed), then removed; a receiver's
+// removed from the Receiver and the consumer. Freed as the answers come.
+void Runtime::detach(AppSession& a, uint64_t now) {
+    (void)now;
+    if (a.stage == AppSession::Stage::Detaching || a.stage == AppSession::Stage::Gone)
+        return;
+    a.stage = AppSession::Stage::Detaching;
+    const FailReason why = fail_reason(a.end);
+    for (FlowCtx* f : a.flows) {
+        if (a.connector && f->send_session == &a && f->send != nullptr) {
+            post(f->send_lcore, {Request::Op::FailSend, false, why, f->send_id, f->index, f->sender, nullptr, &a});
+            post(f->send_lcore, {Request::Op::RemoveSend, false, why, f->send_id, f->index, f->sender, nullptr, &a});
+            a.pending += 2;
+        }
+        if (!a.connector && f->recv_session == &a && f->recv != nullptr) {
+            post(f->recv_lcore, {Request::Op::RemoveRecv, false, why, f->recv_id, f->index, f->receiver, nullptr, &a});
+            f->detach_pending++;
+            a.pending++;
+            if (f->cons != nullptr) {
+                post(f->cons_ctx->lcore,
+                     {Request::Op::RemoveCons, false, why, f->recv_id, f->index, f->cons_ctx, f->cons, &a});
+                f->detach_pending++;
+                a.pending++;
+            }
+        }
+    }
+    if (a.pending == 0)
+        a.stage = AppSession::Stage::Gone;
+}
+
+void Runtime::on_response(const Request& r, uint64_t now) {
+    FlowCtx* f = r.index < flows_.size() ? flows_[r.index] : nullptr;
+    AppSession* a = r.session;
+    switch (r.op) {
+    case Request::Op::RemoveSend:
+        if (!r.ok) { // still owes completions: ask again
+            retry_.push_back(r);
+            return;
+        }
+    {
+        auto* sf = static_cast<SendFlow*>(r.obj);
+        f->last_send = Sender::view(sf);
+        f->detached = true;
+        f->send = nullptr;
+        __atomic_store_n(&sender_of_[f->send_id], kNoSender, __ATOMIC_RELEASE);
+        const uint16_t id = f->send_id;
+        later(now, [this, sf, id] {
+            Sender::free_flow(sf);
+            send_ids_.release(id, 1);
+        });
+        break;
+    }
+    case Request::Op::RemoveRecv: {
+        auto* rf = static_cast<RecvFlow*>(r.obj);
+        f->last_acked = *Receiver::acked_word(rf);
+        f->last_released = f->ring ? f->ring->released() : 0;
+        f->recv = nullptr;
+        later(now, [rf] { Receiver::free_flow(rf); });
+        break;
+    }
+    case Request::Op::RemoveCons:
+        break;
+    default:
+        if (!r.ok)
+            TM_LOG(ERR, app, "lcore refused request %d for flow %u", static_cast<int>(r.op), r.index);
+        break;
+    }
+    if (f != nullptr && (r.op == Request::Op::RemoveRecv || r.op == Request::Op::RemoveCons) && --f->detach_pending == 0) {
+        // Neither the Receiver nor the consumer holds the ring any more.
+        f->last_released = f->ring ? f->ring->released() : f->last_released;
+        ConsFlow* cf = f->cons;
+        if (cf != nullptr) {
+            f->cons_completed = cf->completed;
+            f->cons_verified = cf->verified;
+            f->cons_errors = cf->verify_errors;
+            f->cons = nullptr;
+        }
+        rte_ring* cq = f->pkt_cq;
+        f->pkt_cq = nullptr;
+        CompletionRing* ring = f->ring.release();
+        f->ring_gone = true;
+        f->detached = true;
+        const uint16_t id = f->recv_id;
+        // Other threads (the shell, telemetry) may still be reading these:
+        // freed a second later. The id goes back with its memzone's name.
+        later(now, [this, cf, cq, ring, id] {
+            if (cf != nullptr) {
+                rte_free(cf->slots);
+                socket_delete(cf);
+            }
+            rte_ring_free(cq);
+            delete ring;
+            recv_ids_.release(id, 1);
+        });
+    }
+    if (a == nullptr || a->pending == 0)
+        return;
+    if (--a->pending != 0)
+        return;
+    if (a->stage == AppSession::Stage::Installing) {
+        if (!a->connector)
+            sessions_->accept_ready(a->s, now); // the ACCEPT: the flows are in place
+        else
+            a->stage = AppSession::Stage::Live;
+        if (start_tsc_ == 0 && a->connector)
+            start_tsc_ = now;
+        if (start_tsc_ == 0 && opt_.mode == Mode::Recv)
+            start_tsc_ = now;
+    } else if (a->stage == AppSession::Stage::Detaching) {
+        a->stage = AppSession::Stage::Gone;
+    }
+}
+
+void Runtime::later(uint64_t now, std::function<void()> fn) { graveyard_.emplace_back(now, std::move(fn)); }
+
+void Runtime::bury(uint64_t now, bool all) {
+    size_t k = 0;
+    for (; k < graveyard_.size() && (all || now - graveyard_[k].first >= tsc_hz_); k++)
+        graveyard_[k].second();
+    graveyard_.erase(graveyard_.begin(), graveyard_.begin() + static_cast<std::ptrdiff_t>(k));
+}
+
+void Runtime::take_responses(uint64_t now) {
+    for (unsigned l = 0; l < RTE_MAX_LCORE; l++) {
+        LcoreCtx* c = lcores_[l];
+        if (c == nullptr)
+            continue;
+        Request r;
+        while (rte_ring_sc_dequeue_elem(c->resp, &r, sizeof(r)) == 0)
+            on_response(r, now);
+    }
+    if (!retry_.empty()) {
+        std::vector<Request> again;
+        again.swap(retry_);
+        for (const Request& r : again) {
+            const FlowCtx& f = *flows_[r.index];
+            post(f.send_lcore, r);
+        }
+    }
 }
 
 // --- run and control ----------------------------------------------------------
 
 void Runtime::run() {
     const unsigned main_lcore = rte_get_main_lcore();
-    start_tsc_ = rte_rdtsc();
-    deadline_tsc_ = opt_.duration > 0 ? start_tsc_ + static_cast<uint64_t>(opt_.duration * double(tsc_hz_)) : 0;
-    last_stats_tsc_ = start_tsc_;
-    const uint64_t period = static_cast<uint64_t>(stats_period_.load() * double(tsc_hz_)); // the shell may change it
-    next_stats_ = period ? start_tsc_ + period : 0;
+    launch_tsc_ = rte_rdtsc();
+    deadline_tsc_ = opt_.duration > 0 ? launch_tsc_ + static_cast<uint64_t>(opt_.duration * double(tsc_hz_)) : 0;
+    last_stats_tsc_ = launch_tsc_;
+    const uint64_t period = static_cast<uint64_t>(stats_period_.load() * double(tsc_hz_));
+    next_stats_ = period ? launch_tsc_ + period : 0;
     launched_ = true;
     for (unsigned l = 0; l < RTE_MAX_LCORE; l++) {
-        if (l == main_lcore || !roles_[l].any())
+        if (l == main_lcore || lcores_[l] == nullptr || !lcores_[l]->any())
             continue;
-        int rc = rte_eal_remote_launch(lcore_main, &roles_[l], l);
+        int rc = rte_eal_remote_launch(lcore_main, lcores_[l], l);
         if (rc != 0) {
             TM_LOG(ERR, app, "lcore %u: launch failed (%d)", l, rc);
-            g_phase.store(static_cast<int>(Phase::Stop));
+            plane_.phase.store(static_cast<int>(Phase::Stop));
             exit_reason_ = "launch_failed";
         }
     }
-    const LcoreRoles& mine = roles_[main_lcore];
+    if (!opt_.flow_control)
+        start_tsc_ = launch_tsc_;
+    start_sessions(rte_rdtsc());
+    LcoreCtx& mine = *lcores_[main_lcore];
     const uint64_t ctrl = tsc_hz_ * kControlUs / 1000000;
     uint64_t next_ctrl = 0;
-    LcoreCycles& cy = g_lcore_cycles[main_lcore];
     uint64_t prev = rte_rdtsc();
-    while (phase() != Phase::Stop) {
-        if (mine.any()) {
-            run_roles_timed(mine, cy, prev);
-        } else {
+    while (plane_.phase_now() != Phase::Stop) {
+        serve_requests(mine);
+        if (mine.any())
+            run_roles_timed(mine, prev);
+        else
             rte_delay_us_sleep(kControlUs);
-        }
         const uint64_t now = rte_rdtsc();
         if (now >= next_ctrl) {
             control(now);
@@ -697,62 +1356,108 @@ void Runtime::begin_drain(uint64_t now, const char* reason) {
            kDrainUs / 1000);
     drain_start_ = now;
     drain_deadline_ = now + tsc_hz_ * kDrainUs / 1000000;
-    g_phase.store(static_cast<int>(Phase::Drain), std::memory_order_relaxed);
+    plane_.phase.store(static_cast<int>(Phase::Drain), std::memory_order_relaxed);
 }
 
 void Runtime::stop(uint64_t now, const char* reason) {
     if (exit_reason_.empty())
         exit_reason_ = reason;
     if (end_tsc_ == 0)
-        end_tsc_ = now;
-    g_phase.store(static_cast<int>(Phase::Stop), std::memory_order_relaxed);
+        end_tsc_ = work_end_tsc_ ? work_end_tsc_ : now;
+    plane_.phase.store(static_cast<int>(Phase::Stop), std::memory_order_relaxed);
+}
+
+// The work is over: the sessions this process opened are closed (a CLOSE
+// to each peer, sent before the lcores stop), then everything stops.
+void Runtime::close_and_stop(uint64_t now, const char* reason) {
+    if (exit_reason_.empty())
+        exit_reason_ = reason;
+    if (closing_)
+        return;
+    closing_ = true;
+    if (end_tsc_ == 0)
+        end_tsc_ = work_end_tsc_ ? work_end_tsc_ : now;
+    plane_.phase.store(static_cast<int>(Phase::Drain), std::memory_order_relaxed);
+    close_sessions(now);
+    close_deadline_ = now + tsc_hz_ * kCloseUs / 1000000;
+}
+
+void Runtime::close_sessions(uint64_t now) {
+    for (Session* s : sessions_->sessions())
+        if (s->connector && s->state == SessionState::Established)
+            sessions_->close(s, now);
+}
+
+Sender::FlowView Runtime::send_view(const FlowCtx& f) const {
+    if (f.send != nullptr)
+        return Sender::view(f.send);
+    return f.last_send;
+}
+
+uint32_t Runtime::released_of(const FlowCtx& f) const {
+    if (f.ring)
+        return f.ring->released();
+    if (f.send != nullptr || f.detached)
+        return send_view(f).released;
+    return f.last_released;
+}
+
+uint32_t Runtime::acked_of(const FlowCtx& f) const {
+    if (f.recv != nullptr)
+        return *Receiver::acked_word(f.recv);
+    if (f.send != nullptr || (f.detached && opt_.mode == Mode::Send))
+        return send_view(f).acked;
+    return f.last_acked;
 }
 
 bool Runtime::done() const {
     if (opt_.messages == 0)
         return false;
     const uint32_t m = static_cast<uint32_t>(opt_.messages);
-    for (uint32_t i = 0; i < opt_.flows; i++) {
-        const FlowCtx& f = flows_[i];
-        if (failed(f))
-            continue; // given up: reported, nothing more to wait for
-        switch (opt_.mode) {
-        case Mode::Loopback: // plus the messages the shell's `send` asked for (--cmdline-file)
-            if (f.consumed.load(std::memory_order_acquire) !=
-                m + static_cast<uint32_t>(f.sends_requested.load(std::memory_order_acquire)))
-                return false;
-            break;
-        case Mode::Recv:
-            if (f.consumed.load(std::memory_order_acquire) != m ||
-                f.final_acks.load(std::memory_order_relaxed) < kFinalAcks)
-                return false;
-            break;
-        case Mode::Send:
-            if (f.sent.load(std::memory_order_acquire) != m)
-                return false;
-            if (opt_.flow_control && f.credit.load(std::memory_order_acquire) != m)
-                return false;
-            break;
-        }
-    }
-    for (const TxCtx* t : txs_)
-        if (__atomic_load_n(&t->busy, __ATOMIC_RELAXED) != 0)
+    switch (opt_.mode) {
+    case Mode::Recv: {
+        if (sessions_complete_ < opt_.sessions)
             return false;
-    return true;
+        // The senders confirm they heard the last release with a CLOSE.
+        for (const auto& a : app_sessions_)
+            if (a->complete && a->stage == AppSession::Stage::Live)
+                return false;
+        return true;
+    }
+    case Mode::Loopback:
+    case Mode::Send:
+        if (flows_.empty())
+            return false;
+        for (const FlowCtx* f : flows_) {
+            const Sender::FlowView v = send_view(*f);
+            if (f->send == nullptr && !f->detached && opt_.flow_control)
+                return false; // not up yet
+            if (v.failed != FailReason::None)
+                continue; // given up: reported, nothing more to wait for
+            const uint32_t want = m + static_cast<uint32_t>(f->sends_requested.load(std::memory_order_acquire));
+            if (opt_.mode == Mode::Loopback ? f->consumed.load(std::memory_order_acquire) != want
+                                            : (opt_.flow_control ? v.released : v.sent) != want)
+                return false;
+        }
+        for (const Sender* s : senders_)
+            if (s->busy() != 0)
+                return false;
+        return true;
+    }
+    return false;
 }
 
 bool Runtime::drained() const {
-    for (const TxCtx* t : txs_)
-        if (__atomic_load_n(&t->busy, __ATOMIC_RELAXED) != 0)
+    for (const Sender* s : senders_)
+        if (s->busy() != 0)
             return false;
-    for (uint32_t i = 0; i < opt_.flows; i++) {
-        const FlowCtx& f = flows_[i];
-        if (failed(f))
+    for (const FlowCtx* f : flows_) {
+        const Sender::FlowView v = send_view(*f);
+        if (v.failed != FailReason::None)
             continue;
-        const uint32_t sent = f.sent.load(std::memory_order_acquire);
-        if (opt_.mode == Mode::Loopback && f.consumed.load(std::memory_order_acquire) != sent)
+        if (opt_.mode == Mode::Loopback && f->consumed.load(std::memory_order_acquire) != v.sent)
             return false;
-        if (opt_.mode == Mode::Send && opt_.flow_control && f.credit.load(std::memory_order_acquire) != sent)
+        if (opt_.mode == Mode::Send && opt_.flow_control && v.released != v.sent)
             return false;
     }
     return true;
@@ -762,7 +1467,7 @@ void Runtime::control(uint64_t now) {
     const int q = g_quit_requests.load(std::memory_order_acquire);
     if (q >= 2) {
         stop(now, "signal");
-    } else if (q == 1 && phase() == Phase::Run) {
+    } else if (q == 1 && plane_.phase_now() == Phase::Run && !closing_) {
         const int sig = g_last_signal.load(); // 0: the shell's quit (or the end of its input)
         if (sig != 0)
             TM_LOG(NOTICE, app, "signal %d", sig);
@@ -770,34 +1475,85 @@ void Runtime::control(uint64_t now) {
             TM_LOG(NOTICE, app, "quit (shell)");
         begin_drain(now, sig ? "signal" : "quit");
     }
-    if (phase() == Phase::Run && deadline_tsc_ && now >= deadline_tsc_)
+    if (plane_.phase_now() == Phase::Run && deadline_tsc_ && now >= deadline_tsc_ && !closing_)
         begin_drain(now, "duration");
+
+    // The control plane's packets: handshakes, keep-alives, ARP.
+    rte_mbuf* frames[32];
+    const unsigned nf = rte_ring_sc_dequeue_burst(control_in_, reinterpret_cast<void**>(frames), 32, nullptr);
+    for (unsigned i = 0; i < nf; i++)
+        sessions_->on_frame(frames[i], now);
+    sessions_->poll(now);
+    take_responses(now);
+    if (!graveyard_.empty())
+        bury(now, false);
+    // Sessions whose flows the lcores gave back, and those that never had any.
+    for (Session* s : sessions_->sessions()) {
+        if (s->state != SessionState::Ended)
+            continue;
+        AppSession* a = app_session(s->id);
+        if (a != nullptr && a->stage != AppSession::Stage::Gone)
+            continue;
+        if (a != nullptr) {
+            a->s = nullptr; // each flow's id went back with it
+        } else if (s->connector) {
+            send_ids_.release(s->local_base, s->params.nflows); // never installed
+        }
+        sessions_->forget(s);
+    }
     if (opt_.external_consumer && opt_.mode != Mode::Send)
         watch_flows(now);
-    for (uint32_t i = 0; i < opt_.flows && opt_.mode != Mode::Recv; i++) {
-        const uint32_t why = flows_[i].failed.load(std::memory_order_acquire);
-        if (why != 0 && !failed_logged_[i]) {
+    if (failed_logged_.size() < flows_.size())
+        failed_logged_.resize(flows_.size(), false);
+    for (size_t i = 0; i < flows_.size() && opt_.mode != Mode::Recv; i++) {
+        const Sender::FlowView v = send_view(*flows_[i]);
+        if (v.failed != FailReason::None && !failed_logged_[i]) {
             failed_logged_[i] = true;
-            const uint32_t rel = released_of(flows_[i]);
-            TM_LOG(WARNING, app, "flow %u failed (%s): messages from %u on are not confirmed", i,
-                   to_string(static_cast<FlowFailure>(why)), rel);
+            TM_LOG(WARNING, app, "flow %zu failed (%s): messages from %u on are not confirmed", i, to_string(v.failed),
+                   v.released);
         }
     }
-    if (phase() == Phase::Run && opt_.exit_when_done && !lingering_ && done()) {
+    // recv: a session is complete once every flow consumed --messages.
+    for (auto& a : app_sessions_) {
+        if (a->connector || a->complete || opt_.messages == 0 || a->flows.empty())
+            continue;
+        bool all = true;
+        for (const FlowCtx* f : a->flows)
+            all = all && f->consumed.load(std::memory_order_acquire) >= opt_.messages;
+        if (all) {
+            a->complete = true;
+            sessions_complete_++;
+        }
+    }
+    const bool finished = done();
+    if (finished && work_end_tsc_ == 0)
+        work_end_tsc_ = now; // rates are over the time the work was in flight
+    if (plane_.phase_now() == Phase::Run && opt_.exit_when_done && !lingering_ && finished && !closing_) {
         if (opt_.linger) { // final counters stay readable (telemetry) until a signal
             lingering_ = true;
             exit_reason_ = "done";
             end_tsc_ = now;
+            close_sessions(now); // the counters are final from here on
             TM_LOG(NOTICE, app, "done; --linger: waiting for a signal");
         } else {
-            stop(now, "done");
+            close_and_stop(now, "done");
         }
     }
-    if (phase() == Phase::Drain) {
+    if (plane_.phase_now() == Phase::Drain && !closing_) {
         if (drained())
-            stop(now, exit_reason_.c_str());
+            close_and_stop(now, exit_reason_.c_str());
         else if (now >= drain_deadline_)
             stop(drain_start_, exit_reason_.c_str()); // rates: no traffic after the drain began
+    }
+    if (closing_) { // the CLOSE packets are out (loopback: and in), or it is time
+        bool out = true;
+        for (const Sender* s : senders_)
+            out = out && rte_ring_empty(s->ctl_out()) && s->busy() == 0;
+        if (opt_.mode == Mode::Loopback)
+            for (Session* s : sessions_->sessions())
+                out = out && (s->state == SessionState::Ended || !s->local_peer);
+        if (out || now >= close_deadline_)
+            plane_.phase.store(static_cast<int>(Phase::Stop), std::memory_order_relaxed);
     }
     // The period may change at run time (shell: `set stats-period`).
     const uint64_t period = static_cast<uint64_t>(stats_period_.load(std::memory_order_relaxed) * double(tsc_hz_));
@@ -805,7 +1561,7 @@ void Runtime::control(uint64_t now) {
         next_stats_ = 0;
     else if (next_stats_ == 0 || next_stats_ > now + period)
         next_stats_ = now + period;
-    if (next_stats_ && now >= next_stats_ && phase() != Phase::Stop) {
+    if (next_stats_ && now >= next_stats_ && plane_.phase_now() != Phase::Stop) {
         print_stats(now);
         while (next_stats_ <= now)
             next_stats_ += period;
@@ -813,16 +1569,19 @@ void Runtime::control(uint64_t now) {
 }
 
 // The external consumer's released cursors become the flows' consumed
-// counters (done(), drained(), ACKs in recv mode read those). A flow whose
-// oldest unreleased message is complete while the cursor has not moved for
-// kConsumerStallUs is stalled: reported, never overwritten (the placer's
-// window ends at released + ring size).
+// counters. A flow whose oldest unreleased message is complete while the
+// cursor has not moved for kConsumerStallUs is stalled: reported, never
+// overwritten (the placer's window ends at released + ring size).
 void Runtime::watch_flows(uint64_t now) {
     const uint64_t limit = tsc_hz_ * kConsumerStallUs / 1000000;
+    if (seen_released_.size() < flows_.size()) {
+        seen_released_.resize(flows_.size(), 0);
+        moved_tsc_.resize(flows_.size(), 0);
+    }
     uint32_t n = 0;
-    for (uint32_t i = 0; i < opt_.flows; i++) {
-        FlowCtx& f = flows_[i];
-        if (f.ring == nullptr)
+    for (size_t i = 0; i < flows_.size(); i++) {
+        FlowCtx& f = *flows_[i];
+        if (!f.ring)
             continue;
         const uint32_t rel = f.ring->released();
         f.consumed.store(rel, std::memory_order_release);
@@ -837,37 +1596,56 @@ void Runtime::watch_flows(uint64_t now) {
         if (st != stalled_[i].load(std::memory_order_relaxed)) {
             stalled_[i].store(st, std::memory_order_relaxed);
             if (st)
-                TM_LOG(WARNING, app, "flow %u stalled: message %u is complete, the consumer released nothing for %" PRIu64
+                TM_LOG(WARNING, app, "flow %zu stalled: message %u is complete, the consumer released nothing for %" PRIu64
                        " ms", i, rel, kConsumerStallUs / 1000);
             else
-                TM_LOG(NOTICE, app, "flow %u resumed at message %u", i, rel);
+                TM_LOG(NOTICE, app, "flow %zu resumed at message %u", i, rel);
         }
         n += st;
     }
     nstalled_.store(n, std::memory_order_relaxed);
 }
 
+DropCounters Runtime::drop_totals() const {
+    DropCounters d{};
+    for (const Sender* s : senders_)
+        for (size_t i = 0; i < kDropReasonCount; i++)
+            d[i] += peek(s->counters().drops[i]);
+    for (const Receiver* r : receivers_)
+        for (size_t i = 0; i < kDropReasonCount; i++)
+            d[i] += peek(r->placer().counters().drops[i]) + peek(r->counters().drops[i]);
+    if (sessions_)
+        for (size_t i = 0; i < kDropReasonCount; i++)
+            d[i] += peek(sessions_->counters().drops[i]);
+    return d;
+}
+
 Runtime::Totals Runtime::totals() const {
     Totals t;
-    for (const TxCtx* c : txs_) {
-        t.sent += peek(c->msgs_sent);
-        t.pkts_tx += peek(c->pkts_tx);
-        t.tx_dropped += peek(c->tx_dropped);
-        t.retx += peek(c->retx_pkts);
+    for (const Sender* s : senders_) {
+        const SenderCounters& c = s->counters();
+        t.sent += peek(c.msgs_sent);
+        t.pkts_tx += s->pkts_tx();
+        t.tx_dropped += s->tx_dropped();
+        t.retx += peek(c.retx_pkts);
         if (opt_.mode == Mode::Send)
-            t.bytes += peek(c->bytes_tx);
+            t.bytes += peek(c.bytes_sent);
     }
-    for (const RxCtx* c : rxs_) {
-        t.pkts_rx += peek(c->pkts_rx);
-        for (uint64_t d : c->drops)
-            t.drops += peek(d);
-        if (c->placer) {
-            const RxCounters& rc = c->placer->counters();
-            for (const uint64_t& d : rc.drops)
-                t.drops += peek(d);
-            // One of the two is 0 unless the shell switched modes mid-run.
-            t.completion_writes += peek(rc.packet_completions) + peek(rc.completions);
+    for (uint64_t d : drop_totals())
+        t.drops += d;
+    for (const TxCtx* c : txs_) {
+        t.sent += peek(c->replay_msgs);
+        for (const ReplayQueue& rq : c->replay) {
+            t.pkts_tx += rq.q->pkts_tx();
+            t.tx_dropped += rq.q->dropped();
         }
+    }
+    for (const RxCtx* c : rxs_)
+        t.pkts_rx += peek(c->pkts_rx);
+    for (const Receiver* r : receivers_) {
+        const RxCounters& rc = r->placer().counters();
+        // One of the two is 0 unless the shell switched modes mid-run.
+        t.completion_writes += peek(rc.packet_completions) + peek(rc.completions);
     }
     for (const ConsCtx* c : conss_) {
         t.completed += peek(c->completed);
@@ -876,38 +1654,55 @@ Runtime::Totals Runtime::totals() const {
         t.bytes += peek(c->bytes);
     }
     if (opt_.mode == Mode::Send && opt_.flow_control)
-        for (uint32_t i = 0; i < opt_.flows; i++)
-            t.acked += flows_[i].credit.load(std::memory_order_relaxed);
-    if (opt_.mode == Mode::Send)
+        for (const FlowCtx* f : flows_)
+            t.acked += send_view(*f).released;
+    if (opt_.mode == Mode::Send) {
         t.completed = t.acked;
-    else if (opt_.external_consumer) // released by the consumer process (which verifies)
-        for (uint32_t i = 0; i < opt_.flows; i++)
-            t.completed += flows_[i].ring ? flows_[i].ring->released() : 0;
-    if (opt_.external_consumer && opt_.mode != Mode::Send)
-        t.bytes = t.completed * opt_.msg_size; // every message is msg_size (the consumer checks it)
+    } else if (opt_.external_consumer) { // released by the consumer process (which verifies)
+        t.bytes = 0;
+        for (const FlowCtx* f : flows_) {
+            const uint32_t rel = released_of(*f);
+            t.completed += rel;
+            // The bytes of what it released: message i of a flow has the
+            // i-th size of the list, in turn (not the largest times the count).
+            if (plane_.cfg.nsizes == 0) {
+                t.bytes += uint64_t(rel) * opt_.msg_size;
+            } else {
+                uint64_t cycle = 0;
+                for (uint32_t k = 0; k < plane_.cfg.nsizes; k++)
+                    cycle += plane_.cfg.sizes[k];
+                t.bytes += uint64_t(rel / plane_.cfg.nsizes) * cycle;
+                for (uint32_t k = 0; k < rel % plane_.cfg.nsizes; k++)
+                    t.bytes += plane_.cfg.sizes[k];
+            }
+        }
+    }
     return t;
 }
 
 void Runtime::print_stats(uint64_t now) {
     const Totals t = totals();
     const double dt = double(now - last_stats_tsc_) / double(tsc_hz_);
-    const double el = double(now - start_tsc_) / double(tsc_hz_);
+    const double el = double(now - launch_tsc_) / double(tsc_hz_);
     const uint64_t dmsg = (opt_.mode == Mode::Send ? t.sent - last_stats_.sent : t.completed - last_stats_.completed);
     const uint64_t dpkt = opt_.mode == Mode::Recv ? t.pkts_rx - last_stats_.pkts_rx : t.pkts_tx - last_stats_.pkts_tx;
     const double gbps = double(t.bytes - last_stats_.bytes) * 8 / dt / 1e9;
     printf("stats t=%.2f sent=%" PRIu64 " completed=%" PRIu64 " verified=%" PRIu64 " verify_errors=%" PRIu64
            " msgs_per_s=%.0f gbps=%.3f mpps=%.3f packets_tx=%" PRIu64 " packets_rx=%" PRIu64 " drops=%" PRIu64
            " tx_dropped=%" PRIu64,
-           el, t.sent, t.completed, t.verified, t.verify_errors, double(dmsg) / dt, gbps,
-           double(dpkt) / dt / 1e6, t.pkts_tx, t.pkts_rx, t.drops, t.tx_dropped);
-    // Appended to the same line: in flight, retransmitted packets, stalled
-    // flows, percent done.
+           el, t.sent, t.completed, t.verified, t.verify_errors, double(dmsg) / dt, gbps, double(dpkt) / dt / 1e6,
+           t.pkts_tx, t.pkts_rx, t.drops, t.tx_dropped);
     const uint64_t base = opt_.mode == Mode::Recv ? t.completion_writes : t.sent;
     const uint64_t in_flight = base > t.completed ? base - t.completed : 0;
+    uint32_t up = 0;
+    for (const auto& a : app_sessions_)
+        up += a->stage == AppSession::Stage::Live;
     printf(" in_flight=%" PRIu64 " retransmits=%" PRIu64 " stalled=%u", in_flight, t.retx,
            nstalled_.load(std::memory_order_relaxed));
     if (opt_.exit_when_done && opt_.messages != 0)
-        printf(" done_pct=%.1f", 100.0 * double(t.completed) / double(opt_.messages * opt_.flows));
+        printf(" done_pct=%.1f", 100.0 * double(t.completed) /
+                                     double(opt_.messages * opt_.flows * (opt_.mode == Mode::Recv ? opt_.sessions : 1)));
+    printf(" sessions=%u", up);
     printf("\n");
     fflush(stdout);
     last_stats_ = t;
@@ -936,38 +1731,57 @@ Results Runtime::results() const {
     r.tx_dropped = t.tx_dropped;
     r.fault_shim = !shims_.empty();
     r.fault = fault_counters();
-    for (const TxCtx* c : txs_) {
-        r.acks_tx += c->acks_tx;
-        r.tx_alloc_fail += c->alloc_fail;
-        r.rel.retx_pkts += c->retx_pkts;
-        r.rel.retx_reqs += c->retx_reqs;
-        r.rel.probes += c->probes;
-        r.rel.rto_expired += c->rto_expired;
-        r.rel.stale_reqs += c->stale_reqs;
-        r.rel.nacks_tx += c->nacks_tx;
+    for (const Sender* s : senders_) {
+        const SenderCounters& c = s->counters();
+        r.acks_rx += c.acks_rx;
+        r.tx_alloc_fail += c.alloc_fail;
+        r.rel.retx_pkts += c.retx_pkts;
+        r.rel.retx_reqs += c.retx_reqs;
+        r.rel.probes += c.probes;
+        r.rel.rto_expired += c.rto_expired;
+        r.rel.stale_reqs += c.stale_reqs;
+        r.rel.nacks_rx += c.nacks_rx;
     }
-    LatencyHist* h = static_cast<LatencyHist*>(rte_zmalloc("tm_hist", sizeof(LatencyHist), 64));
-    for (const RxCtx* c : rxs_) {
-        r.acks_rx += c->acks_rx;
-        r.rel.nacks_rx += c->nacks_rx;
-        for (size_t i = 0; i < kDropReasonCount; i++)
-            r.drops[i] += c->drops[i];
-        if (c->placer) {
-            const RxCounters& rc = c->placer->counters();
-            r.packets_placed += rc.placed;
-            r.rel.retx_rx += rc.retx;
-            r.rel.nack_reqs += rc.nacks;
-            for (size_t i = 0; i < kDropReasonCount; i++)
-                r.drops[i] += rc.drops[i];
-        }
+    r.drops = drop_totals();
+    for (const TxCtx* c : txs_)
+        r.gen_buf_waits += peek(c->buf_waits);
+    for (const Receiver* rc : receivers_) {
+        const RxCounters& pc = rc->placer().counters();
+        const ReceiverCounters& c = rc->counters();
+        r.packets_placed += pc.placed;
+        r.rel.retx_rx += pc.retx;
+        r.rel.nack_reqs += pc.nacks;
+        r.discarded += pc.discarded;
+        r.acks_tx += c.acks_tx;
+        r.rel.nacks_tx += c.nacks_tx;
+        r.control_lost += c.ctl_lost;
     }
+    if (sessions_) {
+        const SessionCounters& sc = sessions_->counters();
+        r.sess.tx = sc.tx;
+        r.sess.rx = sc.rx;
+        r.sess.arp_tx = sc.arp_tx;
+        r.sess.arp_rx = sc.arp_rx;
+        r.sess.established = sc.established;
+        r.sess.ended = sc.ended;
+        r.sess.refused = sc.refused;
+    }
+    uint64_t ctl_tx = 0, ctl_rx = 0; // ACK/NACK packets (a local peer's go in memory)
+    for (const Receiver* rc : receivers_)
+        ctl_tx += rc->counters().ctl_packets;
+    for (const Sender* s : senders_)
+        ctl_rx += s->counters().ctl_packets;
+    r.control_tx = ctl_tx + r.sess.tx + r.sess.arp_tx;
+    r.control_rx = ctl_rx + r.sess.rx + r.sess.arp_rx;
     for (uint64_t d : r.drops)
         r.drops_total += d;
     uint64_t cy_tx = 0, cy_rx = 0, cy_cons = 0;
-    for (unsigned l = 0; l < RTE_MAX_LCORE; l++) {
-        cy_tx += peek(g_lcore_cycles[l].tx);
-        cy_rx += peek(g_lcore_cycles[l].rx);
-        cy_cons += peek(g_lcore_cycles[l].cons);
+    for (const LcoreCtx* l : lcores_) {
+        if (l == nullptr)
+            continue;
+        cy_tx += peek(l->cycles.tx);
+        cy_rx += peek(l->cycles.rx);
+        cy_cons += peek(l->cycles.cons);
     }
     if (r.packets_tx)
         r.tx_cycles_per_packet = double(cy_tx) / double(r.packets_tx);
@@ -980,6 +1794,7 @@ Results Runtime::results() const {
         if (rte_malloc_get_socket_stats(sock, &ms) == 0)
             r.memory_bytes += ms.heap_allocsz_bytes;
     }
+    LatencyHist* h = static_cast<LatencyHist*>(rte_zmalloc("tm_hist", sizeof(LatencyHist), 64));
     if (h) {
         for (const ConsCtx* c : conss_)
             h->merge(c->hist);
@@ -991,8 +1806,13 @@ Results Runtime::results() const {
         r.lat_max_ns = double(h->max()) * ns;
         rte_free(h);
     }
-    const uint64_t end = end_tsc_ ? end_tsc_ : rte_rdtsc();
-    r.elapsed_s = start_tsc_ ? double(end - start_tsc_) / double(tsc_hz_) : 0;
+    // Rates over the time work was in flight: from the first session up (the
+    // start, without sessions) to when the work was done, or the stop.
+    const uint64_t begin = start_tsc_ ? start_tsc_ : launch_tsc_;
+    uint64_t end = end_tsc_ ? end_tsc_ : rte_rdtsc();
+    if (work_end_tsc_ != 0 && work_end_tsc_ < end)
+        end = work_end_tsc_;
+    r.elapsed_s = begin && end > begin ? double(end - begin) / double(tsc_hz_) : 0;
     if (r.elapsed_s > 0) {
         r.msgs_per_s = double(opt_.mode == Mode::Send ? r.messages_sent : r.messages_completed) / r.elapsed_s;
         r.mpps = double(opt_.mode == Mode::Recv ? r.packets_rx : r.packets_tx) / r.elapsed_s / 1e6;
@@ -1000,47 +1820,79 @@ Results Runtime::results() const {
     }
     r.exit_reason = exit_reason_.empty() ? "stopped" : exit_reason_;
 
-    uint64_t per_flow_total = opt_.messages * opt_.flows;
-    for (uint32_t i = 0; flows_ && i < opt_.flows; i++) // the shell's `send`s (--cmdline-file)
-        per_flow_total += flows_[i].sends_requested.load(std::memory_order_relaxed);
-    for (uint32_t i = 0; flows_ && i < opt_.flows; i++) {
-        const FlowCtx& f = flows_[i];
+    uint64_t sends = 0;
+    for (const FlowCtx* f : flows_)
+        sends += f->sends_requested.load(std::memory_order_relaxed);
+    for (const FlowCtx* f : flows_) {
         Results::Flow x;
-        const uint64_t quota = opt_.messages + f.sends_requested.load(std::memory_order_relaxed);
-        x.sent = f.sent.load(std::memory_order_acquire);
-        if (opt_.mode == Mode::Send) {
-            x.acked = f.acked.load(std::memory_order_acquire);
-            x.released = f.credit.load(std::memory_order_acquire);
+        const uint64_t quota = opt_.messages + f->sends_requested.load(std::memory_order_relaxed);
+        if (f->send != nullptr || f->detached || opt_.mode != Mode::Recv) {
+            const Sender::FlowView v = send_view(*f);
+            x.sent = v.sent;
+            if (opt_.mode == Mode::Send) {
+                x.acked = v.acked;
+                x.released = v.released;
+            } else {
+                x.acked = acked_of(*f);
+                x.released = released_of(*f);
+            }
+            if (v.failed != FailReason::None && opt_.mode != Mode::Recv) {
+                x.state = to_string(v.failed);
+                // What it still owed: its messages not released, the ones
+                // never sent included (--messages 0: those it had taken).
+                x.failed = opt_.messages ? (quota > x.released ? quota - x.released : 0) : v.failed_msgs;
+                r.flows_failed++;
+                r.messages_failed += x.failed;
+            }
         } else {
-            x.acked = f.placer ? f.placer->acked_upto(f.id) : 0;
-            x.released = f.ring ? f.ring->released() : 0;
+            x.acked = acked_of(*f);
+            x.released = released_of(*f);
         }
-        const auto why = static_cast<FlowFailure>(f.failed.load(std::memory_order_acquire));
-        if (why != FlowFailure::None) {
-            x.state = to_string(why);
-            x.failed = quota > x.released ? quota - x.released : 0;
-            r.flows_failed++;
-            r.messages_failed += x.failed;
+        if (opt_.mode == Mode::Recv) {
+            x.sent = 0;
+            x.session = f->session ? f->session->index : 0;
         }
         r.per_flow.push_back(x);
     }
+    for (const auto& a : app_sessions_) {
+        Results::SessionSummary ss;
+        ss.index = a->index;
+        ss.id = a->id;
+        ss.peer = to_string(a->peer);
+        ss.role = a->connector ? "connector" : "acceptor";
+        ss.state = a->stage == AppSession::Stage::Live ? "up" : a->stage == AppSession::Stage::Installing ? "installing"
+                                                                                                            : "ended";
+        ss.end = to_string(a->end);
+        ss.flows = static_cast<uint32_t>(a->flows.size());
+        ss.complete = a->complete;
+        for (const FlowCtx* f : a->flows) {
+            ss.released += released_of(*f);
+            if (f->cons != nullptr) {
+                ss.completed += peek(f->cons->completed);
+                ss.verified += peek(f->cons->verified);
+                ss.verify_errors += peek(f->cons->verify_errors);
+            } else {
+                ss.completed += f->cons_completed;
+                ss.verified += f->cons_verified;
+                ss.verify_errors += f->cons_errors;
+            }
+        }
+        r.sessions.push_back(ss);
+    }
     switch (opt_.mode) {
     case Mode::Loopback: // -i: the shell's `send` adds messages; every message sent is requested
-        r.requested = opt_.messages && !opt_.interactive ? per_flow_total : r.messages_sent;
+        r.requested = opt_.messages && !opt_.interactive ? opt_.messages * opt_.flows + sends : r.messages_sent;
         r.ok = r.messages_sent == r.requested && r.messages_completed == r.requested &&
-               (opt_.external_consumer || !opt_.verify || r.messages_verified == r.requested) &&
-               r.verify_errors == 0;
+               (opt_.external_consumer || !opt_.verify || r.messages_verified == r.requested) && r.verify_errors == 0;
         break;
     case Mode::Recv:
-        r.requested = per_flow_total;
-        r.ok = r.verify_errors == 0 && (opt_.messages == 0 || (r.messages_completed == r.requested &&
-                                                                (opt_.external_consumer || !opt_.verify ||
-                                                                 r.messages_verified == r.requested)));
+        r.requested = opt_.messages * opt_.flows * opt_.sessions + sends;
+        r.ok = r.verify_errors == 0 && (opt_.messages == 0 || sessions_complete_ >= opt_.sessions);
         break;
     case Mode::Send:
-        r.requested = opt_.messages && !opt_.interactive ? per_flow_total : r.messages_sent;
+        r.requested = opt_.messages && !opt_.interactive ? opt_.messages * opt_.flows + sends : r.messages_sent;
         r.ok = r.messages_sent == r.requested && r.tx_dropped == 0 && r.flows_failed == 0 &&
-               (!opt_.flow_control || r.messages_acked == r.requested);
+               (!opt_.flow_control || r.messages_acked == r.requested) && !refused_;
         break;
     }
     return r;
@@ -1053,9 +1905,9 @@ bool Runtime::set_completion(CompletionMode m, std::string& why) {
                                                                : "only a shell run (-i) can switch";
         return false;
     }
-    for (RxPlacer* p : placers_)
-        p->set_mode(m);
-    __atomic_store_n(reinterpret_cast<uint8_t*>(&g_dp.completion), static_cast<uint8_t>(m), __ATOMIC_RELAXED);
+    for (Receiver* r : receivers_)
+        r->set_mode(m);
+    plane_.completion.store(static_cast<uint8_t>(m), std::memory_order_relaxed);
     return true;
 }
 
@@ -1081,6 +1933,7 @@ drivers::FaultCounters Runtime::fault_counters() const {
         t.corrupted += c.corrupted;
         t.arrived_retx += c.arrived_retx;
         t.arrived_nack += c.arrived_nack;
+        t.passed += c.passed;
     }
     return t;
 }
@@ -1090,8 +1943,9 @@ drivers::FaultCounters Runtime::fault_counters() const {
 void Runtime::teardown() {
     // 1. lcores: stopped and joined by run(); make sure of it.
     if (launched_) {
-        g_phase.store(static_cast<int>(Phase::Stop));
+        plane_.phase.store(static_cast<int>(Phase::Stop));
         rte_eal_mp_wait_lcore();
+        launched_ = false;
     }
     // 2. the fault shims (lcores joined: no callback in flight), then the
     //    ports: stop and close (their own rx callbacks go with them).
@@ -1105,30 +1959,41 @@ void Runtime::teardown() {
     rx_port_owned_.reset();
     tx_port_.reset();
     rx_port_ = nullptr;
-    // 3. what the data plane used: replay packets, timers, placers, rings, memzones, contexts.
-    for (TxFlowState* s : replays_) {
-        for (uint32_t i = 0; s->replay && i < s->replay_plan.pkt_count * opt_.ring_size; i++)
-            if (s->replay[i] != nullptr)
-                rte_pktmbuf_free(s->replay[i]);
-        rte_free(s->replay);
-        s->replay = nullptr;
+    // 3. what the data plane used: flows (the Senders' records let go of the
+    //    generator's buffers), engines, replay packets, rings, contexts.
+    bury(0, true);
+    for (FlowCtx* f : flows_) {
+        Sender::free_flow(f->send);
+        f->send = nullptr;
+        free_recv(*f);
+        rte_ring_free(f->send_q);
+        f->send_q = nullptr;
+        rte_free(f->sizes);
+        f->sizes = nullptr;
+        socket_delete(f);
     }
-    replays_.clear();
-    for (TxCtx* c : txs_)
-        for (uint32_t k = 0; k < c->nqueues; k++)
-            for (uint32_t j = 0; j < c->queues[k].nflows; j++)
-                rte_timer_stop(&c->queues[k].flows[j].timer); // lcores joined: none runs
-    if (timers_) {
-        rte_timer_subsystem_finalize();
-        timers_ = false;
+    flows_.clear();
+    nflows_.store(0);
+    app_sessions_.clear();
+    sessions_.reset(); // the session links
+    for (Sender* s : senders_)
+        delete s;
+    senders_.clear();
+    for (Receiver* r : receivers_)
+        delete r;
+    receivers_.clear();
+    for (auto& [pkts, n] : replay_pkts_) {
+        for (uint32_t i = 0; i < n; i++)
+            if (pkts[i] != nullptr)
+                rte_pktmbuf_free(pkts[i]);
+        rte_free(pkts);
     }
-    for (RxPlacer* p : placers_)
-        delete p;
-    placers_.clear();
-    for (rte_ring* r : cqs_)
-        rte_ring_free(r);
-    cqs_.clear();
-    rings_.clear(); // CompletionRing frees its memzone
+    replay_pkts_.clear();
+    rte_mbuf* m;
+    while (control_in_ != nullptr && rte_ring_dequeue(control_in_, reinterpret_cast<void**>(&m)) == 0)
+        rte_pktmbuf_free(m);
+    rte_ring_free(control_in_);
+    control_in_ = nullptr;
     for (TxCtx* c : txs_)
         socket_delete(c);
     txs_.clear();
@@ -1138,34 +2003,20 @@ void Runtime::teardown() {
     for (ConsCtx* c : conss_)
         socket_delete(c);
     conss_.clear();
+    for (LcoreCtx*& l : lcores_) {
+        if (l == nullptr)
+            continue;
+        rte_ring_free(l->req);
+        rte_ring_free(l->resp);
+        socket_delete(l);
+        l = nullptr;
+    }
     for (void* p : allocs_)
         rte_free(p);
     allocs_.clear();
-    if (flows_) {
-        for (uint32_t i = 0; i < opt_.flows; i++)
-            flows_[i].~FlowCtx();
-        rte_free(flows_);
-        flows_ = nullptr;
-    }
     // 4. pools last: the closed ports returned their mbufs.
     pools_.clear();
     tx_pool_ = rx_pool_ = nullptr;
-}
-
-} // namespace tailmark::app
-
-namespace tailmark::app {
-
-const char* to_string(FlowFailure f) {
-    switch (f) {
-    case FlowFailure::None:
-        return "none";
-    case FlowFailure::RetryLimit:
-        return "retry_limit";
-    case FlowFailure::ReceiverRestarted:
-        return "receiver_restarted";
-    }
-    return "?";
 }
 
 } // namespace tailmark::app

@@ -1,10 +1,17 @@
-// Everything between rte_eal_init and rte_eal_cleanup: ports, pools, flows,
-// completion rings, lcore contexts, the control loop on the main lcore, and
+// Everything between rte_eal_init and rte_eal_cleanup: ports, pools, the
+// protocol engines (a Sender per tx queue, a Receiver per rx queue), the
+// session table, the lcore contexts, the control loop on the main lcore, and
 // the teardown in the conventions' order (lcores joined, ports stopped and
 // closed, memzones and rings freed; the caller then calls rte_eal_cleanup).
+//
+// Sessions are agreed at run time (lib/tailmark/session.h): loopback
+// connects to itself over the port, send connects to --dst-ip, recv listens.
+// When a session is up, its flows are made here and handed to the lcores on
+// their request rings; when it ends, they are taken back and freed.
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -12,21 +19,40 @@
 #include <rte_lcore.h>
 
 #include "context.h"
+#include "drivers/fault_shim.h"
 #include "drivers/mempool.h"
 #include "drivers/port.h"
 #include "options.h"
 #include "summary.h"
+#include "tailmark/flow_ids.h"
 
 namespace tailmark::app {
+
+inline constexpr size_t kMaxRegistry = 65536; // flows one run tracks
 
 struct SetupError {
     int exit_code = 0; // 2: bad configuration, 1: run-time failure
     std::string message;
 };
 
+// A session as the daemon tracks it (the control loop's only).
+struct AppSession {
+    uint32_t index = 0;          // in the order sessions came up
+    Session* s = nullptr;        // the table's (null once forgotten)
+    uint16_t id = 0;
+    bool connector = false;
+    Endpoint peer;
+    std::vector<FlowCtx*> flows; // index i: flow i of the session
+    uint32_t pending = 0;        // requests the lcores have not answered yet
+    enum class Stage : uint8_t { Installing, Live, Detaching, Gone } stage = Stage::Installing;
+    SessionEnd end = SessionEnd::None;
+    uint64_t up_tsc = 0, down_tsc = 0;
+    bool complete = false;       // recv: every flow consumed --messages
+};
+
 class Runtime {
 public:
-    explicit Runtime(const Options& opt) : opt_(opt) {}
+    explicit Runtime(const Options& opt);
     ~Runtime(); // teardown()
     Runtime(const Runtime&) = delete;
     Runtime& operator=(const Runtime&) = delete;
@@ -37,40 +63,67 @@ public:
     // Phase::Stop, and joins the lcores (rte_eal_mp_wait_lcore).
     void run();
     Results results() const;
+    // The exit code the run ends with besides the summary's verdict: 2 when
+    // the peer refused the session (a configuration mismatch), else 0.
+    int refused_exit() const { return refused_ ? 2 : 0; }
     // Idempotent. Lcores must be joined (run() returned, or never launched).
     void teardown();
 
-    // --stats-period at run time (the shell's `set stats-period`; 0 = off). Any thread.
     void set_stats_period(double s) { stats_period_.store(s, std::memory_order_relaxed); }
     double stats_period() const { return stats_period_.load(std::memory_order_relaxed); }
 
-    // The completion mode now (the shell can switch it; see set_completion).
-    CompletionMode completion() const { return dp_completion(); }
-    // Switches message <-> packet completion. The caller (the shell) makes
-    // sure nothing is in flight. False, with the reason, where it cannot.
+    CompletionMode completion() const { return plane_.completion_now(); }
     bool set_completion(CompletionMode m, std::string& why);
     bool switchable() const { return opt_.interactive && !opt_.external_consumer && opt_.mode != Mode::Send; }
 
-    // The fault shim (--fault, or any -i run): a new spec for every rx queue,
-    // taken at each queue's next burst. False when no shim is attached.
     bool set_fault(const drivers::FaultSpec& spec);
     bool has_fault_shim() const { return !shims_.empty(); }
     drivers::FaultSpec fault_spec() const { return fault_spec_; }
     drivers::FaultCounters fault_counters() const;
+
+    // The registry's flows so far: grown by the control thread only, into
+    // reserved room, so other threads read flows_[i] for i < flow_count().
+    uint32_t flow_count() const { return nflows_.load(std::memory_order_acquire); }
+
+    Plane& plane() { return plane_; }
+    const Plane& plane() const { return plane_; }
 
 private:
     friend struct TelemetryAccess; // telemetry.cc: read-only views for the telemetry thread
     friend struct ShellAccess;     // shell.cc: the interactive shell's views and controls
     bool plan_lcores(SetupError& e);
     bool open_ports(SetupError& e);
-    bool make_flows(SetupError& e);
-    bool make_contexts(SetupError& e);
-    bool make_replay(SetupError& e);
+    bool make_engines(SetupError& e);
+    bool make_registry(SetupError& e);
+    bool make_unconnected(SetupError& e);
+    LcoreCtx* lcore_ctx(unsigned lcore);
+
+    // Sessions (control loop).
+    void start_sessions(uint64_t now);
+    AcceptDecision decide(Session& s, const FlowParams& proposed);
+    void on_session(Session& s);
+    void install_send(AppSession& a, Session& s);
+    void install_replay(AppSession& a, Session& s);
+    void detach(AppSession& a, uint64_t now);
+    void post(unsigned lcore, const Request& r);
+    void take_responses(uint64_t now);
+    // Frees what other threads may still be reading a second later.
+    void later(uint64_t now, std::function<void()> fn);
+    void bury(uint64_t now, bool all);
+    void on_response(const Request& r, uint64_t now);
+    AppSession* app_session(uint16_t sid);
+    FlowParams proposal() const;
+    bool make_recv_flow(FlowCtx& f, AppSession& a, Session& s, uint16_t id, uint16_t i, std::string& err);
+    void post_recv(FlowCtx& f, AppSession& a);
+    void free_recv(FlowCtx& f);
+
     void control(uint64_t now);
     bool done() const;
     bool drained() const;
     void begin_drain(uint64_t now, const char* reason);
     void stop(uint64_t now, const char* reason);
+    void close_and_stop(uint64_t now, const char* reason);
+    void close_sessions(uint64_t now);
     void print_stats(uint64_t now);
     void watch_flows(uint64_t now); // --consumer-lcores none: cursors in, stalls out
 
@@ -81,8 +134,15 @@ private:
         uint64_t retx = 0; // packets retransmitted
     };
     Totals totals() const;
+    DropCounters drop_totals() const; // every engine's, by reason (any thread)
+    // A flow's sender-side cursors, live or as last seen.
+    Sender::FlowView send_view(const FlowCtx& f) const;
+    uint32_t released_of(const FlowCtx& f) const;
+    uint32_t acked_of(const FlowCtx& f) const;
 
     Options opt_;
+    Plane plane_;
+    SipKey secret_;
     // ports and pools
     std::vector<std::unique_ptr<drivers::Mempool>> pools_;
     rte_mempool* tx_pool_ = nullptr;
@@ -93,41 +153,54 @@ private:
     int tx_socket_ = 0, rx_socket_ = 0;
     bool steer_by_queue_ = false; // net_ring loopback: tx queue q arrives on rx queue q
     bool rss_ = false;
-    uint16_t tx_nq_ = 1;          // tx queues used for data/ACKs
-    // lcores
+    uint16_t tx_nq_ = 1;          // tx queues: one Sender each
+    rte_ether_addr mac_{};
+    // lcores and engines
     std::vector<unsigned> tx_lcores_, rx_lcores_, cons_lcores_;
-    std::vector<LcoreRoles> roles_ = std::vector<LcoreRoles>(RTE_MAX_LCORE);
-    // flows and contexts
-    FlowCtx* flows_ = nullptr;
-    std::vector<std::unique_ptr<CompletionRing>> rings_;
-    std::vector<rte_ring*> cqs_;
-    std::vector<drivers::FaultShim*> shims_;                 // one per rx queue
-    std::vector<const rte_eth_rxtx_callback*> shim_cbs_;
-    drivers::FaultSpec fault_spec_;
+    std::vector<LcoreCtx*> lcores_ = std::vector<LcoreCtx*>(RTE_MAX_LCORE, nullptr);
+    std::vector<Sender*> senders_;
+    std::vector<unsigned> sender_lcore_;
+    std::vector<Receiver*> receivers_;
     std::vector<TxCtx*> txs_;
     std::vector<RxCtx*> rxs_;
     std::vector<ConsCtx*> conss_;
-    std::vector<RxPlacer*> placers_;
-    std::vector<void*> allocs_; // rte_malloc'ed arrays and buffers
+    uint8_t* sender_of_ = nullptr;   // 65536: a send flow id's Sender (ACK routing)
+    std::vector<rte_ring*> wire_in_, local_in_;
+    rte_ring* control_in_ = nullptr; // SESSION and ARP frames from the rx lcores
+    std::vector<drivers::FaultShim*> shims_;                 // one per rx queue
+    std::vector<const rte_eth_rxtx_callback*> shim_cbs_;
+    drivers::FaultSpec fault_spec_;
+    std::vector<void*> allocs_;      // rte_malloc'ed buffers freed at teardown
+    // sessions and flows
+    std::unique_ptr<SessionTable> sessions_;
+    FlowIds send_ids_, recv_ids_;
+    std::vector<std::unique_ptr<AppSession>> app_sessions_;
+    std::vector<FlowCtx*> flows_;    // the registry (reserved: kMaxRegistry)
+    std::atomic<uint32_t> nflows_{0};
+    uint32_t sessions_complete_ = 0;
+    bool refused_ = false;
+    std::vector<Request> retry_;     // removals the lcores could not do yet
+    std::vector<std::pair<uint64_t, std::function<void()>>> graveyard_;
     // run
     bool launched_ = false;
-    bool timers_ = false;
-    std::vector<TxFlowState*> replays_; // --replay: flows with ready-made packets
-    std::vector<bool> failed_logged_; // control loop: flow failures reported once // rte_timer subsystem initialised by setup()
     uint64_t tsc_hz_ = 1;
-    uint64_t start_tsc_ = 0, end_tsc_ = 0, deadline_tsc_ = 0, drain_deadline_ = 0, drain_start_ = 0;
+    uint64_t launch_tsc_ = 0, start_tsc_ = 0, end_tsc_ = 0, work_end_tsc_ = 0;
+    uint64_t deadline_tsc_ = 0, drain_deadline_ = 0, drain_start_ = 0, close_deadline_ = 0;
     uint64_t next_stats_ = 0, last_stats_tsc_ = 0;
     Totals last_stats_{};
     std::string exit_reason_;
-    std::atomic<double> stats_period_{opt_.stats_period}; // shell: `set stats-period` (seconds, 0 = off)
-    bool lingering_ = false; // --linger: done, waiting for a signal
-    // --consumer-lcores none: per flow, the released cursor last seen, when it
-    // last moved, and whether the flow is stalled (completed messages wait,
-    // the external consumer releases none for kConsumerStallUs).
+    std::atomic<double> stats_period_{opt_.stats_period};
+    bool lingering_ = false;
+    bool closing_ = false;
+    std::vector<bool> failed_logged_;
+    // --consumer-lcores none: per flow, the released cursor last seen, when
+    // it last moved, and whether the flow is stalled.
     std::vector<uint32_t> seen_released_;
     std::vector<uint64_t> moved_tsc_;
-    std::unique_ptr<std::atomic<bool>[]> stalled_;
+    // One per possible flow, made once: the telemetry thread reads it.
+    std::unique_ptr<std::atomic<bool>[]> stalled_ = std::make_unique<std::atomic<bool>[]>(kMaxRegistry);
     std::atomic<uint32_t> nstalled_{0};
+    std::vector<std::pair<rte_mbuf**, uint32_t>> replay_pkts_; // --replay: the ready-made packets, freed at teardown
 };
 
 } // namespace tailmark::app

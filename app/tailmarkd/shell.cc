@@ -132,7 +132,7 @@ bool shell_start(Runtime& rt, const Options& opt, std::string& err) {
     if (!shell_attach_channels(err))
         return false;
     if (opt.interactive)
-        g_gen_on.store(0, std::memory_order_relaxed); // -i: the generator waits for `start`
+        rt.plane().gen_on.store(0, std::memory_order_relaxed); // -i: the generator waits for `start`
     if (!install_handlers()) {
         err = std::string("-i: sigaction: ") + strerror(errno);
         shell_detach_channels();

@@ -58,6 +58,11 @@ bool port_in_use(uint16_t p) {
     return A::tx_port(rt()) == p || A::rx_port(rt()) == p;
 }
 
+Plane& plane() { return A::plane(rt()); }
+// Flows the shell addresses: the configured ones (loopback, send), or every
+// session's so far (recv).
+uint32_t nflows() { return A::nflows(rt()); }
+
 // Messages of flow f whose completion flag is set and not yet consumed (message mode).
 uint32_t completed_unconsumed(const FlowCtx& f, uint32_t consumed, uint32_t sent) {
     if (f.ring == nullptr || rt().completion() != CompletionMode::Message)
@@ -73,21 +78,22 @@ uint32_t completed_unconsumed(const FlowCtx& f, uint32_t consumed, uint32_t sent
 // no tx lcore busy, and the generator off or through its --messages.
 bool idle() {
     const Options& o = opt();
-    FlowCtx* flows = A::flows(rt());
-    for (const TxCtx* t : A::txs(rt()))
-        if (__atomic_load_n(&t->busy, __ATOMIC_RELAXED) != 0)
-            return false;
-    for (uint32_t i = 0; i < o.flows; i++) {
-        const FlowCtx& f = flows[i];
+    if (A::busy(rt()))
+        return false;
+    for (uint32_t i = 0; i < nflows() && i < g_shell_requested.size(); i++) {
+        const FlowCtx& f = A::flow(rt(), i);
         const uint64_t ss = f.sends_sent.load(std::memory_order_acquire);
         if (ss != g_shell_requested[i])
             return false;
-        const uint32_t sent = f.sent.load(std::memory_order_acquire);
+        const Sender::FlowView v = A::view(rt(), f);
+        const uint32_t sent = v.submitted;
+        if (v.sent != v.submitted)
+            return false;
         if (o.mode == Mode::Loopback && f.consumed.load(std::memory_order_acquire) != sent)
             return false;
-        if (o.mode == Mode::Send && o.flow_control && f.credit.load(std::memory_order_acquire) != sent)
+        if (o.mode == Mode::Send && o.flow_control && v.released != sent)
             return false;
-        if (g_gen_on.load() && !g_tx_paused.load() && (o.messages == 0 || sent - ss < o.messages))
+        if (plane().gen_on.load() && !plane().tx_paused.load() && (o.messages == 0 || sent - ss < o.messages))
             return false;
     }
     return true;
@@ -98,7 +104,7 @@ bool wait_idle(double secs) {
     const uint64_t hz = rte_get_tsc_hz();
     const uint64_t end = rte_rdtsc() + static_cast<uint64_t>(secs * double(hz));
     while (!idle()) {
-        if (rte_rdtsc() >= end || g_quit_requests.load() != 0 || phase() == Phase::Stop)
+        if (rte_rdtsc() >= end || g_quit_requests.load() != 0 || plane().phase_now() == Phase::Stop)
             return false;
         rte_delay_us_sleep(1000);
     }
@@ -177,8 +183,8 @@ struct cmd_start_result {
 };
 cmdline_parse_token_string_t cmd_start_cmd = TOKEN_STRING_INITIALIZER(cmd_start_result, cmd, "start");
 void cmd_start_parsed(void*, cmdline* cl, void*) {
-    g_tx_paused.store(0);
-    g_gen_on.store(1);
+    plane().tx_paused.store(0);
+    plane().gen_on.store(1);
     if (opt().messages == 0)
         OUT("generator started: messages of %" PRIu64 " B on every flow until `stop`\n", opt().msg_size);
     else
@@ -197,17 +203,16 @@ struct cmd_stop_result {
 };
 cmdline_parse_token_string_t cmd_stop_cmd = TOKEN_STRING_INITIALIZER(cmd_stop_result, cmd, "stop");
 void cmd_stop_parsed(void*, cmdline* cl, void*) {
-    g_gen_on.store(0);
-    g_tx_paused.store(1);
+    plane().gen_on.store(0);
+    plane().tx_paused.store(1);
     OUT("Telling the tx lcores to start no new message ... waiting up to %.0f s for those in flight\n", kStopWaitS);
     const uint64_t hz = rte_get_tsc_hz(), end = rte_rdtsc() + static_cast<uint64_t>(kStopWaitS * double(hz));
     auto drained = [] {
-        for (const TxCtx* t : A::txs(rt()))
-            if (__atomic_load_n(&t->busy, __ATOMIC_RELAXED) != 0)
-                return false;
+        if (A::busy(rt()))
+            return false;
         if (opt().mode == Mode::Loopback)
-            for (uint32_t i = 0; i < opt().flows; i++)
-                if (A::flows(rt())[i].consumed.load() != A::flows(rt())[i].sent.load())
+            for (uint32_t i = 0; i < nflows(); i++)
+                if (A::flow(rt(), i).consumed.load() != A::view(rt(), A::flow(rt(), i)).sent)
                     return false;
         return true;
     };
@@ -330,27 +335,28 @@ cmdline_parse_token_string_t cmd_show_flow_show = TOKEN_STRING_INITIALIZER(cmd_s
 cmdline_parse_token_string_t cmd_show_flow_flow = TOKEN_STRING_INITIALIZER(cmd_show_flow_result, flow, "flow");
 cmdline_parse_token_string_t cmd_show_flow_which = TOKEN_STRING_INITIALIZER(cmd_show_flow_result, which, nullptr);
 void cmd_show_flow_parsed(void* res, cmdline* cl, void*) {
-    const long w = parse_all_or(cl, static_cast<cmd_show_flow_result*>(res)->which, opt().flows, "flow");
+    const long w = parse_all_or(cl, static_cast<cmd_show_flow_result*>(res)->which, nflows(), "flow");
     if (w == -2)
         return;
-    FlowCtx* flows = A::flows(rt());
-    for (uint32_t i = 0; i < opt().flows; i++) {
+    for (uint32_t i = 0; i < nflows(); i++) {
         if (w >= 0 && i != static_cast<uint32_t>(w))
             continue;
-        const FlowCtx& f = flows[i];
+        const FlowCtx& f = A::flow(rt(), i);
+        const Sender::FlowView v = A::view(rt(), f);
         const uint32_t consumed = f.consumed.load(std::memory_order_acquire);
-        const uint32_t sent = f.sent.load(std::memory_order_acquire);
+        const uint32_t sent = v.sent;
         uint32_t completed;
         if (opt().mode == Mode::Send)
-            completed = f.credit.load(std::memory_order_acquire); // released by the receiver
+            completed = v.released; // released by the receiver
         else
             completed = consumed + completed_unconsumed(f, consumed, opt().mode == Mode::Recv ? consumed + f.ring_size : sent);
         const uint64_t ss = f.sends_sent.load(std::memory_order_acquire);
         const uint32_t in_flight = opt().mode == Mode::Recv ? 0 : sent - completed;
-        const uint64_t retx = f.txs ? peek(f.txs->retx_pkts) : 0;
+        const uint64_t retx = v.retx_pkts;
+        const uint64_t requested = i < g_shell_requested.size() ? g_shell_requested[i] : 0;
         OUT("flow %u: sent=%u completed=%u consumed=%u in_flight=%u retransmits=%" PRIu64 " send_requested=%" PRIu64
             " send_queued=%" PRIu64 "\n",
-            i, sent, completed, consumed, in_flight, retx, g_shell_requested[i], g_shell_requested[i] - ss);
+            i, sent, completed, consumed, in_flight, retx, requested, requested - ss);
     }
 }
 cmdline_parse_inst_t cmd_show_flow = {
@@ -376,11 +382,11 @@ cmdline_parse_token_num_t cmd_show_compl_flow = TOKEN_NUM_INITIALIZER(cmd_show_c
 cmdline_parse_token_num_t cmd_show_compl_n = TOKEN_NUM_INITIALIZER(cmd_show_compl_result, n, RTE_UINT32);
 void cmd_show_compl_parsed(void* res, cmdline* cl, void* data) {
     auto* r = static_cast<cmd_show_compl_result*>(res);
-    if (r->flow >= opt().flows) {
-        OUT("error: flow %u does not exist (--flows %u)\n", r->flow, opt().flows);
+    if (r->flow >= nflows()) {
+        OUT("error: show completions: no flow %u (there are %u)\n", r->flow, nflows());
         return;
     }
-    const FlowCtx& f = A::flows(rt())[r->flow];
+    const FlowCtx& f = A::flow(rt(), r->flow);
     if (f.ring == nullptr) {
         OUT("error: flow %u has no completion ring in %s mode\n", r->flow, to_string(opt().mode));
         return;
@@ -390,7 +396,7 @@ void cmd_show_compl_parsed(void* res, cmdline* cl, void* data) {
         n = f.ring_size;
     const uint32_t consumed = f.consumed.load(std::memory_order_acquire);
     uint32_t hi = opt().mode == Mode::Recv ? consumed + completed_unconsumed(f, consumed, consumed + f.ring_size)
-                                           : f.sent.load(std::memory_order_acquire);
+                                           : A::view(rt(), f).sent;
     const uint32_t lo = hi > n ? hi - n : 0;
     OUT("flow %u: the last %u of %u messages (ring %u, completion %s)\n", r->flow, hi - lo, hi, f.ring_size,
         to_string(rt().completion()));
@@ -460,7 +466,7 @@ void cmd_show_config_parsed(void*, cmdline* cl, void*) {
     const drivers::FaultCounters fc = rt().fault_counters();
     OUT("\n[run time]\ngenerator = %s\nsend = %s\nburst = %u\nstats-period = %g\nfault = %s (dropped %lu, "
         "duplicated %lu, reordered %lu, corrupted %lu)\n",
-        g_gen_on.load() ? "on" : "off", g_tx_paused.load() ? "paused (stop)" : "on", dp_burst(),
+        plane().gen_on.load() ? "on" : "off", plane().tx_paused.load() ? "paused (stop)" : "on", plane().burst_now(),
         rt().stats_period(), rt().fault_spec().str().c_str(), fc.dropped, fc.duplicated, fc.reordered,
         fc.corrupted);
 }
@@ -473,28 +479,33 @@ cmdline_parse_inst_t cmd_show_config = {
 };
 
 void cmd_show_lcores_parsed(void*, cmdline* cl, void*) {
-    const auto& roles = A::roles(rt());
+    const auto& lcores = A::lcores(rt());
     const unsigned main_lcore = rte_get_main_lcore();
     unsigned l;
     RTE_LCORE_FOREACH(l) {
-        const LcoreRoles& r = roles[l];
         std::string s;
-        if (r.tx) {
-            s += " tx(port " + std::to_string(r.tx->port) + ", queues";
-            for (uint32_t q = 0; q < r.tx->nqueues; q++) {
-                s += ' ' + std::to_string(r.tx->queues[q].queue) + " [flows";
-                for (uint32_t k = 0; k < r.tx->queues[q].nflows; k++)
-                    s += ' ' + std::to_string(r.tx->queues[q].flows[k].f->id);
+        const LcoreCtx* r = lcores[l];
+        if (r != nullptr && r->tx) {
+            s += " tx(port";
+            for (size_t q = 0; q < r->tx->senders.size(); q++) {
+                const Sender* snd = r->tx->senders[q];
+                if (q == 0)
+                    s += ' ' + std::to_string(snd->port()) + ", queues";
+                s += ' ' + std::to_string(snd->queue()) + " [flows";
+                for (uint32_t i = 0; i < nflows(); i++)
+                    if (A::flow(rt(), i).sender == snd && A::flow(rt(), i).send != nullptr)
+                        s += ' ' + std::to_string(i);
                 s += ']';
             }
             s += ')';
         }
-        if (r.rx)
-            s += " rx(port " + std::to_string(r.rx->port) + ", queue " + std::to_string(r.rx->queue) + ")";
-        if (r.cons) {
+        if (r != nullptr && r->rx)
+            s += " rx(port " + std::to_string(r->rx->port) + ", queue " + std::to_string(r->rx->queue) + ")";
+        if (r != nullptr && r->cons) {
             s += " consumer(flows";
-            for (uint32_t k = 0; k < r.cons->nflows; k++)
-                s += ' ' + std::to_string(r.cons->flows[k].f->id);
+            for (uint32_t i = 0; i < nflows(); i++)
+                if (A::flow(rt(), i).cons_ctx == r->cons && A::flow(rt(), i).cons != nullptr)
+                    s += ' ' + std::to_string(i);
             s += ')';
         }
         if (l == main_lcore)
@@ -548,7 +559,7 @@ void cmd_send_parsed(void* res, cmdline* cl, void*) {
             o.msg_size);
         return;
     }
-    const FlowCtx& f = A::flows(rt())[r->flow];
+    FlowCtx& f = A::flow(rt(), r->flow);
     const GroupPlan plan = plan_group(r->size, stride_for_mtu(o.mtu));
     if (!plan.ok() || plan.pkt_count > f.pkts_per_msg) {
         OUT("error: send: SIZE %u B does not fit the flow's packet plan\n", r->size);
@@ -558,7 +569,7 @@ void cmd_send_parsed(void* res, cmdline* cl, void*) {
         OUT("error: send: COUNT must be at least 1\n");
         return;
     }
-    if (phase() != Phase::Run || g_quit_requests.load() != 0) {
+    if (plane().phase_now() != Phase::Run || g_quit_requests.load() != 0) {
         OUT("error: send: the daemon is shutting down\n");
         return;
     }
@@ -569,9 +580,9 @@ void cmd_send_parsed(void* res, cmdline* cl, void*) {
         return;
     }
     g_shell_requested[r->flow] += r->count;
-    A::flows(rt())[r->flow].sends_requested.store(g_shell_requested[r->flow], std::memory_order_release);
+    f.sends_requested.store(g_shell_requested[r->flow], std::memory_order_release);
     OUT("flow %u: %u message(s) of %u B queued%s\n", r->flow, r->count, r->size,
-        g_tx_paused.load() ? " (stopped: they go out after `start`)" : "");
+        plane().tx_paused.load() ? " (stopped: they go out after `start`)" : "");
 }
 cmdline_parse_inst_t cmd_send = {
     .f = cmd_send_parsed,
@@ -635,7 +646,9 @@ void cmd_set_burst_parsed(void* res, cmdline* cl, void*) {
         OUT("error: set burst: %u is outside [1, %u]\n", n, kMaxBurst);
         return;
     }
-    __atomic_store_n(&g_dp.burst, n, __ATOMIC_RELAXED);
+    plane().burst.store(n, std::memory_order_relaxed);
+    for (Sender* s : A::senders(rt()))
+        s->set_burst(n);
     OUT("burst set to %u packets\n", n);
 }
 cmdline_parse_inst_t cmd_set_burst = {
@@ -770,13 +783,12 @@ cmdline_parse_ctx_t* shell_context() {
 
 bool shell_attach_channels(std::string& err) {
     const Options& o = opt();
-    FlowCtx* flows = A::flows(rt());
     g_shell_requested.assign(o.flows, 0);
     if (o.mode == Mode::Recv)
         return true; // nothing to send
     const int socket = A::tx_socket(rt());
     for (uint32_t i = 0; i < o.flows; i++) {
-        FlowCtx& f = flows[i];
+        FlowCtx& f = A::flow(rt(), i);
         char name[RTE_RING_NAMESIZE];
         snprintf(name, sizeof(name), "tm_send_%u", i);
         f.send_q = rte_ring_create_elem(name, sizeof(uint64_t), kSendQueueDepth, socket,
@@ -786,7 +798,7 @@ bool shell_attach_channels(std::string& err) {
             shell_detach_channels();
             return false;
         }
-        if (f.ring != nullptr) { // loopback: the consumer checks each message's length
+        if (o.mode == Mode::Loopback) { // the consumer checks each message's length
             f.sizes = static_cast<uint64_t*>(rte_zmalloc_socket("tm_sizes", sizeof(uint64_t) * f.ring_size, 64,
                                                                socket));
             if (f.sizes == nullptr) {
@@ -805,14 +817,12 @@ bool shell_attach_channels(std::string& err) {
 void shell_detach_channels() {
     if (g_shell_rt == nullptr)
         return;
-    FlowCtx* flows = A::flows(rt());
-    if (flows == nullptr)
-        return;
-    for (uint32_t i = 0; i < opt().flows; i++) {
-        rte_ring_free(flows[i].send_q);
-        flows[i].send_q = nullptr;
-        rte_free(flows[i].sizes);
-        flows[i].sizes = nullptr;
+    for (uint32_t i = 0; i < A::nflows(rt()) && i < opt().flows; i++) {
+        FlowCtx& f = A::flow(rt(), i);
+        rte_ring_free(f.send_q);
+        f.send_q = nullptr;
+        rte_free(f.sizes);
+        f.sizes = nullptr;
     }
 }
 

@@ -67,9 +67,9 @@ bool write_summary_json(const Results& r, const std::string& path, std::string& 
     if (r.fault_shim)
         fprintf(f,
                 "  \"fault\": {\"seen\": %lu, \"dropped\": %lu, \"duplicated\": %lu, \"reordered\": %lu, "
-                "\"corrupted\": %lu, \"arrived_retx\": %lu, \"arrived_nack\": %lu},\n",
+                "\"corrupted\": %lu, \"arrived_retx\": %lu, \"arrived_nack\": %lu, \"passed\": %lu},\n",
                 r.fault.seen, r.fault.dropped, r.fault.duplicated, r.fault.reordered, r.fault.corrupted,
-                r.fault.arrived_retx, r.fault.arrived_nack);
+                r.fault.arrived_retx, r.fault.arrived_nack, r.fault.passed);
     fprintf(f, "  \"tx_alloc_fail\": %lu,\n", r.tx_alloc_fail);
     const auto& l = r.rel;
     fprintf(f,
@@ -86,10 +86,28 @@ bool write_summary_json(const Results& r, const std::string& path, std::string& 
     for (size_t i = 0; i < r.per_flow.size(); i++) {
         const Results::Flow& x = r.per_flow[i];
         fprintf(f, "%s\n    {\"flow\": %zu, \"sent\": %lu, \"acked\": %lu, \"released\": %lu, \"failed\": %lu, "
-                   "\"state\": \"%s\"}",
-                i ? "," : "", i, x.sent, x.acked, x.released, x.failed, x.state);
+                   "\"state\": \"%s\", \"session\": %u}",
+                i ? "," : "", i, x.sent, x.acked, x.released, x.failed, x.state, x.session);
     }
     fprintf(f, "\n  ],\n");
+    fprintf(f, "  \"sessions\": [");
+    for (size_t i = 0; i < r.sessions.size(); i++) {
+        const auto& x = r.sessions[i];
+        fprintf(f, "%s\n    {\"index\": %u, \"id\": %u, \"peer\": \"%s\", \"role\": \"%s\", \"state\": \"%s\", "
+                   "\"end\": \"%s\", \"flows\": %u, \"complete\": %s, \"released\": %lu, \"completed\": %lu, "
+                   "\"verified\": %lu, \"verify_errors\": %lu}",
+                i ? "," : "", x.index, x.id, x.peer.c_str(), x.role.c_str(), x.state.c_str(), x.end.c_str(), x.flows,
+                x.complete ? "true" : "false", x.released, x.completed, x.verified, x.verify_errors);
+    }
+    fprintf(f, "\n  ],\n");
+    fprintf(f, "  \"session\": {\"tx\": %lu, \"rx\": %lu, \"arp_tx\": %lu, \"arp_rx\": %lu, \"established\": %lu, "
+               "\"ended\": %lu, \"refused\": %lu},\n",
+            r.sess.tx, r.sess.rx, r.sess.arp_tx, r.sess.arp_rx, r.sess.established, r.sess.ended, r.sess.refused);
+    fprintf(f, "  \"control_tx\": %lu,\n", r.control_tx);
+    fprintf(f, "  \"control_rx\": %lu,\n", r.control_rx);
+    fprintf(f, "  \"control_lost\": %lu,\n", r.control_lost);
+    fprintf(f, "  \"discarded\": %lu,\n", r.discarded);
+    fprintf(f, "  \"gen_buf_waits\": %lu,\n", r.gen_buf_waits);
     fprintf(f, "  \"elapsed_s\": %.6f,\n", r.elapsed_s);
     fprintf(f, "  \"msgs_per_s\": %.1f,\n", r.msgs_per_s);
     fprintf(f, "  \"mpps\": %.6f,\n", r.mpps);

@@ -49,8 +49,28 @@ struct Results {
     struct Flow {
         uint64_t sent = 0, acked = 0, released = 0, failed = 0;
         const char* state = "ok";
+        uint32_t session = 0; // recv: the session it belongs to (sessions[])
     };
     std::vector<Flow> per_flow;
+    // Sessions (lib/tailmark/session.h): each, and the control plane's counts.
+    struct SessionSummary {
+        uint32_t index = 0;
+        uint16_t id = 0;
+        std::string peer, role, state, end;
+        uint32_t flows = 0;
+        bool complete = false;   // recv: every flow consumed --messages
+        uint64_t released = 0;   // messages released (consumed) over its flows
+        uint64_t completed = 0, verified = 0, verify_errors = 0; // its consumer's
+    };
+    std::vector<SessionSummary> sessions;
+    struct SessionCounts {
+        uint64_t tx = 0, rx = 0, arp_tx = 0, arp_rx = 0, established = 0, ended = 0, refused = 0;
+    } sess;
+    uint64_t control_tx = 0;     // control packets sent: ACKs, NACKs, session, ARP
+    uint64_t control_rx = 0;     // control packets taken: authentic ACKs, NACKs and session packets, ARP answered or learnt
+    uint64_t control_lost = 0;   // ACK/NACK the receiver could not send at once (sent again later)
+    uint64_t discarded = 0;      // packets once placed whose message state was thrown away
+    uint64_t gen_buf_waits = 0;  // the generator waited for a buffer (all in flight)
     // TSC cycles each role spent in iterations where it did work, per unit.
     double tx_cycles_per_packet = 0, rx_cycles_per_packet = 0, consumer_cycles_per_message = 0;
     uint64_t memory_bytes = 0; // DPDK heap (hugepages, or --no-huge memory) in use: pools, rings, regions

@@ -16,8 +16,6 @@
 
 namespace tailmark::app {
 
-LcoreCycles g_lcore_cycles[RTE_MAX_LCORE];
-
 namespace {
 
 std::mutex g_mu;                // telemetry thread vs. attach/detach (never the data plane)
@@ -75,44 +73,37 @@ struct TelemetryAccess {
         char* end = nullptr;
         errno = 0;
         const unsigned long id = strtoul(params, &end, 10);
-        if (errno != 0 || end == params || *end != '\0' || id >= rt.opt_.flows || rt.flows_ == nullptr)
+        if (errno != 0 || end == params || *end != '\0' || id >= rt.flow_count())
             return -EINVAL;
-        const FlowCtx& f = rt.flows_[id];
+        const FlowCtx& f = *rt.flows_[id];
         const bool ext = rt.opt_.external_consumer;
+        const Sender::FlowView v = rt.send_view(f);
         bool ok = rte_tel_data_start_dict(d) == 0;
-        ok = ok && put(d, "flow", f.id);
-        ok = ok && put(d, "key", f.key);
+        ok = ok && put(d, "flow", f.index);
+        ok = ok && put(d, "session", f.session ? f.session->id : 0);
+        ok = ok && put(d, "send_id", f.send_id);
+        ok = ok && put(d, "recv_id", f.recv_id);
         ok = ok && put(d, "ring_size", f.ring_size);
         ok = ok && put(d, "pkts_per_msg", f.pkts_per_msg);
-        ok = ok && put(d, "rx_owner", f.rx_owner);
-        ok = ok && put(d, "txq", f.txq);
-        ok = ok && put(d, "sent", f.sent.load(std::memory_order_relaxed));
-        ok = ok && put(d, "retransmits", f.txs ? peek(f.txs->retx_pkts) : 0);
-        ok = ok && put_str(d, "failed", to_string(static_cast<FlowFailure>(f.failed.load(std::memory_order_relaxed))));
+        ok = ok && put(d, "sent", v.sent);
+        ok = ok && put(d, "acked", v.acked);
+        ok = ok && put(d, "retransmits", v.retx_pkts);
+        ok = ok && put_str(d, "failed", to_string(v.failed));
         ok = ok && put(d, "consumed", f.consumed.load(std::memory_order_relaxed));
-        ok = ok && put(d, "credit", f.credit.load(std::memory_order_relaxed));
-        if (f.ring != nullptr) {
-            const uint32_t rel = f.ring->released();
+        ok = ok && put(d, "credit", v.released);
+        if (f.recv_session != nullptr) { // a receive side: live, or as it was when its session ended
+            const uint32_t rel = rt.released_of(f);
             ok = ok && put(d, "released", rel);
-            ok = ok && put(d, "next_complete", f.ring->poll(rel) != nullptr);
-            ok = ok && put_str(d, "memzone", f.ring->memzone()->name);
+            ok = ok && put(d, "next_complete", f.ring != nullptr && f.ring->poll(rel) != nullptr);
+            ok = ok && put_str(d, "memzone", ring_name(f.recv_id).c_str());
         }
         ok = ok && put_str(d, "consumer", ext ? "external" : "lcore");
-        ok = ok && put(d, "stalled", ext && rt.stalled_ ? rt.stalled_[id].load(std::memory_order_relaxed) : 0);
+        ok = ok && put(d, "stalled", ext ? rt.stalled_[id].load(std::memory_order_relaxed) : 0);
         return ok ? 0 : -ENOSPC;
     }
 
     static int drops(const Runtime& rt, rte_tel_data* d) {
-        DropCounters sum{};
-        for (const RxCtx* c : rt.rxs_) {
-            for (size_t i = 0; i < kDropReasonCount; i++)
-                sum[i] += peek(c->drops[i]);
-            if (c->placer) {
-                const RxCounters& rc = c->placer->counters();
-                for (size_t i = 0; i < kDropReasonCount; i++)
-                    sum[i] += peek(rc.drops[i]);
-            }
-        }
+        const DropCounters sum = rt.drop_totals();
         uint64_t total = 0;
         bool ok = rte_tel_data_start_dict(d) == 0;
         for (size_t i = 0; i < kDropReasonCount && ok; i++) {
@@ -129,9 +120,11 @@ struct TelemetryAccess {
         ok = ok && put(d, "tsc_hz", rte_get_tsc_hz());
         const unsigned main_lcore = rte_get_main_lcore();
         for (unsigned l = 0; l < RTE_MAX_LCORE && ok; l++) {
-            const LcoreRoles& r = rt.roles_[l];
-            if (!r.any() && l != main_lcore)
+            const LcoreCtx* lc = rt.lcores_[l];
+            if ((lc == nullptr || !lc->any()) && l != main_lcore)
                 continue;
+            const LcoreCtx none{};
+            const LcoreCtx& r = lc ? *lc : none;
             std::string roles = l == main_lcore ? "control" : "";
             for (const auto& [has, name] : {std::pair{r.tx != nullptr, "tx"}, std::pair{r.rx != nullptr, "rx"},
                                             std::pair{r.cons != nullptr, "consumer"}}) {
@@ -144,7 +137,7 @@ struct TelemetryAccess {
             rte_tel_data* c = rte_tel_data_alloc();
             if (c == nullptr)
                 return -ENOMEM;
-            const LcoreCycles& cy = g_lcore_cycles[l];
+            const LcoreCycles& cy = r.cycles;
             bool cok = rte_tel_data_start_dict(c) == 0;
             cok = cok && put(c, "lcore", l);
             cok = cok && put_str(c, "roles", roles.c_str());

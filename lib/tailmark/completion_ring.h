@@ -121,9 +121,19 @@ public:
         }
         return true;
     }
+    // Packet mode: the message was consumed from its per-packet completions
+    // (no flag is written in that mode), so its release is not a give-up.
+    bool release_seen(uint32_t msg_id) {
+        std::atomic_ref<uint32_t> r(cursor_->released);
+        if (r.load(std::memory_order_relaxed) != msg_id)
+            return false;
+        r.store(msg_id + 1, std::memory_order_release);
+        return true;
+    }
     uint32_t released() const {
         return __atomic_load_n(&cursor_->released, __ATOMIC_ACQUIRE);
     }
+    uint32_t gave_up() const { return __atomic_load_n(&cursor_->gave_up, __ATOMIC_ACQUIRE); }
     // --- receiver side ---
     const uint32_t* released_word() const { return &cursor_->released; }
     const uint32_t* gave_up_word() const { return &cursor_->gave_up; }

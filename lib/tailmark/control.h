@@ -1,33 +1,56 @@
-// Control packets of the reliability protocol: the receiver's ACK (flags
-// 0x02) and NACK (flags 0x04). The wire format leaves their body to the
-// project; this is it (restated in the README).
+// Control packets: everything that is not data. The wire format leaves their
+// bodies to the project; this is them (restated in the README). Every control
+// packet is authenticated: its last 8 bytes are a SipHash-2-4 MAC, keyed by
+// the session's 128-bit secret, over the tailmark header and the body before
+// the MAC. The secret never travels; a packet whose MAC fails is never believed.
 //
-//   Ethernet | IPv4 | UDP (dst = the data port) | Header | body
-//   Header: version 1, flags ACK or NACK, flow, msg_id (ACK: acked_upto;
-//           NACK: the message it names), pkt_idx 0, pay_len = body length,
-//           offset 0.
-//   body, big-endian:
-//     0  u32 released_upto  consumer cursor: every msg_id below it was
-//                           completed, verified and released. Credits: the
-//                           sender may have msg_id < released_upto + ring.
-//     4  u32 acked_upto     cumulative ACK: every msg_id below it completed
-//                           (all bytes placed, CRC32C matched). Coalesces the
-//                           ACKs of every message up to it.
-//     8  u32 epoch          the receiver's incarnation (non-zero). A new value
-//                           means the receiver restarted: what it had not
-//                           released is gone.
-//    12  u16 nranges        NACK: missing-packet ranges that follow; ACK: 0
-//    14  u16 reserved       0
-//    16  nranges x {u16 first, u16 count}   packets [first, first + count) of
-//                           message msg_id are missing; count 0: from first
-//                           to the end of the group (the LAST is missing too,
-//                           so the receiver does not know where it ends).
-//    ..  u32 crc32c         CRC32C of the tailmark header and the body before
-//                           it. A control packet steers retransmission and
-//                           frees the sender's state: a corrupted one must
-//                           never be believed (data has the trailer CRC).
+//   Ethernet | IPv4 | UDP (dst = the peer's port) | Header | body | MAC (8 B)
+//   Header: version 1, flags ACK (0x02), NACK (0x04) or SESSION (0x10),
+//           exactly one of them; pkt_idx 0, offset 0, pay_len = body + MAC.
 //
-// Every NACK carries the same three cursors as an ACK, so a NACK is an ACK too.
+// ACK / NACK (receiver -> sender, one flow). Header: flow = the sender's own
+// id for the flow (each end names its flows; a packet carries the id its
+// destination gave), msg_id = acked_upto (ACK) or the message named (NACK).
+//    0  u32 released_upto  consumer cursor: every msg_id below it was
+//                          completed and released. Credits: the sender may
+//                          have msg_id < released_upto + ring size out.
+//    4  u32 acked_upto     cumulative ACK: every msg_id below it completed
+//    8  u32 sender_epoch   the session's epochs: a packet of another
+//   12  u32 receiver_epoch incarnation of the session is stale, not news
+//   16  u16 nranges        NACK: 1..32 ranges follow; ACK: 0
+//   18  u16 reserved       0
+//   20  nranges x {u16 first, u16 count}: packets [first, first + count) of
+//                          msg_id are missing; count 0: to the end of the group
+//
+// SESSION (handshake, keep-alive, reset, close). Header: flow = the
+// destination's session id (0 in a CONNECT: it has none yet), msg_id 0.
+//    0  u8  type           CONNECT 1, ACCEPT 2, REFUSE 3, KEEPALIVE 4, RESET 5, CLOSE 6
+//    1  u8  flags          KEEPALIVE: 0x01 answer me, 0x02 an answer
+//    2  u16 service        the listener (a port number) the session belongs to
+//    4  u16 src_session    the sender of this packet's id for the session
+//    6  u16 reserved       0
+//    8  u32 src_epoch      its epoch for the session (random, never 0)
+//   12  u32 dst_epoch      the destination's epoch (0 in a CONNECT)
+//   16  u64 nonce          CONNECT, KEEPALIVE: fresh; ACCEPT, REFUSE, RESET and
+//                          a KEEPALIVE answer echo the one they answer
+//   CONNECT, ACCEPT:
+//   24  u16 nflows         flows of the session
+//   26  u16 flow_base      the sender's first flow id: flow i is flow_base + i
+//                          (CONNECT: the connector's, for ACKs; ACCEPT: the
+//                          acceptor's, for data)
+//   28  u32 mtu            CONNECT: the connector's; ACCEPT: agreed (the smaller)
+//   32  u32 ring_size      completion slots per flow
+//   36  u32 max_msg        the largest message (each slot's receive region)
+//   40  u32 key            the flows' completion key
+//   44  u16 key_flags      CONNECT: 0x01 the keys are given, the acceptor must hold the same
+//   46  u16 noverrides     per-flow keys that differ from `key`:
+//   48  noverrides x {u16 flow index, u16 0, u32 key}
+//   REFUSE, RESET:
+//   24  u16 reason         RefuseReason
+//   26  u16 index          the flow a key mismatch is about
+//   28  u32 reserved       0
+//   32  u64 expected       the refuser's value of the setting
+//   40  u64 got            the value it was offered
 #pragma once
 
 #include <cstdint>
@@ -37,7 +60,8 @@
 
 #include "tailmark/drop_reason.h"
 #include "tailmark/packet_parser.h"
-#include "tailmark/tx_marker.h"
+#include "tailmark/siphash.h"
+#include "tailmark/wire.h"
 
 namespace tailmark {
 
@@ -47,15 +71,14 @@ struct NackRange {
 };
 
 inline constexpr uint32_t kMaxNackRanges = 32;
-inline constexpr uint32_t kControlFixedLen = 16;
-inline constexpr uint32_t kControlCrcLen = 4;
-inline constexpr uint32_t kAckBodyLen = kControlFixedLen + kControlCrcLen; // 20
-inline constexpr uint32_t kMaxControlBodyLen = kAckBodyLen + 4 * kMaxNackRanges;
+inline constexpr uint32_t kMacLen = 8;
+inline constexpr uint32_t kAckFixedLen = 20;
+inline constexpr uint32_t kAckBodyLen = kAckFixedLen + kMacLen; // 28: an ACK
+inline constexpr uint32_t kMaxAckBodyLen = kAckBodyLen + 4 * kMaxNackRanges;
 
 // One retransmission request for one message: what a NACK carries, and what
 // travels, in memory, from the code that detects a gap (the receiver's placer,
-// the sender's ACK reader, the sender's retransmission timer) to the tx lcore
-// that acts on it (an SP or MP / SC rte_ring; 136 bytes, a multiple of 4).
+// the sender's timer) to the code that serves it (136 bytes, a multiple of 4).
 struct Nack {
     uint16_t flow;
     uint16_t nranges;
@@ -64,20 +87,100 @@ struct Nack {
 };
 static_assert(sizeof(Nack) % 4 == 0);
 
+// An ACK or a NACK, decoded. n.flow is the destination flow (the sender's id).
 struct Control {
     bool nack = false; // else ACK
     uint32_t released_upto = 0;
     uint32_t acked_upto = 0;
-    uint32_t epoch = 0;
-    Nack n{}; // n.flow: the flow (both kinds); the rest: NACK only
+    uint32_t sender_epoch = 0;
+    uint32_t receiver_epoch = 0;
+    Nack n{};
+};
+static_assert(sizeof(Control) % 4 == 0);
+
+// Builds an ACK or NACK from the session's L2-L4 template (own address ->
+// peer). nullptr when the pool is empty or the ranges do not fit.
+rte_mbuf* build_ack(rte_mempool* pool, const uint8_t (&l2l4)[kEthLen + kIpLen + kUdpLen], const SipKey& key,
+                    const Control& c);
+
+// Reads an ACK/NACK that parse_packet() accepted as control: ControlMalformed
+// (lengths, ranges, reserved, flags), ControlBadAuth (the MAC, with `key`),
+// else None with `out` filled. The MAC is checked before any field is believed.
+DropReason parse_ack(const rte_mbuf* m, const ParsedPacket& p, const SipKey& key, Control& out);
+
+// --- sessions ---------------------------------------------------------------
+
+enum class SessionType : uint8_t { Connect = 1, Accept = 2, Refuse = 3, Keepalive = 4, Reset = 5, Close = 6 };
+const char* to_string(SessionType t);
+
+inline constexpr uint8_t kKeepaliveAsk = 0x01;    // answer me (a liveness probe)
+inline constexpr uint8_t kKeepaliveAnswer = 0x02; // the answer
+inline constexpr uint16_t kKeysGiven = 0x01;
+
+// Why a session was refused or reset. A REFUSE names the setting with both
+// sides' values, so the refused side can say exactly what differs.
+enum class RefuseReason : uint16_t {
+    None = 0,
+    NoListener = 1,   // nobody listens on that service
+    Flows = 2,        // number of flows
+    MsgSize = 3,      // the largest message
+    RingSize = 4,     // completion slots per flow
+    Mtu = 5,          // the agreed MTU leaves no room for a packet
+    Key = 6,          // a flow's completion key (index: the flow)
+    NoRoom = 7,       // the acceptor has no flow ids or memory for it
+    UnknownSession = 8, // RESET: the peer holds no such session (it restarted)
+    Closed = 9,       // RESET: the session was closed or replaced
+    Busy = 10,        // the listener takes no more sessions
+};
+const char* to_string(RefuseReason r);
+
+struct KeyOverride {
+    uint16_t index;
+    uint32_t key;
+};
+inline constexpr uint32_t kMaxKeyOverrides = 128; // 8 bytes each: a CONNECT stays under 1200 bytes
+
+struct SessionMsg {
+    SessionType type = SessionType::Keepalive;
+    uint8_t flags = 0;
+    uint16_t service = 0;
+    uint16_t dst_session = 0; // the header's flow field
+    uint16_t src_session = 0;
+    uint32_t src_epoch = 0;
+    uint32_t dst_epoch = 0;
+    uint64_t nonce = 0;
+    // CONNECT, ACCEPT
+    uint16_t nflows = 0;
+    uint16_t flow_base = 0;
+    uint32_t mtu = 0;
+    uint32_t ring_size = 0;
+    uint32_t max_msg = 0;
+    uint32_t key = 0;
+    uint16_t key_flags = 0;
+    uint16_t noverrides = 0;
+    KeyOverride overrides[kMaxKeyOverrides]{};
+    // REFUSE, RESET
+    RefuseReason reason = RefuseReason::None;
+    uint16_t index = 0;
+    uint64_t expected = 0;
+    uint64_t got = 0;
 };
 
-// Builds a control packet from a flow's L2-L4 template (own address -> peer).
-// nullptr when the pool is empty.
-rte_mbuf* build_control(rte_mempool* pool, const TxFlow& tmpl, const Control& c);
+inline constexpr uint32_t kSessionFixedLen = 24;
+uint32_t session_body_len(const SessionMsg& s); // MAC included
 
-// Decodes the body of a packet parse_packet() accepted as control. None, or
-// ControlMalformed (length, range count, reserved bits) or ControlBadCrc.
-DropReason parse_control(const rte_mbuf* m, const ParsedPacket& p, Control& out);
+rte_mbuf* build_session(rte_mempool* pool, const uint8_t (&l2l4)[kEthLen + kIpLen + kUdpLen], const SipKey& key,
+                        const SessionMsg& s);
+
+// A session packet in two steps, since the key depends on what it says (the
+// service names the listener; the session id names the session): read()
+// decodes without believing (ControlMalformed), then authentic() checks the
+// MAC with the key the claimed session or listener holds.
+struct SessionFrame {
+    uint8_t bytes[kHeaderLen + kSessionFixedLen + 24 + 8 * kMaxKeyOverrides + kMacLen];
+    uint32_t len = 0; // header + body, MAC included
+};
+DropReason read_session(const rte_mbuf* m, const ParsedPacket& p, SessionFrame& raw, SessionMsg& out);
+bool authentic(const SessionFrame& raw, const SipKey& key);
 
 } // namespace tailmark

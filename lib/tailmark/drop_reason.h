@@ -43,12 +43,16 @@ namespace tailmark {
     X(ConflictingLast, "conflicting_last")    /* a second, different LAST */               \
     X(LengthMismatch, "length_mismatch")      /* all packets in, bytes != msg_len */       \
     X(CrcMismatch, "crc_mismatch")            /* message discarded */                      \
-    X(Control, "control_unhandled")           /* ACK/NACK with no reliability peer */     \
+    X(Control, "control_unhandled")           /* control packet no one here takes */      \
     X(CompletionQueueFull, "completion_queue_full") /* packet mode: consumer behind */ \
-    X(ControlMalformed, "control_malformed")  /* ACK/NACK body: length, ranges, fields */ \
-    X(ControlBadCrc, "control_bad_crc")       /* ACK/NACK body CRC32C mismatch */         \
+    X(ControlMalformed, "control_malformed")  /* control body: length, ranges, fields */  \
+    X(ControlBadAuth, "control_bad_auth")     /* control packet whose MAC fails */        \
+    X(ControlStale, "control_stale")          /* authentic, of another incarnation */     \
     X(NackQueueFull, "nack_queue_full")       /* sender: retransmission requests backlog */ \
-    X(FlowFailed, "flow_failed")              /* control packet of a flow given up */
+    X(FlowFailed, "flow_failed")              /* control packet of a flow given up */     \
+    X(UnknownSession, "unknown_session")      /* session packet for no session/listener */ \
+    X(ArpNotOurs, "arp_not_ours")             /* ARP for another address, or malformed */ \
+    X(ControlBacklog, "control_backlog")      /* control frame: its owner's queue is full */
 
 enum class DropReason : uint8_t {
 #define X(name, str) name,

@@ -88,7 +88,7 @@ DropReason parse_packet(const rte_mbuf* m, const ParserConfig& cfg, ParsedPacket
     if (flags & ~kKnownFlags)
         return DropReason::BadFlags;
     const bool last = has(h.flags, Flags::Last);
-    const bool control = has(h.flags, Flags::Ack) || has(h.flags, Flags::Nack);
+    const bool control = has(h.flags, Flags::Ack) || has(h.flags, Flags::Nack) || has(h.flags, Flags::Session);
     if (last && control)
         return DropReason::BadFlags;
 

@@ -25,7 +25,11 @@ struct ParsedPacket {
     uint32_t body_len = 0;    // UDP payload after the Header (control packets)
 
     bool is_last() const { return has(hdr.flags, Flags::Last); }
-    bool is_control() const { return has(hdr.flags, Flags::Ack) || has(hdr.flags, Flags::Nack); }
+    // ACK, NACK or SESSION: never data (the parser refuses them with LAST).
+    bool is_control() const {
+        return has(hdr.flags, Flags::Ack) || has(hdr.flags, Flags::Nack) || has(hdr.flags, Flags::Session);
+    }
+    bool is_session() const { return has(hdr.flags, Flags::Session); }
 };
 
 // Returns DropReason::None and fills `out` when the frame is a well-formed

@@ -73,42 +73,40 @@ struct RxPlacer::FlowRx {
     uint32_t cum;      // every msg_id below it completed
     uint32_t hi_msg;   // one past the highest msg_id any packet was placed for
     bool any;          // hi_msg is valid
+    bool owned;        // made by add_flow: the placer frees it (install()ed flows are the caller's)
     alignas(64) uint32_t acked;   // cum, published (atomic) for the ACK sender
     uint32_t ack_req;             // atomic: a RETX came for a completed message
 };
 
 RxPlacer::RxPlacer(const ParserConfig& cfg, int socket_id) : cfg_(cfg), socket_(socket_id) {
+    flows_.reserve(kMaxFlows);
     table_ = static_cast<FlowRx**>(
         rte_zmalloc_socket("tm_flow_table", sizeof(FlowRx*) * 65536, RTE_CACHE_LINE_SIZE, socket_));
 }
 
 RxPlacer::~RxPlacer() {
-    for (FlowRx* f : flows_) {
-        rte_free(f->bits);
-        rte_free(f->slots);
-        rte_free(f);
-    }
+    for (FlowRx* f : flows_)
+        if (f->owned)
+            destroy_flow(f);
     rte_free(table_);
 }
 
-bool RxPlacer::add_flow(uint16_t flow, CompletionRing* ring, uint32_t key, uint32_t stride) {
-    if (table_ == nullptr || ring == nullptr || table_[flow] != nullptr || stride <= kTrailerLen ||
-        stride > UINT16_MAX)
-        return false;
-    auto* f = static_cast<FlowRx*>(rte_zmalloc_socket("tm_flow_rx", sizeof(FlowRx), 64, socket_));
+RxPlacer::FlowRx* RxPlacer::prepare_flow(uint16_t flow, CompletionRing* ring, uint32_t key, uint32_t stride,
+                                          int socket_id) {
+    if (ring == nullptr || stride <= kTrailerLen || stride > UINT16_MAX)
+        return nullptr;
+    auto* f = static_cast<FlowRx*>(rte_zmalloc_socket("tm_flow_rx", sizeof(FlowRx), 64, socket_id));
     if (f == nullptr)
-        return false;
+        return nullptr;
     const uint32_t n = ring->size();
     f->max_pkts = max_packets(ring->region_size(), stride);
     const uint32_t words = (f->max_pkts + 63) / 64;
-    f->slots = static_cast<SlotRx*>(rte_zmalloc_socket("tm_slot_rx", sizeof(SlotRx) * n, 64, socket_));
+    f->slots = static_cast<SlotRx*>(rte_zmalloc_socket("tm_slot_rx", sizeof(SlotRx) * n, 64, socket_id));
     f->bits = static_cast<uint64_t*>(
-        rte_zmalloc_socket("tm_slot_bits", sizeof(uint64_t) * words * n, 64, socket_));
+        rte_zmalloc_socket("tm_slot_bits", sizeof(uint64_t) * words * n, 64, socket_id));
     if (f->slots == nullptr || f->bits == nullptr) {
-        rte_free(f->slots);
-        rte_free(f->bits);
-        rte_free(f);
-        return false;
+        destroy_flow(f);
+        return nullptr;
     }
     for (uint32_t i = 0; i < n; i++)
         f->slots[i].seen = f->bits + static_cast<uint64_t>(i) * words;
@@ -117,13 +115,58 @@ bool RxPlacer::add_flow(uint16_t flow, CompletionRing* ring, uint32_t key, uint3
     f->gave_up_word = ring->gave_up_word();
     f->released_seen = ring->released();
     f->gave_up_seen = __atomic_load_n(f->gave_up_word, __ATOMIC_ACQUIRE);
+    f->cum = f->released_seen;
+    f->acked = f->cum;
     f->key = key;
     f->mask = ring->mask();
     f->region_size = ring->region_size();
     f->stride = stride;
     f->id = flow;
-    table_[flow] = f;
+    return f;
+}
+
+void RxPlacer::destroy_flow(FlowRx* f) {
+    if (f == nullptr)
+        return;
+    rte_free(f->bits);
+    rte_free(f->slots);
+    rte_free(f);
+}
+
+bool RxPlacer::install(FlowRx* f) {
+    // flows_ was reserved: installing on the owner lcore never allocates.
+    if (table_ == nullptr || f == nullptr || table_[f->id] != nullptr || flows_.size() == flows_.capacity())
+        return false;
+    table_[f->id] = f;
     flows_.push_back(f);
+    return true;
+}
+
+RxPlacer::FlowRx* RxPlacer::uninstall(uint16_t flow) {
+    FlowRx* f = table_ != nullptr ? table_[flow] : nullptr;
+    if (f == nullptr)
+        return nullptr;
+    table_[flow] = nullptr;
+    for (size_t i = 0; i < flows_.size(); i++)
+        if (flows_[i] == f) {
+            flows_[i] = flows_.back();
+            flows_.pop_back();
+            break;
+        }
+    return f;
+}
+
+bool RxPlacer::add_flow(uint16_t flow, CompletionRing* ring, uint32_t key, uint32_t stride) {
+    if (table_ == nullptr || table_[flow] != nullptr)
+        return false;
+    FlowRx* f = prepare_flow(flow, ring, key, stride, socket_);
+    if (f == nullptr)
+        return false;
+    f->owned = true;
+    if (!install(f)) {
+        destroy_flow(f);
+        return false;
+    }
     return true;
 }
 
@@ -136,6 +179,8 @@ uint32_t RxPlacer::acked_upto(uint16_t flow) const {
     const FlowRx* f = table_ != nullptr ? table_[flow] : nullptr;
     return f ? __atomic_load_n(&f->acked, __ATOMIC_ACQUIRE) : 0;
 }
+
+const uint32_t* RxPlacer::acked_word(const FlowRx* f) { return &f->acked; }
 
 bool RxPlacer::take_ack_request(uint16_t flow) {
     FlowRx* f = table_ != nullptr ? table_[flow] : nullptr;
@@ -226,10 +271,22 @@ static inline uint32_t copy_payload_crc(uint8_t* dst, const rte_mbuf* m, uint32_
     return crc;
 }
 
-DropReason RxPlacer::process(const rte_mbuf* m, uint64_t now_tsc) {
-    ctr_.packets++;
+// Not data for a placer: control packets (their owners take them) and ARP.
+static inline bool routed(DropReason r, const ParsedPacket& p, const rte_mbuf* m) {
+    if (r == DropReason::None)
+        return p.is_control();
+    if (r != DropReason::NotIpv4 || rte_pktmbuf_data_len(m) < kEthLen)
+        return false;
+    return rte_pktmbuf_mtod(m, const rte_ether_hdr*)->ether_type == RTE_BE16(RTE_ETHER_TYPE_ARP);
+}
+
+template <CompletionMode kMode>
+inline DropReason RxPlacer::process_as(const rte_mbuf* m, uint64_t now_tsc, bool route) {
     ParsedPacket p;
     DropReason r = parse_packet(m, cfg_, p);
+    if (route && unlikely(routed(r, p, m)))
+        return DropReason::Count; // the caller's: not counted here
+    ctr_.packets++;
     if (likely(r == DropReason::None)) {
         if (unlikely(p.is_control())) {
             r = DropReason::Control;
@@ -237,12 +294,17 @@ DropReason RxPlacer::process(const rte_mbuf* m, uint64_t now_tsc) {
             if (has(p.hdr.flags, Flags::Retx))
                 ctr_.retx++;
             FlowRx* f = table_[p.hdr.flow];
-            r = f == nullptr ? DropReason::UnknownFlow : place(*f, m, p, now_tsc);
+            r = f == nullptr ? DropReason::UnknownFlow : place<kMode>(*f, m, p, now_tsc);
         }
     }
     if (r != DropReason::None)
         ctr_.drops[index(r)]++;
     return r;
+}
+
+DropReason RxPlacer::process(const rte_mbuf* m, uint64_t now_tsc) {
+    return mode() == CompletionMode::Packet ? process_as<CompletionMode::Packet>(m, now_tsc, false)
+                                            : process_as<CompletionMode::Message>(m, now_tsc, false);
 }
 
 namespace {
@@ -260,7 +322,8 @@ inline void prefetch_frame(const rte_mbuf* m) {
 }
 } // namespace
 
-void RxPlacer::rx_burst(rte_mbuf** pkts, uint16_t n, uint64_t now_tsc) {
+template <CompletionMode kMode>
+void RxPlacer::burst_as(rte_mbuf** pkts, uint16_t n, uint64_t now_tsc, rte_mbuf** keep, uint16_t* nkeep) {
     // The mbufs' first cache lines for the whole burst, then each packet's
     // headers kAhead packets before it is parsed (as l3fwd does): the misses
     // overlap instead of stalling one per packet.
@@ -269,12 +332,31 @@ void RxPlacer::rx_burst(rte_mbuf** pkts, uint16_t n, uint64_t now_tsc) {
         rte_prefetch0(pkts[i]);
     for (uint16_t i = 0; i < n && i < kAhead; i++)
         prefetch_frame(pkts[i]);
+    uint16_t j = 0; // pkts[0, j): to free
     for (uint16_t i = 0; i < n; i++) {
         if (i + kAhead < n)
             prefetch_frame(pkts[i + kAhead]);
-        process(pkts[i], now_tsc);
+        if (process_as<kMode>(pkts[i], now_tsc, keep != nullptr) == DropReason::Count)
+            keep[(*nkeep)++] = pkts[i];
+        else
+            pkts[j++] = pkts[i];
     }
-    rte_pktmbuf_free_bulk(pkts, n);
+    rte_pktmbuf_free_bulk(pkts, j);
+}
+
+void RxPlacer::rx_burst(rte_mbuf** pkts, uint16_t n, uint64_t now_tsc) {
+    if (mode() == CompletionMode::Packet)
+        burst_as<CompletionMode::Packet>(pkts, n, now_tsc, nullptr, nullptr);
+    else
+        burst_as<CompletionMode::Message>(pkts, n, now_tsc, nullptr, nullptr);
+}
+
+void RxPlacer::rx_burst_route(rte_mbuf** pkts, uint16_t n, uint64_t now_tsc, rte_mbuf** keep, uint16_t& nkeep) {
+    nkeep = 0;
+    if (mode() == CompletionMode::Packet)
+        burst_as<CompletionMode::Packet>(pkts, n, now_tsc, keep, &nkeep);
+    else
+        burst_as<CompletionMode::Message>(pkts, n, now_tsc, keep, &nkeep);
 }
 
 // msg_id inside [released, released + ring size), the cached cursor first.
@@ -285,6 +367,7 @@ inline bool RxPlacer::in_window(FlowRx& f, uint32_t msg_id) {
     return static_cast<uint32_t>(msg_id - f.released_seen) <= f.mask;
 }
 
+template <CompletionMode kMode>
 DropReason RxPlacer::place(FlowRx& f, const rte_mbuf* m, const ParsedPacket& p, uint64_t now_tsc) {
     const Header& h = p.hdr;
     const bool last = p.is_last();
@@ -367,15 +450,15 @@ DropReason RxPlacer::place(FlowRx& f, const rte_mbuf* m, const ParsedPacket& p, 
                 return DropReason::ConflictingLast;
             // A retransmitted LAST is the sender's word: the state built on
             // the other one (a corrupted copy) was not this message's.
-            ctr_.drops[index(DropReason::ConflictingLast)]++;
+            ctr_.discarded += s.received;
             reset_slot(s, h.msg_id, now_tsc);
         }
         // Earlier packets that do not fit this LAST's geometry: the state is
         // not this message's. Discard it; retransmission rebuilds it.
         if (s.hi_idx > p.trailer.pkt_count || s.max_end > p.trailer.msg_len ||
             (s.seen[h.pkt_idx >> 6] & (1ull << (h.pkt_idx & 63)))) {
+            ctr_.discarded += s.received;
             reset_slot(s, h.msg_id, now_tsc);
-            ctr_.drops[index(DropReason::PktIdxRange)]++;
         }
     } else if (s.have_last) {
         if (h.pkt_idx >= s.pkt_count)
@@ -390,8 +473,7 @@ DropReason RxPlacer::place(FlowRx& f, const rte_mbuf* m, const ParsedPacket& p, 
         return DropReason::Duplicate;
     // Packet mode: a packet is only taken if its completion can be delivered.
     // This lcore is the queue's only producer, so the space stays free.
-    const CompletionMode mode = this->mode();
-    if (mode == CompletionMode::Packet && f.pkt_cq != nullptr && rte_ring_free_count(f.pkt_cq) == 0)
+    if (kMode == CompletionMode::Packet && f.pkt_cq != nullptr && rte_ring_free_count(f.pkt_cq) == 0)
         return DropReason::CompletionQueueFull;
     word |= bit;
 
@@ -419,7 +501,7 @@ DropReason RxPlacer::place(FlowRx& f, const rte_mbuf* m, const ParsedPacket& p, 
         s.pkt_count = p.trailer.pkt_count;
     }
 
-    if (mode == CompletionMode::Packet && f.pkt_cq != nullptr) {
+    if (kMode == CompletionMode::Packet && f.pkt_cq != nullptr) {
         PacketCompletion pc{h.msg_id, h.pkt_idx, last ? p.trailer.pkt_count : uint16_t(0), h.offset,
                             h.pay_len, now_tsc};
         rte_ring_sp_enqueue_elem(f.pkt_cq, &pc, sizeof(pc)); // space checked above
@@ -427,12 +509,13 @@ DropReason RxPlacer::place(FlowRx& f, const rte_mbuf* m, const ParsedPacket& p, 
     }
 
     if (s.have_last && s.received == s.pkt_count)
-        complete(f, slot_idx, now_tsc);
+        complete<kMode>(f, slot_idx, now_tsc);
     else if (last && retx)
         nack(f, slot_idx, now_tsc, true); // a timer probe: answer at once
     return DropReason::None;
 }
 
+template <CompletionMode kMode>
 void RxPlacer::complete(FlowRx& f, uint32_t slot_idx, uint64_t now_tsc) {
     SlotRx& s = f.slots[slot_idx];
     const Trailer& t = s.trailer;
@@ -454,7 +537,7 @@ void RxPlacer::complete(FlowRx& f, uint32_t slot_idx, uint64_t now_tsc) {
         return;
     }
     s.state = SlotState::Completed;
-    if (mode() == CompletionMode::Message) // packet mode: the consumer learnt of every packet already
+    if (kMode == CompletionMode::Message) // packet mode: the consumer learnt of every packet already
         write_completion(f, slot_idx, now_tsc);
     advance(f);
 }
@@ -532,6 +615,20 @@ void RxPlacer::nack(FlowRx& f, uint32_t slot_idx, uint64_t now_tsc, bool tail) {
 // whole rest of this one is missing). The newest message with no such gap is
 // only in flight: a late LAST is the sender's timer's to find. A message
 // nothing arrived for starts waiting here.
+void RxPlacer::catch_up(FlowRx& f) {
+    const uint32_t rel = f.ring->released();
+    if ((int32_t)(rel - f.cum) > 0) { // released without completing (a consumer gave up)
+        f.cum = rel;
+        advance(f);
+    }
+}
+
+void RxPlacer::sync_released(uint16_t flow) {
+    FlowRx* f = table_ != nullptr ? table_[flow] : nullptr;
+    if (f != nullptr)
+        catch_up(*f);
+}
+
 void RxPlacer::scan(uint64_t now_tsc) {
     if (nack_delay_ == 0) {
         next_scan_ = UINT64_MAX;
@@ -541,11 +638,7 @@ void RxPlacer::scan(uint64_t now_tsc) {
     for (FlowRx* f : flows_) {
         if (f->nack_q == nullptr)
             continue;
-        const uint32_t rel = f->ring->released();
-        if ((int32_t)(rel - f->cum) > 0) { // released without completing (a consumer gave up)
-            f->cum = rel;
-            advance(*f);
-        }
+        catch_up(*f);
         if (!f->any || (int32_t)(f->hi_msg - f->cum) <= 0)
             continue;
         uint32_t m = f->cum;

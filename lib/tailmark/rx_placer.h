@@ -33,6 +33,10 @@ struct RxCounters {
     uint64_t retx = 0;        // data packets flagged RETX (well-formed, any outcome)
     uint64_t nacks = 0;       // retransmission requests (Nack records) emitted
     uint64_t nack_q_full = 0; // ... postponed: the request queue was full
+    // Packets once placed whose state was thrown away: a LAST that
+    // contradicts them, or a retransmitted LAST replacing a conflicting one.
+    // Retransmission rebuilds the message. Not drops: those packets were placed.
+    uint64_t discarded = 0;
     DropCounters drops{};
 
     uint64_t dropped() const {
@@ -57,17 +61,25 @@ static_assert(sizeof(PacketCompletion) == 24); // rte_ring elements: a multiple 
 
 class RxPlacer {
 public:
+    static constexpr size_t kMaxFlows = 16384; // installed at once
     RxPlacer(const ParserConfig& cfg, int socket_id);
     ~RxPlacer();
     RxPlacer(const RxPlacer&) = delete;
     RxPlacer& operator=(const RxPlacer&) = delete;
 
-    // Registers a flow. The ring must outlive the placer. `stride` is the
-    // sender's payload bytes per full packet (stride_for_mtu of the flow's
-    // MTU), agreed at set-up like the key: with it the receiver checks every
-    // packet's offset against the group geometry, so packets cannot overlap
-    // and a byte count proves every byte was placed. False on bad arguments
-    // or no memory.
+    // A flow's receive state, allocated on any thread (prepare_flow) and
+    // handed to the owner lcore (install), so the data path never allocates.
+    // The ring must outlive it. `stride` is the sender's payload bytes per
+    // full packet (stride_for_mtu of the agreed MTU), agreed like the key:
+    // with it the receiver checks every packet's offset against the group
+    // geometry, so packets cannot overlap and a byte count proves every byte
+    // was placed. nullptr on bad arguments or no memory.
+    struct FlowRx;
+    static FlowRx* prepare_flow(uint16_t flow, CompletionRing* ring, uint32_t key, uint32_t stride, int socket_id);
+    static void destroy_flow(FlowRx* f);
+    bool install(FlowRx* f);        // false: the id is taken
+    FlowRx* uninstall(uint16_t flow); // the caller destroys it
+    // prepare_flow + install (set-up on one thread, and tests).
     bool add_flow(uint16_t flow, CompletionRing* ring, uint32_t key, uint32_t stride);
 
     // Packet mode: per-packet completions are pushed here (single producer).
@@ -89,6 +101,8 @@ public:
     }
     // Cumulative ACK: every msg_id below it completed (CRC matched). Any lcore.
     uint32_t acked_upto(uint16_t flow) const;
+    // The same, as a word another lcore of this process reads (acquire).
+    static const uint32_t* acked_word(const FlowRx* f);
     // True once after a retransmitted packet came for a message already
     // completed: the sender missed an ACK, send one now. Any lcore.
     bool take_ack_request(uint16_t flow);
@@ -97,9 +111,17 @@ public:
         if (now_tsc >= next_scan_)
             scan(now_tsc);
     }
+    // Messages the consumer released without their completing (it gave them
+    // up) count as acknowledged: the cumulative ACK catches up with the
+    // cursor, NACKs or not.
+    void sync_released(uint16_t flow);
 
     // Processes and frees a whole burst.
     void rx_burst(rte_mbuf** pkts, uint16_t n, uint64_t now_tsc);
+    // The same, but frames that are not data for a placer - ACK, NACK and
+    // SESSION packets, and ARP - go to keep[] (not counted, not freed) for
+    // the caller to route. keep must hold n.
+    void rx_burst_route(rte_mbuf** pkts, uint16_t n, uint64_t now_tsc, rte_mbuf** keep, uint16_t& nkeep);
 
     // Processes one packet and leaves it to the caller. Returns None when the
     // payload was placed (whether or not it completed a message).
@@ -109,9 +131,17 @@ public:
     RxCounters& counters() { return ctr_; }
 
 private:
-    struct FlowRx;
     static bool in_window(FlowRx& f, uint32_t msg_id);
+    // The completion mode is a template argument, read once per burst: the
+    // packet-mode baseline costs message mode no branch per packet.
+    template <CompletionMode kMode>
     DropReason place(FlowRx& f, const rte_mbuf* m, const ParsedPacket& p, uint64_t now_tsc);
+    template <CompletionMode kMode>
+    DropReason process_as(const rte_mbuf* m, uint64_t now_tsc, bool route);
+    template <CompletionMode kMode>
+    void burst_as(rte_mbuf** pkts, uint16_t n, uint64_t now_tsc, rte_mbuf** keep, uint16_t* nkeep);
+    void catch_up(FlowRx& f);
+    template <CompletionMode kMode>
     void complete(FlowRx& f, uint32_t slot_idx, uint64_t now_tsc);
     void write_completion(FlowRx& f, uint32_t slot_idx, uint64_t now_tsc);
     void advance(FlowRx& f);

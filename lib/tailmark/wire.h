@@ -30,8 +30,9 @@ enum class Flags : uint8_t {
     Ack = 0x02,  // reliability control packets
     Nack = 0x04,
     Retx = 0x08, // a retransmitted copy
+    Session = 0x10, // session control: handshake, keep-alive, reset, close (control.h)
 };
-inline constexpr uint8_t kKnownFlags = 0x0F;
+inline constexpr uint8_t kKnownFlags = 0x1F;
 
 constexpr Flags operator|(Flags a, Flags b) {
     return static_cast<Flags>(static_cast<uint8_t>(a) | static_cast<uint8_t>(b));

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Two processes over net_af_packet: a sender (--mode send) and a receiver
 # (--mode recv), each with its own --file-prefix, in two network namespaces
-# joined by a veth pair that this test creates and removes. Data flows
-# sender -> receiver; the receiver returns ACKs (released_upto per flow for
-# the credits, see lib/tailmark/control.h) so the sender never overruns the receiver's
-# completion window. The sender sends nothing before the first ACK, so the
-# start order does not matter and nothing sleeps.
+# joined by a veth pair that this test creates and removes. Only IP addresses
+# are configured: the sender resolves the receiver's MAC by ARP, then opens a
+# session (CONNECT / ACCEPT, authenticated with the shared --secret). Data
+# flows sender -> receiver; the receiver returns ACKs (released_upto per flow
+# for the credits, see lib/tailmark/control.h) so the sender never overruns
+# the receiver's completion window. The sender retries its CONNECT until the
+# receiver listens, so the start order does not matter and nothing sleeps.
 #
 # Per case, exact: the receiver completed and verified flows x messages, with
 # completion_writes == messages (message mode) or == data packets (packet
@@ -13,8 +15,8 @@
 # when a receiver is descheduled for longer than --rto-us; the link loses
 # nothing, so the copies the sender counts are the ones the receiver counts); the sender sent exactly that and saw all of it
 # acknowledged; both exit 0. Last, a key mismatch on one flow (per-flow keys
-# from an INI file): that flow's LAST packets are all dropped as bad_key,
-# nothing of it completes, the other flow does, and both sides exit 1.
+# from an INI file): the receiver refuses the session naming the key, the
+# sender exits 2 with one line naming it, and nothing is sent or completed.
 source "$(dirname "$0")/lib.sh"
 tm_require_daemon
 tm_require_root
@@ -27,13 +29,13 @@ MTU=1500
 pair() {
     local name=$1 flows=$2 msgs=$3 size=$4 ring=$5 mode=$6 dur=$7
     shift 7
-    local common=(--flows "$flows" --messages "$msgs" --msg-size "$size" --ring-size "$ring"
+    local common=(--flows "$flows" --messages "$msgs" --msg-size "$size" --ring-size "$ring" --secret $TM_SECRET
                   --mtu $MTU --completion "$mode" --exit-when-done --duration "$dur" --stats-period 0 "$@")
     tm_start "${name}_recv" $((dur + 15)) ns "$NB" -- $VDEV_B -l 1 -- --mode recv \
-        --src-mac "$MAC_B" --dst-mac "$MAC_A" --src-ip $IP_B --dst-ip $IP_A "${common[@]}"
+        --src-ip $IP_B "${common[@]}"
     local rpid=$TM_PID
     tm_run "${name}_send" $((dur + 15)) ns "$NA" -- $VDEV_A -l 0 -- --mode send \
-        --src-mac "$MAC_A" --dst-mac "$MAC_B" --src-ip $IP_A --dst-ip $IP_B "${common[@]}"
+        --src-ip $IP_A --dst-ip $IP_B "${common[@]}"
     SEND_RC=$TM_RC
     wait "$rpid"
     RECV_RC=$?
@@ -60,6 +62,8 @@ for c in "${cases[@]}"; do
             "d['drops_total'] == d['reliability']['retx_rx']" \
             "d['reliability']['nacks_tx'] == 0" \
             "d['acks_tx'] > 0" \
+            "d['session']['established'] == 1 and d['session']['arp_tx'] == 1" \
+            "d['sessions'][0]['end'] == 'peer_closed'" \
             "d['exit_reason'] == 'done'"
     r1=$?
     TM_RC=$SEND_RC
@@ -68,10 +72,11 @@ for c in "${cases[@]}"; do
             "d['mode'] == 'send'" \
             "d['messages_sent'] == $req" \
             "d['messages_acked'] == $req" \
-            "d['packets_tx'] == $req * $pkts + d['reliability']['retx_pkts']" \
+            "d['packets_tx'] == $req * $pkts + d['reliability']['retx_pkts'] + d['control_tx']" \
             "d['tx_dropped'] == 0" \
             "d['acks_rx'] > 0" \
             "d['drops_total'] == 0" \
+            "d['session']['established'] == 1 and d['session']['arp_rx'] == 1" \
             "d['ok'] is True"
     r2=$?
     # No loss on the veth: a retransmission happens only when the receiver
@@ -95,35 +100,41 @@ key = 0x11111111
 [flow.1]
 key = 0x33333333
 INI
-# 10 single-packet messages per flow fit the window: each is sent once.
 tm_start keys_recv 20 ns "$NB" -- $VDEV_B -l 1 -- --config "$TM_WORK/keys_recv.ini" --mode recv \
-    --src-mac "$MAC_B" --dst-mac "$MAC_A" --src-ip $IP_B --dst-ip $IP_A \
+    --src-ip $IP_B --secret $TM_SECRET \
     --flows 2 --messages 10 --msg-size 64 --exit-when-done --duration 3 --stats-period 0
 rpid=$TM_PID
+start=$SECONDS
 tm_run keys_send 20 ns "$NA" -- $VDEV_A -l 0 -- --config "$TM_WORK/keys_send.ini" --mode send \
-    --src-mac "$MAC_A" --dst-mac "$MAC_B" --src-ip $IP_A --dst-ip $IP_B \
+    --src-ip $IP_A --dst-ip $IP_B --secret $TM_SECRET \
     --flows 2 --messages 10 --msg-size 64 --exit-when-done --duration 3 --stats-period 0
 SEND_RC=$TM_RC
+took=$((SECONDS - start))
 wait "$rpid"
 TM_RC=$?
-# Flow 1's messages never complete: the sender's timer probes their LAST
-# packets (RETX) until --retry-limit, then reports the flow failed with its
-# 10 messages; every probe is one more bad_key at the receiver.
+# The handshake carries the sender's keys: the receiver refuses, naming flow
+# 1's key, and nothing is sent; the receiver serves on until --duration.
 if tm_expect_rc keys_recv 1; then
     tm_check keys_recv \
-        "d['messages_completed'] == 10" \
-        "d['messages_verified'] == 10" \
-        "d['completion_writes'] == 10" \
-        "d['reliability']['retx_rx'] > 0" \
-        "d['drops']['bad_key'] == 10 + d['reliability']['retx_rx']" \
-        "d['verify_errors'] == 0" && tm_log "ok: per-flow key mismatch: flow 1 refused (bad_key), flow 0 complete"
+        "d['messages_completed'] == 0" \
+        "d['completion_writes'] == 0" \
+        "d['session']['refused'] == 1" \
+        "d['session']['established'] == 0" \
+        "d['drops_total'] == 0" && tm_log "ok: per-flow key mismatch: the receiver refused the session"
 fi
 TM_RC=$SEND_RC
-tm_expect_rc keys_send 1 && tm_check keys_send "d['messages_sent'] == 20" "d['messages_acked'] == 10" \
-    "d['flows_failed'] == 1" "d['messages_failed'] == 10" \
-    "d['per_flow'][1]['state'] == 'retry_limit'" "d['per_flow'][0]['state'] == 'ok'" \
-    "d['reliability']['retx_pkts'] == d['reliability']['probes']" \
-    "d['reliability']['rto_expired'] == 9" &&
-    tm_log "ok: the sender gave flow 1 up after 8 retries (9 timeouts) and reported its 10 messages failed"
+if tm_expect_rc keys_send 2; then
+    line=$(grep -c . "$TM_WORK/keys_send.err")
+    if ! grep -q "refused the session: --key of flow 1: 0x22222222 is not the receiver's 0x33333333" "$TM_WORK/keys_send.err"; then
+        tm_fail "keys_send: no line naming flow 1's key"
+        tm_show keys_send
+    elif [ "$took" -gt 5 ]; then
+        tm_fail "keys_send: took $took s to be refused"
+    else
+        tm_check keys_send "d['messages_sent'] == 0" "d['packets_tx'] == d['control_tx']" \
+            "d['exit_reason'] == 'refused'" &&
+            tm_log "ok: the sender exited 2 within ${took} s: $(grep 'refused the session' "$TM_WORK/keys_send.err")"
+    fi
+fi
 
 tm_finish

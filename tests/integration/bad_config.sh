@@ -61,6 +61,14 @@ bad unknown       --frobnicate   1 -- "${EAL[@]}" -- --frobnicate 3
 bad missing       --ring-size    1 -- "${EAL[@]}" -- --ring-size
 bad stray         stray          1 -- "${EAL[@]}" -- stray
 bad no_file       --config       1 -- "${EAL[@]}" -- --config "$TM_WORK/does-not-exist.ini"
+# Sessions: send and recv need the shared secret, 128 bits as 32 hex digits.
+bad no_secret     --secret       1 -- "${EAL[@]}" -- --mode send
+bad no_secret_rx  --secret       1 -- "${EAL[@]}" -- --mode recv
+bad secret_short  "--secret: expected 32 hex digits (128 bits), got 31" 1 -- "${EAL[@]}" -- --mode send \
+    --secret 00112233445566778899aabbccddeef
+bad secret_hex    --secret       1 -- "${EAL[@]}" -- --mode send --secret 00112233445566778899aabbccddeefg
+bad peer_timeout  --peer-timeout-ms 1 -- "${EAL[@]}" -- --keepalive-ms 1000 --peer-timeout-ms 1500
+bad nullsend_mac  --dst-mac      1 -- "${EAL[@]}" -- --mode send --flow-control off
 
 printf '[tailmark]\nflows = 2\nring-size = 5\n' >"$TM_WORK/ring5.ini"
 bad ini_value     "--ring-size: 5 is not a power of two" 1 -- "${EAL[@]}" -- --config "$TM_WORK/ring5.ini"
@@ -77,8 +85,8 @@ bad ini_section   "[network]"    1 -- "${EAL[@]}" -- --config "$TM_WORK/section.
 # Found once EAL runs: lcores, ports, queue steering.
 bad lcores        --tx-lcores    eal -- "${EAL[@]}" -- --tx-lcores 1-3
 bad tx_port       --tx-port      eal -- "${EAL[@]}" -- --tx-port 5
-bad no_rss        --rx-lcores    eal -- "${EAL[@]}" -- --mode recv --rx-lcores 0,1
-bad send_ports    --rx-port      1 -- "${EAL[@]}" -- --mode send --tx-port 0 --rx-port 1
+bad no_rss        --rx-lcores    eal -- "${EAL[@]}" -- --mode recv --insecure --rx-lcores 0,1
+bad send_ports    --rx-port      1 -- "${EAL[@]}" -- --mode send --insecure --tx-port 0 --rx-port 1
 
 # Nothing left behind by the refused runs (the daemon removes its EAL files).
 for p in "${TM_PREFIXES[@]}"; do
@@ -107,7 +115,8 @@ fi
 timeout 10 "$TAILMARKD" --help >"$TM_WORK/help.txt" 2>&1
 for o in mode flows msg-size messages duration ring-size mtu completion tx-lcores rx-lcores \
     consumer-lcores tx-port rx-port src-mac dst-mac src-ip dst-ip udp-port key stats-period \
-    summary-json exit-when-done config; do
+    summary-json exit-when-done config secret insecure service sessions keepalive-ms peer-timeout-ms \
+    connect-timeout-ms; do
     grep -q -- "--$o" "$TM_WORK/help.txt" || tm_fail "--help does not list --$o"
 done
 grep -q -- '^  -i ' "$TM_WORK/help.txt" || tm_fail "--help does not list -i"

@@ -13,6 +13,8 @@ be checked exactly. The receiver must be tailmarkd --mode recv with --flows 2
 PHASE stateless: every case of the spec's field boundaries that is dropped
     before it touches any receive state, plus the random flood (every flood
     frame is dropped too: each kind is built so that exactly one reason holds).
+    The receive window is [BASE, BASE+8) (--base): the session's flows 0 and 1
+    after BASE real messages each.
 PHASE stateful: cases that live in a slot's state (a LAST with nothing before
     it, two different LASTs, duplicates, a CRC mismatch), on msg_ids
     [BASE, BASE+8) past the real traffic (--base).
@@ -109,7 +111,7 @@ class Sender:
             self.expect[reason] = self.expect.get(reason, 0) + 1
 
 
-def stateless(s: Sender, rng: random.Random, flood: int):
+def stateless(s: Sender, rng: random.Random, flood: int, base: int):
     data = bytes(rng.randrange(256) for _ in range(300))
     good = single(0, 0, data)
     # Truncated at every length from the Ethernet header on (the kernel will
@@ -120,7 +122,7 @@ def stateless(s: Sender, rng: random.Random, flood: int):
     s.send(frame(0, 0, 0, data, 0, ethertype=0x8100), "vlan_tagged")
     s.send(frame(0, 0, 0, data, 0, ethertype=0x88A8), "vlan_tagged")
     s.send(frame(0, 0, 0, data, 0, ethertype=0x86DD), "not_ipv4")
-    s.send(frame(0, 0, 0, data, 0, ethertype=0x0806), "not_ipv4")
+    s.send(frame(0, 0, 0, data, 0, ethertype=0x0806), "arp_not_ours")   # ARP's type, not ARP inside
     s.send(frame(0, 0, 0, data, 0, ihl=6, options=b"\x01\x01\x01\x01"), "ip_options")
     # IP fragments: net_af_packet joins its socket to a PACKET_FANOUT group
     # with PACKET_FANOUT_FLAG_DEFRAG, so the kernel holds fragments for
@@ -140,8 +142,11 @@ def stateless(s: Sender, rng: random.Random, flood: int):
     s.send(frame(0, 0, 0, b"", 0), "empty_packet")
     s.send(frame(0, 0, 0, data, 0, version=0), "bad_version")
     s.send(frame(0, 0, 0, data, 0, version=2), "bad_version")
-    s.send(frame(0, 0, 0, data, 0, flags=0x10), "bad_flags")
+    s.send(frame(0, 0, 0, data, 0, flags=0x20), "bad_flags")
     s.send(frame(0, 0, 0, data, 0, flags=0x80), "bad_flags")
+    s.send(frame(0, 0, 0, data, 0, flags=0x11), "bad_flags")             # SESSION with LAST
+    s.send(frame(0, 0, 0, data, 0, flags=0x10), "control_malformed")     # SESSION, not a session body
+    s.send(frame(0, 0, 0, data, 0, flags=0x02), "unknown_flow")          # an ACK: no flow of ours sends
     s.send(single(0, 0, data, magic=0x544D4B32), "bad_magic")
     s.send(single(0, 0, data, reserved=1), "bad_reserved")
     s.send(single(0, 0, data, flag=0), "bad_flag")                       # zero flag
@@ -159,31 +164,44 @@ def stateless(s: Sender, rng: random.Random, flood: int):
     big = frame(0, 1, 3, data[:100], 3 * STRIDE, last=dict(msg_len=3 * STRIDE + 100, crc=0))
     s.send(big, "msg_too_large")                                        # larger than the region
     s.send(frame(0, 0, 3, data, 3 * STRIDE), "outside_region")           # past the region
-    s.send(single(0, RING, data), "outside_window")                      # no credit granted
-    s.send(single(1, 0xFFFFFFFF, data), "outside_window")                # behind the window
+    s.send(single(0, (base + RING) & 0xFFFFFFFF, data), "outside_window") # no credit granted
+    s.send(single(1, (base - 1) & 0xFFFFFFFF, data), "outside_window")   # behind the window
 
     # The flood: random content in every field that is not forced, and the
     # forced part makes exactly one reason hold.
     kinds = ["not_ipv4", "wrong_udp_port", "bad_version", "bad_flags", "unknown_flow",
-             "outside_window", "ip_bad_length", "bad_key"]
+             "outside_window", "ip_bad_length", "bad_key", "arp_not_ours"]
     for i in range(flood):
         kind = kinds[i % len(kinds)]
         n = rng.randrange(0, 1200)
         pay = rng.randbytes(n) if hasattr(rng, "randbytes") else bytes(rng.getrandbits(8) for _ in range(n))
         if kind == "not_ipv4":
-            et = rng.choice([0x0806, 0x86DD, 0x88CC, 0x8847, rng.randrange(0x0600, 0x0800)])
+            et = rng.choice([0x86DD, 0x88CC, 0x8847, rng.randrange(0x0600, 0x0800)])
             f = DST_MAC + SRC_MAC + struct.pack("!H", et) + pay
+        elif kind == "arp_not_ours":
+            # ARP goes to the control plane: random bodies are malformed, and
+            # well-formed ones ask for or announce another address.
+            if rng.randrange(2):
+                f = DST_MAC + SRC_MAC + struct.pack("!H", 0x0806) + pay
+            else:
+                op = rng.choice([1, 2])
+                tpa = bytes([10, rng.randrange(256), rng.randrange(256), rng.randrange(1, 255)])
+                f = (b"\xff" * 6 + SRC_MAC + struct.pack("!HHHBBH", 0x0806, 1, 0x0800, 6, 4, op) + SRC_MAC +
+                     bytes([10, 9, 9, 9]) + b"\x00" * 6 + tpa)
+                if op == 2:
+                    continue  # a reply nobody asked for is learnt from nothing, and not counted: skip it
         elif kind == "wrong_udp_port":
             f = frame(rng.randrange(65536), rng.getrandbits(32), 0, pay, 0,
                       udp_port=rng.choice([53, 4791, 47475, rng.randrange(1, 47474)]))
         elif kind == "bad_version":
             f = frame(0, 0, 0, pay, 0, version=rng.choice([0] + list(range(2, 256))))
         elif kind == "bad_flags":
-            f = frame(0, 0, 0, pay, 0, flags=rng.randrange(16, 256))
+            f = frame(0, 0, 0, pay, 0, flags=rng.randrange(0x20, 256))
         elif kind == "unknown_flow":
             f = frame(rng.randrange(2, 65536), rng.getrandbits(32), 0, pay or b"x", 0)
         elif kind == "outside_window":
-            f = frame(rng.randrange(2), rng.randrange(RING, 1 << 31), 0, (pay or b"x")[:STRIDE], 0)
+            f = frame(rng.randrange(2), (base + rng.randrange(RING, 1 << 31)) & 0xFFFFFFFF, 0,
+                      (pay or b"x")[:STRIDE], 0)
         elif kind == "ip_bad_length":
             whole = frame(0, 0, 0, pay or b"x", 0)
             f = whole[:rng.randrange(34, len(whole))]
@@ -224,7 +242,7 @@ def main():
     rng = random.Random(seed)
     s = Sender(iface)
     if phase == "stateless":
-        stateless(s, rng, flood)
+        stateless(s, rng, flood, base)
     else:
         stateful(s, rng, base)
     with open(out, "w") as f:

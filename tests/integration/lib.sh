@@ -139,6 +139,10 @@ tm_veth_pair() {
     MAC_B=$(ip netns exec "$nb" cat /sys/class/net/vethB/address)
 }
 
+# The session secret both ends of a two-process test share (--secret): 128
+# bits as 32 hex digits. Tests that want a mismatch use another.
+TM_SECRET=00112233445566778899aabbccddeeff
+
 # tm_af_pair TAG: the two-process set-up over net_af_packet: namespaces
 # NA/NB (tm_veth_pair, ending the test if that fails), IP_A/IP_B, and the
 # EAL vdev of each end, VDEV_A/VDEV_B, with a deep PACKET_MMAP rx ring (the

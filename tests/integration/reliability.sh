@@ -4,9 +4,11 @@
 # between two network namespaces that this test creates.
 #
 # Faults come from the fault shim on the rx queue of BOTH processes (data
-# one way, ACKs/NACKs the other), or, independently of tailmark, from the
-# kernel: nftables netdev ingress chains dropping 2% at random both ways
-# (`numgen random mod 100 < 2`, on a bridge between the two, see below).
+# one way, ACKs/NACKs the other; the session's own handshake and keep-alives
+# pass it untouched), or, independently of tailmark, from the kernel:
+# nftables netdev ingress chains dropping 2% at random both ways, ARP and the
+# handshake included (`numgen random mod 100 < 2`, on a bridge between the
+# two, see below).
 #
 # Each case sends 2 flows x 1500 messages whose sizes cycle through 64 B
 # (one packet), 1000 B, 9000 B, 64 KiB and 1 MiB (721 packets). Exact
@@ -34,17 +36,17 @@ MSGS=1500
 SIZES=64,1000,9000,65536,1048576
 N=$((FLOWS * MSGS))
 COMMON=(--flows $FLOWS --messages $MSGS --msg-size $SIZES --ring-size 8 --exit-when-done --stats-period 0
-        --duration 100)
+        --duration 100 --secret $TM_SECRET)
 
 # pair NAME [options for both]: receiver in NB on lcore 1, sender in NA on lcore 0.
 pair() {
     local name=$1
     shift
     tm_start "${name}_recv" 130 ns "$NB" -- $VDEV_B -l 1 -- --mode recv \
-        --src-mac "$MAC_B" --dst-mac "$MAC_A" --src-ip $IP_B --dst-ip $IP_A "${COMMON[@]}" "$@"
+        --src-ip $IP_B "${COMMON[@]}" "$@"
     local rpid=$TM_PID
     tm_run "${name}_send" 130 ns "$NA" -- $VDEV_A -l 0 -- --mode send \
-        --src-mac "$MAC_A" --dst-mac "$MAC_B" --src-ip $IP_A --dst-ip $IP_B "${COMMON[@]}" "$@"
+        --src-ip $IP_A --dst-ip $IP_B "${COMMON[@]}" "$@"
     SEND_RC=$TM_RC
     wait "$rpid"
     RECV_RC=$?

@@ -4,9 +4,10 @@
 #
 # The sender runs an endless transfer; receiver 1 is stopped (SIGTERM) once
 # it has consumed a few thousand messages; receiver 2 starts on the same
-# port with a fresh completion ring and a new epoch. Nothing old can
-# complete there (its window starts again at message 0); its first ACK tells
-# the sender the receiver restarted, and the sender gives the flows up.
+# port. It holds no session: the sender's data there are unknown flows, and
+# the sender's next liveness probe (an authenticated KEEPALIVE) is answered
+# with an authenticated RESET echoing the probe's nonce, so the sender knows
+# the receiver restarted and gives the session's flows up.
 #
 # Exact, per flow:
 #   - receiver 1 verified every message it consumed ([0, released1));
@@ -26,11 +27,11 @@ tm_af_pair rs
 F=2
 M=100000000
 RING=32
-COMMON=(--flows $F --messages $M --msg-size 64,4096,20000 --ring-size $RING --exit-when-done)
+COMMON=(--flows $F --messages $M --msg-size 64,4096,20000 --ring-size $RING --exit-when-done --secret $TM_SECRET)
 
 receiver() { # NAME DURATION
     tm_start "$1" $(($2 + 30)) ns "$NB" -- $VDEV_B -l 1 -- --mode recv \
-        --src-mac "$MAC_B" --dst-mac "$MAC_A" --src-ip $IP_B --dst-ip $IP_A "${COMMON[@]}" \
+        --src-ip $IP_B "${COMMON[@]}" \
         --duration "$2" --stats-period 0.05
 }
 
@@ -39,7 +40,7 @@ R1=$TM_PID
 # A high retry limit: the flows must fail because the receiver restarted,
 # not because receiver 2 took long to start.
 tm_start send 90 ns "$NA" -- $VDEV_A -l 0 -- --mode send \
-    --src-mac "$MAC_A" --dst-mac "$MAC_B" --src-ip $IP_A --dst-ip $IP_B "${COMMON[@]}" \
+    --src-ip $IP_A --dst-ip $IP_B "${COMMON[@]}" \
     --duration 60 --stats-period 0 --retry-limit 30
 S=$TM_PID
 
@@ -64,7 +65,7 @@ tm_check recv1 \
     "d['messages_verified'] == d['messages_completed'] == sum(f['released'] for f in d['per_flow'])" \
     "d['messages_completed'] >= 5000" \
     "d['exit_reason'] == 'signal'"
-tm_check recv2 "d['messages_completed'] == 0" "d['completion_writes'] == 0"
+tm_check recv2 "d['messages_completed'] == 0" "d['completion_writes'] == 0" "d['session']['established'] == 0"
 tm_check send \
     "d['flows_failed'] == $F" \
     "all(f['state'] == 'receiver_restarted' for f in d['per_flow'])" \

@@ -6,7 +6,9 @@
 # flows spread over two rx lcores by queue. Every case asserts the exact
 # counts: messages_completed == requested, completion_writes == messages
 # (message mode) or == data packets (packet mode), verify_errors == 0, no drop,
-# packets_tx == packets_rx == the plan's packet count, exit code 0.
+# packets_tx == the plan's packet count plus the session's own packets (one
+# handshake with itself: CONNECT, ACCEPT, the confirmation, CLOSE), and as
+# many received, exit code 0.
 source "$(dirname "$0")/lib.sh"
 tm_require_daemon
 
@@ -38,8 +40,10 @@ for c in "${cases[@]}"; do
         tm_check "$name" \
             "d['mode'] == 'loopback'" \
             "d['messages_sent'] == $((flows * msgs))" \
-            "d['packets_tx'] == $total" \
-            "d['packets_rx'] == $total" \
+            "d['packets_tx'] == $total + d['control_tx']" \
+            "d['packets_rx'] == $total + d['control_rx']" \
+            "d['session']['tx'] == 4 and d['session']['rx'] == 4" \
+            "d['session']['established'] == 2 and d['session']['refused'] == 0" \
             "d['drops_total'] == d['reliability']['retx_rx']" \
             "d['tx_dropped'] == 0" \
             "d['exit_reason'] == 'done'" &&
@@ -67,7 +71,7 @@ if tm_expect_rc quantum 0; then
         "d['completion_writes'] == 1800" \
         "d['bytes_payload'] == 6 * $per * $qbytes" \
         "d['packets_placed'] == 6 * $per * $qpkts" \
-        "d['packets_tx'] == 6 * $per * $qpkts" \
+        "d['packets_tx'] == 6 * $per * $qpkts + d['control_tx']" \
         "d['drops_total'] == 0" \
         "d['reliability']['retx_pkts'] == 0" &&
         tm_log "ok: quantum (6 flows, sizes ${qsizes[*]}, --tx-quantum 65536)"

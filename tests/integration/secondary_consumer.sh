@@ -136,7 +136,7 @@ fi
 kill -0 "$tpid" 2>/dev/null || abort "$name: the daemon exited while the consumer was gone"
 # The stats line while stalled: 2 x 32 in flight, 1000 of 6000 done.
 stall_line() {
-    grep -qE "^stats .* drops=0 tx_dropped=0 in_flight=$((FLOWS * RING)) retransmits=0 stalled=$FLOWS done_pct=16.7$" \
+    grep -qE "^stats .* drops=0 tx_dropped=0 in_flight=$((FLOWS * RING)) retransmits=0 stalled=$FLOWS done_pct=16.7 sessions=2$" \
         "$TM_WORK/$name.out"
 }
 tm_wait_for 5 stall_line || tm_fail "$name: no stats line with in_flight=$((FLOWS * RING)) stalled=$FLOWS done_pct=16.7"
@@ -179,8 +179,8 @@ tm_check "$name" \
     "d['messages_completed'] == $req" \
     "d['completion_writes'] == $req" \
     "d['packets_placed'] == $req * $pkts" \
-    "d['packets_tx'] == $req * $pkts" \
-    "d['packets_rx'] == $req * $pkts" \
+    "d['packets_tx'] == $req * $pkts + d['control_tx']" \
+    "d['packets_rx'] == $req * $pkts + d['control_rx']" \
     "d['bytes_payload'] == $req * $SIZE" \
     "d['drops_total'] == d['reliability']['retx_rx']" \
     "d['tx_dropped'] == 0" \
@@ -189,8 +189,9 @@ grep -q 'flow 0 resumed' "$TM_WORK/$name.err" || tm_fail "$name: no 'flow 0 resu
 
 # Two daemons: a sender and a receiver (--mode recv --consumer-lcores none)
 # over net_af_packet on a veth pair between two network namespaces, the
-# example consumer a secondary of the receiver. The credits the sender waits
-# for are the consumer process's releases, carried back in ACKs.
+# example consumer a secondary of the receiver (it waits for the rings, which
+# the session brings). The credits the sender waits for are the consumer
+# process's releases, carried back in ACKs.
 if [ "$(id -u)" -ne 0 ]; then
     tm_log "part 2 (send/recv over veth) skipped: needs root (network namespaces)"
     tm_finish
@@ -199,9 +200,10 @@ NA=tm_sca_$$
 NB=tm_scb_$$
 tm_veth_pair "$NA" "$NB" || { tm_fail "namespace/veth set-up"; tm_finish; }
 F2=2 M2=2000 S2=4096
-common=(--flows "$F2" --messages "$M2" --msg-size "$S2" --ring-size 64 --exit-when-done --duration 60 --stats-period 0)
+common=(--flows "$F2" --messages "$M2" --msg-size "$S2" --ring-size 64 --exit-when-done --duration 60 --stats-period 0
+        --secret $TM_SECRET)
 tm_start recv 80 ns "$NB" -- --vdev=net_af_packet0,iface=vethB,framecnt=4096 -l 1 -- --mode recv \
-    --consumer-lcores none --src-mac "$MAC_B" --dst-mac "$MAC_A" --src-ip 198.18.0.2 --dst-ip 198.18.0.1 "${common[@]}"
+    --consumer-lcores none --src-ip 198.18.0.2 "${common[@]}"
 rpid=$TM_PID
 rprefix=${TM_PREFIXES[-1]}
 rready() { grep -q '^tailmark.app: mode recv' "$TM_WORK/recv.err" 2>/dev/null; }
@@ -211,7 +213,7 @@ ip netns exec "$NB" timeout -k 5 70 "$CONSUMER" --proc-type=secondary --file-pre
     >"$TM_WORK/C.out" 2>"$TM_WORK/C.err" &
 cpid=$!
 tm_run send 80 ns "$NA" -- --vdev=net_af_packet0,iface=vethA,framecnt=4096 -l 0 -- --mode send \
-    --src-mac "$MAC_A" --dst-mac "$MAC_B" --src-ip 198.18.0.1 --dst-ip 198.18.0.2 "${common[@]}"
+    --src-ip 198.18.0.1 --dst-ip 198.18.0.2 "${common[@]}"
 SEND_RC=$TM_RC
 wait "$cpid"
 CRC=$?

@@ -70,7 +70,8 @@ for c in "${cases[@]}"; do
     pkts=$(tm_pkts "$size" $MTU)
     tm_transfer_checks "$name" "$flows" "$msgs" "$size" $MTU "$mode" &&
         tm_check "$name" \
-            "d['packets_tx'] == $((flows * msgs * pkts))" \
+            "d['packets_tx'] == $((flows * msgs * pkts)) + d['reliability']['retx_pkts'] + d['control_tx']" \
+            "d['session']['tx'] == 4" \
             "d['tx_dropped'] == 0" &&
         tm_log "ok: $name ($flows flows x $msgs x $size B over tap/bridge, $mode mode)"
 done

@@ -6,8 +6,8 @@
 
 #include "fixtures.h"
 #include "tailmark/control.h"
-#include "tailmark/crc32c.h"
 #include "tailmark/packet_parser.h"
+#include "tailmark/siphash.h"
 
 using namespace tailmark;
 using R = DropReason;
@@ -15,6 +15,8 @@ using R = DropReason;
 namespace {
 
 constexpr uint32_t kHdrOff = kEthLen + kIpLen + kUdpLen; // tailmark header in the frame
+const SipKey kKey{0x0706050403020100ull, 0x0F0E0D0C0B0A0908ull};
+const SipKey kOther{0x0706050403020100ull, 0x0F0E0D0C0B0A0909ull}; // one bit off
 
 uint16_t be16_at(const std::vector<uint8_t>& f, size_t off) {
     rte_be16_t v;
@@ -26,6 +28,11 @@ uint32_t be32_at(const std::vector<uint8_t>& f, size_t off) {
     memcpy(&v, f.data() + off, 4);
     return rte_be_to_cpu_32(v);
 }
+uint64_t be64_at(const std::vector<uint8_t>& f, size_t off) {
+    rte_be64_t v;
+    memcpy(&v, f.data() + off, 8);
+    return rte_be_to_cpu_64(v);
+}
 void put_be16(std::vector<uint8_t>& f, size_t off, uint16_t x) {
     const rte_be16_t v = rte_cpu_to_be_16(x);
     memcpy(f.data() + off, &v, 2);
@@ -35,20 +42,20 @@ void put_be32(std::vector<uint8_t>& f, size_t off, uint32_t x) {
     memcpy(f.data() + off, &v, 4);
 }
 
-// UDP payload length after the tailmark header, from the frame's UDP header.
 uint32_t body_len_of(const std::vector<uint8_t>& f) {
     return be16_at(f, kEthLen + kIpLen + offsetof(rte_udp_hdr, dgram_len)) - kUdpLen - kHeaderLen;
 }
 
-// Recomputes the control CRC32C (header + body before the CRC), so a mutation
-// reaches the checks behind the CRC.
-void resign(std::vector<uint8_t>& f) {
-    const uint32_t covered = kHeaderLen + body_len_of(f) - kControlCrcLen;
-    put_be32(f, kHdrOff + covered, crc32c({f.data() + kHdrOff, covered}));
+// Recomputes the MAC (header + body before it) with `key`: what a forger
+// who knew the key could do, so a mutation reaches the checks behind it.
+void resign(std::vector<uint8_t>& f, const SipKey& key = kKey) {
+    const uint32_t covered = kHeaderLen + body_len_of(f) - kMacLen;
+    const rte_be64_t mac = rte_cpu_to_be_64(siphash24(key, {f.data() + kHdrOff, covered}));
+    memcpy(f.data() + kHdrOff + covered, &mac, 8);
 }
 
-// Sets the body to `body` bytes (truncating or zero-extending), with pay_len,
-// IPv4 and UDP lengths and the IPv4 checksum consistent, and re-signs it.
+// Sets the body to `body` bytes (truncating or zero-extending), lengths and
+// the IPv4 checksum consistent, re-signed.
 void set_body_len(std::vector<uint8_t>& f, uint32_t body) {
     f.resize(kFrameOverhead + body);
     tmtest::hdr_of(f)->pay_len = rte_cpu_to_be_16(static_cast<uint16_t>(body));
@@ -56,11 +63,10 @@ void set_body_len(std::vector<uint8_t>& f, uint32_t body) {
     reinterpret_cast<rte_udp_hdr*>(f.data() + kEthLen + kIpLen)->dgram_len =
         rte_cpu_to_be_16(static_cast<uint16_t>(kUdpLen + kHeaderLen + body));
     tmtest::fix_ip_checksum(f);
-    if (body >= kControlCrcLen)
+    if (body >= kMacLen)
         resign(f);
 }
 
-// Two segments: bytes [0, split) and [split, end).
 rte_mbuf* chain_of(rte_mempool* mp, const std::vector<uint8_t>& bytes, size_t split) {
     const auto mid = bytes.begin() + static_cast<std::ptrdiff_t>(split);
     rte_mbuf* a = tmtest::mbuf_of(mp, std::vector<uint8_t>(bytes.begin(), mid));
@@ -72,45 +78,43 @@ rte_mbuf* chain_of(rte_mempool* mp, const std::vector<uint8_t>& bytes, size_t sp
 
 struct Result {
     R frame = R::None;   // parse_packet
-    R control = R::None; // parse_control (only when the frame was accepted)
+    R control = R::None; // parse_ack (only when the frame was accepted)
     bool is_control = false;
     ParsedPacket p;
     Control c;
 };
 
-Result parse_mbuf(const rte_mbuf* m) {
+Result parse_mbuf(const rte_mbuf* m, const SipKey& key = kKey) {
     Result r;
     r.frame = parse_packet(m, ParserConfig{}, r.p);
     if (r.frame == R::None) {
         r.is_control = r.p.is_control();
-        r.control = parse_control(m, r.p, r.c);
+        r.control = parse_ack(m, r.p, key, r.c);
     }
     return r;
 }
 
-Result parse_bytes(rte_mempool* mp, const std::vector<uint8_t>& f) {
+Result parse_bytes(rte_mempool* mp, const std::vector<uint8_t>& f, const SipKey& key = kKey) {
     rte_mbuf* m = tmtest::mbuf_of(mp, f);
-    Result r = parse_mbuf(m);
+    Result r = parse_mbuf(m, key);
     rte_pktmbuf_free(m);
     return r;
 }
 
-Control ack(uint32_t released, uint32_t acked, uint32_t epoch) {
+Control ack(uint32_t released, uint32_t acked, uint32_t s_epoch, uint32_t r_epoch = 0x5EC0) {
     Control c;
     c.nack = false;
     c.released_upto = released;
     c.acked_upto = acked;
-    c.epoch = epoch;
+    c.sender_epoch = s_epoch;
+    c.receiver_epoch = r_epoch;
     return c;
 }
 
-Control nack(uint32_t msg_id, std::vector<NackRange> ranges, uint32_t released = 0x100,
-             uint32_t acked = 0x104, uint32_t epoch = 0x7E57) {
-    Control c;
+Control nack(uint32_t msg_id, std::vector<NackRange> ranges, uint32_t released = 0x100, uint32_t acked = 0x104,
+             uint32_t s_epoch = 0x7E57, uint32_t r_epoch = 0x5EC0) {
+    Control c = ack(released, acked, s_epoch, r_epoch);
     c.nack = true;
-    c.released_upto = released;
-    c.acked_upto = acked;
-    c.epoch = epoch;
     c.n.msg_id = msg_id;
     c.n.nranges = static_cast<uint16_t>(ranges.size());
     for (size_t i = 0; i < ranges.size() && i < kMaxNackRanges; i++)
@@ -118,11 +122,11 @@ Control nack(uint32_t msg_id, std::vector<NackRange> ranges, uint32_t released =
     return c;
 }
 
-// Builds, flattens and frees a control packet.
-std::vector<uint8_t> frame_of(rte_mempool* mp, const TxFlow& flow, const Control& c) {
-    rte_mbuf* m = build_control(mp, flow, c);
+std::vector<uint8_t> frame_of(rte_mempool* mp, const TxFlow& flow, Control c, const SipKey& key = kKey) {
+    c.n.flow = flow.id;
+    rte_mbuf* m = build_ack(mp, flow.l2l4, key, c);
     if (m == nullptr)
-        throw std::runtime_error("build_control");
+        throw std::runtime_error("build_ack");
     auto f = tmtest::flat(m);
     rte_pktmbuf_free(m);
     return f;
@@ -140,16 +144,18 @@ void check_same_nack(const Nack& got, const Nack& want) {
 
 } // namespace
 
-TEST_CASE("ACK round trip: cursors, epoch and flow come back exactly", "[control]") {
+TEST_CASE("ACK round trip: cursors, epochs and flow come back exactly, the MAC over header and body", "[control]") {
     tmtest::Pool pool(1023);
     const unsigned start = pool.avail();
     TxFlow flow = tmtest::make_flow(0x1234, 0xC0FFEE, 16);
-    Control c = ack(0x01020304, 0x05060708, 0x0A0B0C0D);
+    Control c = ack(0x01020304, 0x05060708, 0x0A0B0C0D, 0x11223344);
+    c.n.flow = 0x1234;
     c.n.nranges = 7; // ignored for an ACK: it carries no ranges
 
-    rte_mbuf* m = build_control(pool.mp, flow, c);
+    rte_mbuf* m = build_ack(pool.mp, flow.l2l4, kKey, c);
     REQUIRE(m != nullptr);
     CHECK(rte_pktmbuf_pkt_len(m) == kFrameOverhead + kAckBodyLen);
+    CHECK(kAckBodyLen == 28);
     Result r = parse_mbuf(m);
     REQUIRE(r.frame == R::None);
     CHECK(r.is_control);
@@ -160,87 +166,67 @@ TEST_CASE("ACK round trip: cursors, epoch and flow come back exactly", "[control
     CHECK(r.p.hdr.pkt_idx == 0);
     CHECK(r.p.hdr.offset == 0);
     CHECK(r.p.hdr.pay_len == kAckBodyLen);
-    CHECK(r.p.body_len == kAckBodyLen);
     REQUIRE(r.control == R::None);
     CHECK_FALSE(r.c.nack);
     CHECK(r.c.released_upto == 0x01020304);
     CHECK(r.c.acked_upto == 0x05060708);
-    CHECK(r.c.epoch == 0x0A0B0C0D);
+    CHECK(r.c.sender_epoch == 0x0A0B0C0D);
+    CHECK(r.c.receiver_epoch == 0x11223344);
     CHECK(r.c.n.flow == 0x1234);
-    CHECK(r.c.n.msg_id == 0x05060708);
     CHECK(r.c.n.nranges == 0);
 
-    // The body, byte for byte (control.h): big-endian cursors, then the CRC.
+    // The body, byte for byte (control.h): big-endian cursors, epochs, then the MAC.
     auto f = tmtest::flat(m);
     CHECK(be32_at(f, kFrameOverhead + 0) == 0x01020304);
     CHECK(be32_at(f, kFrameOverhead + 4) == 0x05060708);
     CHECK(be32_at(f, kFrameOverhead + 8) == 0x0A0B0C0D);
-    CHECK(be16_at(f, kFrameOverhead + 12) == 0);
-    CHECK(be16_at(f, kFrameOverhead + 14) == 0);
-    CHECK(be32_at(f, kFrameOverhead + 16) == crc32c({f.data() + kHdrOff, kHeaderLen + 16}));
-    CHECK(tmtest::ip_of(f)->hdr_checksum != 0);
+    CHECK(be32_at(f, kFrameOverhead + 12) == 0x11223344);
+    CHECK(be16_at(f, kFrameOverhead + 16) == 0);
+    CHECK(be16_at(f, kFrameOverhead + 18) == 0);
+    CHECK(be64_at(f, kFrameOverhead + 20) == siphash24(kKey, {f.data() + kHdrOff, kHeaderLen + 20}));
     CHECK(rte_ipv4_cksum(tmtest::ip_of(f)) == 0);
     rte_pktmbuf_free(m);
     CHECK(pool.avail() == start);
 }
 
-TEST_CASE("NACK round trip with 1 and kMaxNackRanges ranges", "[control]") {
+TEST_CASE("NACK round trip with 1 and kMaxNackRanges ranges, and from chained mbufs", "[control]") {
     tmtest::Pool pool(1023);
     const unsigned start = pool.avail();
     TxFlow flow = tmtest::make_flow(42, 0xABCDEF, 8);
 
     SECTION("one range, count 0: from `first` to the end of the group") {
-        Control c = nack(0xDEADBEEF, {{17, 0}}, 0xDEADBEE0, 0xDEADBEE8, 3);
-        rte_mbuf* m = build_control(pool.mp, flow, c);
-        REQUIRE(m != nullptr);
-        CHECK(rte_pktmbuf_pkt_len(m) == kFrameOverhead + kAckBodyLen + 4);
-        Result r = parse_mbuf(m);
+        const auto f = frame_of(pool.mp, flow, nack(0xDEADBEEF, {{17, 0}}, 0xDEADBEE0, 0xDEADBEE8, 3, 4));
+        CHECK(f.size() == kFrameOverhead + kAckBodyLen + 4);
+        Result r = parse_bytes(pool.mp, f);
         REQUIRE(r.frame == R::None);
         CHECK(r.p.hdr.flags == Flags::Nack);
         CHECK(r.p.hdr.msg_id == 0xDEADBEEF); // the NACK's header names the message
-        CHECK(r.p.hdr.flow == 42);
         REQUIRE(r.control == R::None);
         CHECK(r.c.nack);
         CHECK(r.c.released_upto == 0xDEADBEE0);
         CHECK(r.c.acked_upto == 0xDEADBEE8);
-        CHECK(r.c.epoch == 3);
+        CHECK(r.c.sender_epoch == 3);
+        CHECK(r.c.receiver_epoch == 4);
         CHECK(r.c.n.flow == 42);
-        check_same_nack(r.c.n, c.n);
-        auto f = tmtest::flat(m);
-        CHECK(be16_at(f, kFrameOverhead + 12) == 1);
-        CHECK(be16_at(f, kFrameOverhead + 16) == 17);
-        CHECK(be16_at(f, kFrameOverhead + 18) == 0);
-        CHECK(be32_at(f, kFrameOverhead + 20) == crc32c({f.data() + kHdrOff, kHeaderLen + 20}));
-        rte_pktmbuf_free(m);
+        CHECK(be16_at(f, kFrameOverhead + 16) == 1);
+        CHECK(be16_at(f, kFrameOverhead + 20) == 17);
+        CHECK(be16_at(f, kFrameOverhead + 22) == 0);
+        CHECK(be64_at(f, kFrameOverhead + 24) == siphash24(kKey, {f.data() + kHdrOff, kHeaderLen + 24}));
     }
     SECTION("kMaxNackRanges ranges, the last one to the end") {
         std::vector<NackRange> rs;
         for (uint16_t i = 0; i < kMaxNackRanges - 1; i++)
             rs.push_back({static_cast<uint16_t>(1 + 3 * i), static_cast<uint16_t>(1 + (i % 2))});
         rs.push_back({65534, 0});
-        Control c = nack(7, rs, 1, 5, 0xFFFFFFFF);
-        rte_mbuf* m = build_control(pool.mp, flow, c);
-        REQUIRE(m != nullptr);
-        CHECK(rte_pktmbuf_pkt_len(m) == kFrameOverhead + kMaxControlBodyLen);
-        Result r = parse_mbuf(m);
-        REQUIRE(r.frame == R::None);
-        CHECK(r.p.body_len == kMaxControlBodyLen);
+        Control c = nack(7, rs, 1, 5, 0xFFFFFFFF, 9);
+        const auto f = frame_of(pool.mp, flow, c);
+        CHECK(f.size() == kFrameOverhead + kMaxAckBodyLen);
+        Result r = parse_bytes(pool.mp, f);
         REQUIRE(r.control == R::None);
-        CHECK(r.c.nack);
-        CHECK(r.c.released_upto == 1);
-        CHECK(r.c.acked_upto == 5);
-        CHECK(r.c.epoch == 0xFFFFFFFF);
-        CHECK(r.c.n.flow == 42);
         CHECK(r.c.n.nranges == kMaxNackRanges);
         check_same_nack(r.c.n, c.n);
-        CHECK(r.c.n.ranges[0].first == 1);
-        CHECK(r.c.n.ranges[0].count == 1);
-        CHECK(r.c.n.ranges[30].first == 91);
-        CHECK(r.c.n.ranges[30].count == 1);
         CHECK(r.c.n.ranges[31].first == 65534);
         CHECK(r.c.n.ranges[31].count == 0);
-        rte_mbuf_sanity_check(m, 1);
-        rte_pktmbuf_free(m);
     }
     SECTION("a NACK parses from a chained mbuf, split at every byte") {
         Control c = nack(9, {{0, 2}, {5, 1}, {8, 0}});
@@ -251,7 +237,6 @@ TEST_CASE("NACK round trip with 1 and kMaxNackRanges ranges", "[control]") {
             Result r = parse_mbuf(m);
             REQUIRE(r.frame == R::None);
             REQUIRE(r.control == R::None);
-            CHECK(r.c.epoch == 0x7E57);
             check_same_nack(r.c.n, c.n);
             rte_pktmbuf_free(m);
         }
@@ -259,7 +244,7 @@ TEST_CASE("NACK round trip with 1 and kMaxNackRanges ranges", "[control]") {
     CHECK(pool.avail() == start);
 }
 
-TEST_CASE("every single-bit flip in the tailmark header and body is rejected", "[control]") {
+TEST_CASE("every single-bit flip of a control packet, MAC included, is refused", "[control]") {
     tmtest::Pool pool(1023);
     const unsigned start = pool.avail();
     TxFlow flow = tmtest::make_flow(5, 1, 8);
@@ -267,7 +252,7 @@ TEST_CASE("every single-bit flip in the tailmark header and body is rejected", "
         INFO((c.nack ? "NACK" : "ACK"));
         const auto base = frame_of(pool.mp, flow, c);
         REQUIRE(parse_bytes(pool.mp, base).control == R::None);
-        uint32_t bad_crc = 0, malformed = 0, frame_drop = 0;
+        uint32_t bad_auth = 0, frame_drop = 0;
         for (size_t byte = kHdrOff; byte < base.size(); byte++) {
             for (int bit = 0; bit < 8; bit++) {
                 INFO("byte " << byte << " bit " << bit);
@@ -278,21 +263,35 @@ TEST_CASE("every single-bit flip in the tailmark header and body is rejected", "
                     frame_drop++;
                     continue;
                 }
-                // Accepted as a frame (control, or a data packet when the ACK /
-                // NACK bit went): the control decoder must refuse it.
-                CHECK((r.control == R::ControlBadCrc || r.control == R::ControlMalformed));
-                bad_crc += r.control == R::ControlBadCrc;
-                malformed += r.control == R::ControlMalformed;
+                // Accepted as a frame: the MAC check refuses it (or, when a
+                // length field went, the length check before it).
+                CHECK((r.control == R::ControlBadAuth || r.control == R::ControlMalformed));
+                bad_auth += r.control == R::ControlBadAuth;
             }
         }
-        CHECK(bad_crc + malformed + frame_drop == 8 * (base.size() - kHdrOff));
-        CHECK(bad_crc > 0);
-        CHECK(frame_drop > 0); // the version byte, unknown flag bits
+        CHECK(bad_auth > 8 * (base.size() - kHdrOff) * 3 / 4); // nearly all: the MAC covers every byte
+        CHECK(frame_drop > 0);                                  // the version byte, unknown flag bits
     }
     CHECK(pool.avail() == start);
 }
 
-TEST_CASE("a body length inconsistent with nranges is malformed", "[control]") {
+TEST_CASE("a control packet signed with another key is refused, whatever it says", "[control]") {
+    tmtest::Pool pool(1023);
+    TxFlow flow = tmtest::make_flow(5, 1, 8);
+    for (const Control& c : {ack(10, 12, 2), nack(12, {{1, 1}}, 10, 12, 2)}) {
+        const auto forged = frame_of(pool.mp, flow, c, kOther);
+        CHECK(parse_bytes(pool.mp, forged).control == R::ControlBadAuth);
+        CHECK(parse_bytes(pool.mp, forged, kOther).control == R::None); // its own key: fine
+    }
+    // Zero key, all-ones key, and the right key with the MAC bytes zeroed.
+    for (const SipKey& k : {SipKey{0, 0}, SipKey{~0ull, ~0ull}})
+        CHECK(parse_bytes(pool.mp, frame_of(pool.mp, flow, ack(1, 1, 1), k)).control == R::ControlBadAuth);
+    auto f = frame_of(pool.mp, flow, ack(1, 1, 1));
+    memset(f.data() + f.size() - kMacLen, 0, kMacLen);
+    CHECK(parse_bytes(pool.mp, f).control == R::ControlBadAuth);
+}
+
+TEST_CASE("a control body inconsistent with itself is malformed, even correctly signed", "[control]") {
     tmtest::Pool pool(1023);
     const unsigned start = pool.avail();
     TxFlow flow = tmtest::make_flow(6, 1, 8);
@@ -300,27 +299,16 @@ TEST_CASE("a body length inconsistent with nranges is malformed", "[control]") {
     REQUIRE(body_len_of(base) == kAckBodyLen + 8);
     REQUIRE(parse_bytes(pool.mp, base).control == R::None);
 
-    // nranges says 1 or 3, the body holds 2 (CRC valid).
+    // nranges says 1 or 3, the body holds 2.
     for (uint16_t n : {uint16_t(1), uint16_t(3), uint16_t(kMaxNackRanges), uint16_t(0xFFFF)}) {
         INFO("nranges " << n);
         auto f = base;
-        put_be16(f, kFrameOverhead + 12, n);
+        put_be16(f, kFrameOverhead + 16, n);
         resign(f);
-        Result r = parse_bytes(pool.mp, f);
-        REQUIRE(r.frame == R::None);
-        CHECK(r.control == R::ControlMalformed);
+        CHECK(parse_bytes(pool.mp, f).control == R::ControlMalformed);
     }
-    // nranges 2, the body cut to one range, or grown by one (CRC valid).
-    for (uint32_t body : {kAckBodyLen + 4, kAckBodyLen + 12, kAckBodyLen + 2}) {
-        INFO("body " << body);
-        auto f = base;
-        set_body_len(f, body);
-        Result r = parse_bytes(pool.mp, f);
-        REQUIRE(r.frame == R::None);
-        CHECK(r.control == R::ControlMalformed);
-    }
-    // Shorter than the fixed part plus CRC, longer than kMaxNackRanges ranges.
-    for (uint32_t body : {0u, 4u, kAckBodyLen - 1, kMaxControlBodyLen + 4}) {
+    // Bodies shorter than the fixed part and MAC, not whole ranges, or too long.
+    for (uint32_t body : {8u, kAckBodyLen - 1, kAckBodyLen + 2, kMaxAckBodyLen + 4}) {
         INFO("body " << body);
         auto f = base;
         set_body_len(f, body);
@@ -333,95 +321,258 @@ TEST_CASE("a body length inconsistent with nranges is malformed", "[control]") {
         auto f = base;
         tmtest::hdr_of(f)->pay_len = rte_cpu_to_be_16(kAckBodyLen + 4);
         resign(f);
-        Result r = parse_bytes(pool.mp, f);
-        REQUIRE(r.frame == R::None);
-        CHECK(r.control == R::ControlMalformed);
-    }
-    // A NACK with no range, an ACK with one.
-    {
-        auto f = frame_of(pool.mp, flow, nack(4, {{1, 1}}));
-        put_be16(f, kFrameOverhead + 12, 0);
-        set_body_len(f, kAckBodyLen);
         CHECK(parse_bytes(pool.mp, f).control == R::ControlMalformed);
-        auto a = frame_of(pool.mp, flow, ack(1, 2, 3));
-        set_body_len(a, kAckBodyLen + 4);
-        put_be16(a, kFrameOverhead + 12, 1);
-        resign(a);
-        CHECK(parse_bytes(pool.mp, a).control == R::ControlMalformed);
     }
-    CHECK(pool.avail() == start);
-}
-
-TEST_CASE("epoch 0, ACK+NACK, RETX and non-zero fixed fields are refused", "[control]") {
-    tmtest::Pool pool(1023);
-    const unsigned start = pool.avail();
-    TxFlow flow = tmtest::make_flow(8, 1, 8);
-
-    // Epoch 0 is never a receiver's incarnation.
-    for (const Control& c : {ack(1, 2, 0), nack(2, {{0, 0}}, 1, 2, 0)}) {
-        Result r = parse_bytes(pool.mp, frame_of(pool.mp, flow, c));
-        REQUIRE(r.frame == R::None);
-        CHECK(r.control == R::ControlMalformed);
-    }
-
+    // Epoch 0 on either side; ACK and NACK at once; RETX; SESSION with ACK.
+    for (const Control& c : {ack(1, 2, 0), ack(1, 2, 3, 0), nack(2, {{0, 0}}, 1, 2, 0)})
+        CHECK(parse_bytes(pool.mp, frame_of(pool.mp, flow, c)).control == R::ControlMalformed);
     const auto a = frame_of(pool.mp, flow, ack(1, 2, 3));
-    const auto n = frame_of(pool.mp, flow, nack(2, {{0, 1}}, 1, 2, 3));
-    auto with = [&](const std::vector<uint8_t>& base, auto fn) {
-        auto f = base;
+    auto with = [&](const std::vector<uint8_t>& b, auto fn) {
+        auto f = b;
         fn(f);
         resign(f);
         return parse_bytes(pool.mp, f);
     };
-    auto flags = [](Flags fl) {
-        return [fl](std::vector<uint8_t>& f) { tmtest::hdr_of(f)->flags = static_cast<uint8_t>(fl); };
-    };
-    for (const auto* base : {&a, &n}) {
-        // Both kinds at once, or a "retransmitted" control packet.
-        Result both = with(*base, flags(Flags::Ack | Flags::Nack));
-        REQUIRE(both.frame == R::None);
-        CHECK(both.control == R::ControlMalformed);
-        Result retx = with(*base, flags((base == &a ? Flags::Ack : Flags::Nack) | Flags::Retx));
-        REQUIRE(retx.frame == R::None);
-        CHECK(retx.control == R::ControlMalformed);
-        // LAST with a control bit: the parser refuses it already.
-        CHECK(with(*base, flags((base == &a ? Flags::Ack : Flags::Nack) | Flags::Last)).frame == R::BadFlags);
-        // The reserved u16, pkt_idx and offset must be 0.
-        CHECK(with(*base, [](auto& f) { put_be16(f, kFrameOverhead + 14, 1); }).control == R::ControlMalformed);
-        CHECK(with(*base, [](auto& f) { tmtest::hdr_of(f)->pkt_idx = RTE_BE16(1); }).control ==
-              R::ControlMalformed);
-        CHECK(with(*base, [](auto& f) { tmtest::hdr_of(f)->offset = RTE_BE32(4); }).control ==
-              R::ControlMalformed);
-    }
+    auto flags = [](Flags fl) { return [fl](auto& f) { tmtest::hdr_of(f)->flags = static_cast<uint8_t>(fl); }; };
+    CHECK(with(a, flags(Flags::Ack | Flags::Nack)).control == R::ControlMalformed);
+    CHECK(with(a, flags(Flags::Ack | Flags::Retx)).control == R::ControlMalformed);
+    CHECK(with(a, flags(Flags::Ack | Flags::Session)).control == R::ControlMalformed);
+    CHECK(with(a, flags(Flags::Ack | Flags::Last)).frame == R::BadFlags);
+    CHECK(with(a, [](auto& f) { put_be16(f, kFrameOverhead + 18, 1); }).control == R::ControlMalformed);
+    CHECK(with(a, [](auto& f) { tmtest::hdr_of(f)->pkt_idx = RTE_BE16(1); }).control == R::ControlMalformed);
+    CHECK(with(a, [](auto& f) { tmtest::hdr_of(f)->offset = RTE_BE32(4); }).control == R::ControlMalformed);
     // An ACK's header msg_id is its acked_upto.
     CHECK(with(a, [](auto& f) { tmtest::hdr_of(f)->msg_id = RTE_BE32(3); }).control == R::ControlMalformed);
-    // ...a NACK's is the message it names (free), re-signed it is accepted.
-    Result other = with(n, [](auto& f) { tmtest::hdr_of(f)->msg_id = RTE_BE32(77); });
-    CHECK(other.control == R::None);
-    CHECK(other.c.n.msg_id == 77);
     CHECK(pool.avail() == start);
 }
 
-TEST_CASE("build_control refuses more than kMaxNackRanges ranges", "[control]") {
+TEST_CASE("build_ack refuses more than kMaxNackRanges ranges, a NACK without one, and an empty pool", "[control]") {
     tmtest::Pool pool(1023);
     const unsigned start = pool.avail();
     TxFlow flow = tmtest::make_flow(9, 1, 8);
     Control c = nack(1, {{0, 0}});
-    for (uint16_t nr : {uint16_t(kMaxNackRanges + 1), uint16_t(1000), uint16_t(0xFFFF)}) {
+    for (uint16_t nr : {uint16_t(0), uint16_t(kMaxNackRanges + 1), uint16_t(0xFFFF)}) {
         c.n.nranges = nr;
-        CHECK(build_control(pool.mp, flow, c) == nullptr);
+        CHECK(build_ack(pool.mp, flow.l2l4, kKey, c) == nullptr);
         CHECK(pool.avail() == start);
     }
     c.n.nranges = kMaxNackRanges;
-    rte_mbuf* m = build_control(pool.mp, flow, c);
+    rte_mbuf* m = build_ack(pool.mp, flow.l2l4, kKey, c);
     CHECK(m != nullptr);
     rte_pktmbuf_free(m);
-
-    // An empty pool: nullptr, nothing leaked.
     tmtest::Pool tiny(1);
     rte_mbuf* hold = rte_pktmbuf_alloc(tiny.mp);
     REQUIRE(hold != nullptr);
-    CHECK(build_control(tiny.mp, flow, ack(1, 1, 1)) == nullptr);
+    CHECK(build_ack(tiny.mp, flow.l2l4, kKey, ack(1, 1, 1)) == nullptr);
     rte_pktmbuf_free(hold);
     CHECK(tiny.avail() == 1);
     CHECK(pool.avail() == start);
+}
+
+// --- session packets -------------------------------------------------------
+
+namespace {
+
+SessionMsg connect_msg() {
+    SessionMsg s;
+    s.type = SessionType::Connect;
+    s.service = 4747;
+    s.src_session = 3;
+    s.src_epoch = 0xC0DEC0DE;
+    s.nonce = 0x0102030405060708ull;
+    s.nflows = 4;
+    s.flow_base = 100;
+    s.mtu = 1500;
+    s.ring_size = 64;
+    s.max_msg = 8192;
+    s.key = 0x7A11C0DE;
+    s.key_flags = kKeysGiven;
+    s.noverrides = 2;
+    s.overrides[0] = {1, 0x22222222};
+    s.overrides[1] = {3, 0x33333333};
+    return s;
+}
+
+struct SessionResult {
+    R r = R::None;
+    bool auth = false;
+    SessionMsg m;
+};
+
+SessionResult read_bytes(rte_mempool* mp, const std::vector<uint8_t>& f, const SipKey& key = kKey) {
+    SessionResult out;
+    rte_mbuf* m = tmtest::mbuf_of(mp, f);
+    ParsedPacket p;
+    out.r = parse_packet(m, ParserConfig{}, p);
+    if (out.r == R::None) {
+        if (!p.is_session()) {
+            out.r = R::Control;
+        } else {
+            SessionFrame raw;
+            out.r = read_session(m, p, raw, out.m);
+            out.auth = out.r == R::None && authentic(raw, key);
+        }
+    }
+    rte_pktmbuf_free(m);
+    return out;
+}
+
+std::vector<uint8_t> session_frame(rte_mempool* mp, const SessionMsg& s, const SipKey& key = kKey) {
+    TxFlow flow = tmtest::make_flow(1, 1, 8);
+    rte_mbuf* m = build_session(mp, flow.l2l4, key, s);
+    if (m == nullptr)
+        throw std::runtime_error("build_session");
+    auto f = tmtest::flat(m);
+    rte_pktmbuf_free(m);
+    return f;
+}
+
+} // namespace
+
+TEST_CASE("session packets round trip: CONNECT, ACCEPT, REFUSE, KEEPALIVE, RESET, CLOSE", "[control]") {
+    tmtest::Pool pool(1023);
+    const unsigned start = pool.avail();
+    SECTION("CONNECT with per-flow keys, byte for byte") {
+        const SessionMsg c = connect_msg();
+        const auto f = session_frame(pool.mp, c);
+        CHECK(f.size() == kFrameOverhead + session_body_len(c));
+        CHECK(session_body_len(c) == 24 + 24 + 16 + 8);
+        CHECK(tmtest::hdr_of(const_cast<std::vector<uint8_t>&>(f))->flags == static_cast<uint8_t>(Flags::Session));
+        CHECK(f[kFrameOverhead + 0] == 1); // CONNECT
+        CHECK(be16_at(f, kFrameOverhead + 2) == 4747);
+        CHECK(be16_at(f, kFrameOverhead + 4) == 3);
+        CHECK(be32_at(f, kFrameOverhead + 8) == 0xC0DEC0DE);
+        CHECK(be32_at(f, kFrameOverhead + 12) == 0);
+        CHECK(be64_at(f, kFrameOverhead + 16) == 0x0102030405060708ull);
+        CHECK(be16_at(f, kFrameOverhead + 24) == 4);
+        CHECK(be16_at(f, kFrameOverhead + 26) == 100);
+        CHECK(be32_at(f, kFrameOverhead + 28) == 1500);
+        CHECK(be32_at(f, kFrameOverhead + 32) == 64);
+        CHECK(be32_at(f, kFrameOverhead + 36) == 8192);
+        CHECK(be32_at(f, kFrameOverhead + 40) == 0x7A11C0DE);
+        CHECK(be16_at(f, kFrameOverhead + 44) == kKeysGiven);
+        CHECK(be16_at(f, kFrameOverhead + 46) == 2);
+        CHECK(be16_at(f, kFrameOverhead + 48) == 1);
+        CHECK(be32_at(f, kFrameOverhead + 52) == 0x22222222);
+        CHECK(be16_at(f, kFrameOverhead + 56) == 3);
+        CHECK(be32_at(f, kFrameOverhead + 60) == 0x33333333);
+        const auto r = read_bytes(pool.mp, f);
+        REQUIRE(r.r == R::None);
+        CHECK(r.auth);
+        CHECK(r.m.type == SessionType::Connect);
+        CHECK(r.m.service == 4747);
+        CHECK(r.m.src_session == 3);
+        CHECK(r.m.dst_session == 0);
+        CHECK(r.m.src_epoch == 0xC0DEC0DE);
+        CHECK(r.m.nonce == 0x0102030405060708ull);
+        CHECK(r.m.nflows == 4);
+        CHECK(r.m.flow_base == 100);
+        CHECK(r.m.mtu == 1500);
+        CHECK(r.m.ring_size == 64);
+        CHECK(r.m.max_msg == 8192);
+        CHECK(r.m.key == 0x7A11C0DE);
+        CHECK(r.m.key_flags == kKeysGiven);
+        REQUIRE(r.m.noverrides == 2);
+        CHECK(r.m.overrides[1].index == 3);
+        CHECK(r.m.overrides[1].key == 0x33333333);
+        CHECK_FALSE(read_bytes(pool.mp, f, kOther).auth);
+    }
+    SECTION("REFUSE names the setting and both values") {
+        SessionMsg s;
+        s.type = SessionType::Refuse;
+        s.service = 9;
+        s.src_session = 77;
+        s.src_epoch = 5;
+        s.dst_session = 3;
+        s.dst_epoch = 0xC0DEC0DE;
+        s.nonce = 42;
+        s.reason = RefuseReason::MsgSize;
+        s.index = 0;
+        s.expected = 4096;
+        s.got = 8192;
+        const auto r = read_bytes(pool.mp, session_frame(pool.mp, s));
+        REQUIRE(r.r == R::None);
+        CHECK(r.auth);
+        CHECK(r.m.type == SessionType::Refuse);
+        CHECK(r.m.dst_session == 3);
+        CHECK(r.m.reason == RefuseReason::MsgSize);
+        CHECK(r.m.expected == 4096);
+        CHECK(r.m.got == 8192);
+    }
+    SECTION("KEEPALIVE, RESET and CLOSE") {
+        for (SessionType t : {SessionType::Keepalive, SessionType::Reset, SessionType::Close}) {
+            SessionMsg s;
+            s.type = t;
+            s.flags = t == SessionType::Keepalive ? kKeepaliveAsk : 0;
+            s.service = 1;
+            s.src_session = 2;
+            s.src_epoch = 3;
+            s.dst_session = 4;
+            s.dst_epoch = 5;
+            s.nonce = 6;
+            s.reason = t == SessionType::Reset ? RefuseReason::UnknownSession : RefuseReason::None;
+            const auto r = read_bytes(pool.mp, session_frame(pool.mp, s));
+            INFO(to_string(t));
+            REQUIRE(r.r == R::None);
+            CHECK(r.auth);
+            CHECK(r.m.type == t);
+            CHECK(r.m.flags == s.flags);
+            CHECK(r.m.nonce == 6);
+            CHECK(r.m.reason == s.reason);
+        }
+    }
+    CHECK(pool.avail() == start);
+}
+
+TEST_CASE("every single-bit flip of a CONNECT is refused or fails its MAC", "[control]") {
+    tmtest::Pool pool(1023);
+    const auto base = session_frame(pool.mp, connect_msg());
+    uint32_t bad_auth = 0;
+    for (size_t byte = kHdrOff; byte < base.size(); byte++)
+        for (int bit = 0; bit < 8; bit++) {
+            INFO("byte " << byte << " bit " << bit);
+            auto f = base;
+            f[byte] ^= static_cast<uint8_t>(1u << bit);
+            const auto r = read_bytes(pool.mp, f);
+            CHECK_FALSE((r.r == R::None && r.auth));
+            bad_auth += r.r == R::None && !r.auth;
+        }
+    CHECK(bad_auth > 0);
+}
+
+TEST_CASE("malformed session bodies are refused before their MAC is looked at", "[control]") {
+    tmtest::Pool pool(1023);
+    auto signed_with = [&](auto fn) {
+        auto f = session_frame(pool.mp, connect_msg());
+        fn(f);
+        resign(f);
+        return read_bytes(pool.mp, f).r;
+    };
+    CHECK(signed_with([](auto& f) { f[kFrameOverhead] = 0; }) == R::ControlMalformed);      // type 0
+    CHECK(signed_with([](auto& f) { f[kFrameOverhead] = 7; }) == R::ControlMalformed);      // type 7
+    CHECK(signed_with([](auto& f) { f[kFrameOverhead + 1] = 1; }) == R::ControlMalformed);  // flags on a CONNECT
+    CHECK(signed_with([](auto& f) { put_be16(f, kFrameOverhead + 6, 1); }) == R::ControlMalformed); // reserved
+    CHECK(signed_with([](auto& f) { put_be32(f, kFrameOverhead + 8, 0); }) == R::ControlMalformed); // src epoch 0
+    CHECK(signed_with([](auto& f) { put_be16(f, kFrameOverhead + 4, 0); }) == R::ControlMalformed); // src session 0
+    CHECK(signed_with([](auto& f) { put_be32(f, kFrameOverhead + 12, 1); }) == R::ControlMalformed); // CONNECT with a dst
+    CHECK(signed_with([](auto& f) { put_be16(f, kFrameOverhead + 46, 3); }) == R::ControlMalformed); // overrides vs length
+    CHECK(signed_with([](auto& f) { put_be16(f, kFrameOverhead + 48, 4); }) == R::ControlMalformed); // override index >= nflows
+    CHECK(signed_with([](auto& f) { put_be16(f, kFrameOverhead + 24, 0); }) == R::ControlMalformed); // no flows
+    CHECK(signed_with([](auto& f) { put_be16(f, kFrameOverhead + 26, 65534); }) == R::ControlMalformed); // ids past 65535
+    CHECK(signed_with([](auto& f) { put_be16(f, kFrameOverhead + 44, 2); }) == R::ControlMalformed); // unknown key flag
+    CHECK(signed_with([](auto& f) { tmtest::hdr_of(f)->msg_id = RTE_BE32(1); }) == R::ControlMalformed);
+    // A KEEPALIVE must name its destination.
+    SessionMsg k;
+    k.type = SessionType::Keepalive;
+    k.src_session = 1;
+    k.src_epoch = 1;
+    k.dst_session = 0;
+    k.dst_epoch = 0;
+    CHECK(read_bytes(pool.mp, session_frame(pool.mp, k)).r == R::ControlMalformed);
+    k.dst_session = 2;
+    k.dst_epoch = 2;
+    k.flags = kKeepaliveAsk | kKeepaliveAnswer; // both at once
+    CHECK(read_bytes(pool.mp, session_frame(pool.mp, k)).r == R::ControlMalformed);
+    k.flags = kKeepaliveAnswer;
+    CHECK(read_bytes(pool.mp, session_frame(pool.mp, k)).r == R::None);
 }

@@ -1,0 +1,221 @@
+#include "tailmark/receiver.h"
+
+#include <cstdio>
+#include <cstring>
+#include <new>
+
+#include <rte_branch_prediction.h>
+#include <rte_malloc.h>
+#include <rte_ring_elem.h>
+
+namespace tailmark {
+
+namespace {
+inline void bump(uint64_t& c, uint64_t n = 1) { __atomic_store_n(&c, c + n, __ATOMIC_RELAXED); }
+constexpr uint32_t kMaxRecvFlows = RxPlacer::kMaxFlows;
+} // namespace
+
+struct RecvFlow {
+    RecvFlowSpec spec;
+    RxPlacer::FlowRx* rx = nullptr;
+    uint32_t batch = 1;          // ACK at once after this many
+    uint32_t released_sent = 0;  // the cursors of the last ACK sent
+    uint32_t acked_sent = 0;
+    uint64_t ack_tsc = 0;
+};
+
+uint16_t Receiver::id_of(const RecvFlow* f) { return f->spec.id; }
+const uint32_t* Receiver::acked_word(const RecvFlow* f) { return RxPlacer::acked_word(f->rx); }
+const RecvFlowSpec& Receiver::spec_of(const RecvFlow* f) { return f->spec; }
+
+RecvFlow* Receiver::make_flow(const RecvFlowSpec& spec, int socket) {
+    void* mem = rte_zmalloc_socket("tm_recv_flow", sizeof(RecvFlow), 64, socket);
+    if (mem == nullptr)
+        return nullptr;
+    auto* f = new (mem) RecvFlow();
+    f->spec = spec;
+    f->rx = RxPlacer::prepare_flow(spec.id, spec.ring, spec.key, spec.stride, socket);
+    if (f->rx == nullptr) {
+        free_flow(f);
+        return nullptr;
+    }
+    f->released_sent = f->acked_sent = spec.ring->released();
+    return f;
+}
+
+void Receiver::free_flow(RecvFlow* f) {
+    if (f == nullptr)
+        return;
+    RxPlacer::destroy_flow(f->rx);
+    f->~RecvFlow();
+    rte_free(f);
+}
+
+Receiver::Receiver(const ReceiverConfig& cfg) : cfg_(cfg), placer_(cfg.parser, cfg.socket) {
+    placer_.set_mode(cfg.mode);
+    placer_.set_nack_delay(cfg.nack_delay);
+    flows_.reserve(kMaxRecvFlows);
+    acking_.reserve(kMaxRecvFlows);
+    char name[RTE_RING_NAMESIZE];
+    snprintf(name, sizeof(name), "%s_nq", cfg.name);
+    nack_q_ = rte_ring_create_elem(name, sizeof(Nack), 1024, cfg.socket, RING_F_SP_ENQ | RING_F_SC_DEQ);
+    table_ = static_cast<RecvFlow**>(rte_zmalloc_socket("tm_recv_table", sizeof(RecvFlow*) * 65536, 64, cfg.socket));
+    ok_ = nack_q_ != nullptr && table_ != nullptr && cfg.pool != nullptr;
+}
+
+Receiver::~Receiver() {
+    // The flows are the caller's: it removes and frees them.
+    rte_ring_free(nack_q_);
+    rte_free(table_);
+}
+
+bool Receiver::install(RecvFlow* f) {
+    if (!ok_ || f == nullptr || table_[f->spec.id] != nullptr || flows_.size() == flows_.capacity())
+        return false;
+    if (!placer_.install(f->rx))
+        return false;
+    placer_.set_nack_ring(f->spec.id, f->spec.link ? nack_q_ : nullptr);
+    if (f->spec.pkt_cq)
+        placer_.set_packet_completion_ring(f->spec.id, f->spec.pkt_cq);
+    const uint32_t div = cfg_.ack_batch_div ? cfg_.ack_batch_div : 1;
+    f->batch = f->spec.ring->size() / div ? f->spec.ring->size() / div : 1;
+    table_[f->spec.id] = f;
+    flows_.push_back(f); // reserved: no allocation
+    if (f->spec.link != nullptr && !f->spec.link->local_peer)
+        acking_.push_back(f); // a sender in this process reads the cursors itself
+    return true;
+}
+
+RecvFlow* Receiver::remove(uint16_t id) {
+    RecvFlow* f = table_ ? table_[id] : nullptr;
+    if (f == nullptr)
+        return nullptr;
+    placer_.uninstall(id);
+    table_[id] = nullptr;
+    for (std::vector<RecvFlow*>* v : {&flows_, &acking_})
+        for (size_t i = 0; i < v->size(); i++)
+            if ((*v)[i] == f) {
+                (*v)[i] = v->back();
+                v->pop_back();
+                break;
+            }
+    if (rr_ >= acking_.size())
+        rr_ = 0;
+    return f;
+}
+
+// A control frame's owner: the Sender of its flow id, or the control plane.
+void Receiver::route(rte_mbuf* m) {
+    rte_ring* to = cfg_.routes.control;
+    const auto* eth = rte_pktmbuf_mtod(m, const rte_ether_hdr*);
+    if (eth->ether_type == RTE_BE16(RTE_ETHER_TYPE_IPV4)) { // parse_packet accepted it: a tailmark header follows
+        WireHeader wh;
+        const auto* h = static_cast<const WireHeader*>(rte_pktmbuf_read(m, kEthLen + kIpLen + kUdpLen, kHeaderLen, &wh));
+        if (h != nullptr && (h->flags & static_cast<uint8_t>(Flags::Session)) == 0) {
+            const uint8_t s = cfg_.routes.sender_of ? cfg_.routes.sender_of[rte_be_to_cpu_16(h->flow)] : kNoSender;
+            if (s >= cfg_.routes.nsenders) {
+                bump(ctr_.drops[index(DropReason::UnknownFlow)]);
+                rte_pktmbuf_free(m);
+                return;
+            }
+            to = cfg_.routes.wire_in[s];
+        }
+    }
+    if (to == nullptr || rte_ring_mp_enqueue(to, m) != 0) {
+        bump(ctr_.drops[index(to ? DropReason::ControlBacklog : DropReason::Control)]);
+        rte_pktmbuf_free(m);
+        return;
+    }
+    bump(ctr_.routed);
+}
+
+void Receiver::rx_burst(rte_mbuf** pkts, uint16_t n, uint64_t now) {
+    constexpr uint16_t kChunk = 256;
+    rte_mbuf* keep[kChunk];
+    uint16_t nkeep = 0;
+    while (n > 0) {
+        const uint16_t k = n > kChunk ? kChunk : n;
+        placer_.rx_burst_route(pkts, k, now, keep, nkeep);
+        for (uint16_t i = 0; i < nkeep; i++)
+            route(keep[i]);
+        pkts += k;
+        n = static_cast<uint16_t>(n - k);
+    }
+}
+
+// One ACK or NACK to the flow's sender: in memory when it is in this
+// process, else authenticated on the wire. False when it could not go (the
+// cursors stay unsent, so the next poll tries again).
+bool Receiver::emit(RecvFlow& f, Control& c, uint64_t now) {
+    SessionLink* link = f.spec.link;
+    c.n.flow = f.spec.peer_flow;
+    c.sender_epoch = link->peer_epoch;
+    c.receiver_epoch = link->local_epoch;
+    bool ok;
+    if (link->local_peer) {
+        const uint8_t s = cfg_.routes.sender_of ? cfg_.routes.sender_of[c.n.flow] : kNoSender;
+        ok = s < cfg_.routes.nsenders &&
+             rte_ring_mp_enqueue_elem(cfg_.routes.local_in[s], &c, sizeof(Control)) == 0;
+    } else {
+        rte_mbuf* m = build_ack(cfg_.pool, link->l2l4, link->key, c);
+        ok = m != nullptr && cfg_.routes.ctl_out != nullptr && rte_ring_mp_enqueue(cfg_.routes.ctl_out, m) == 0;
+        if (!ok && m != nullptr)
+            rte_pktmbuf_free(m);
+    }
+    if (!ok) {
+        bump(ctr_.ctl_lost);
+        return false;
+    }
+    link->ack_tx_tsc.store(now, std::memory_order_relaxed);
+    bump(c.nack ? ctr_.nacks_tx : ctr_.acks_tx);
+    if (!link->local_peer)
+        bump(ctr_.ctl_packets);
+    return true;
+}
+
+bool Receiver::poll(uint64_t now) {
+    bool work = false;
+    placer_.poll(now);
+    // NACKs of the gap scan and of the placer's immediate answers, each with
+    // the cursors (a NACK is an ACK too).
+    Control c;
+    while (rte_ring_sc_dequeue_elem(nack_q_, &c.n, sizeof(Nack)) == 0) {
+        RecvFlow* f = table_[c.n.flow];
+        if (f == nullptr || f->spec.link == nullptr)
+            continue; // removed since
+        c.nack = true;
+        c.released_upto = f->spec.ring->released();
+        placer_.sync_released(f->spec.id);
+        c.acked_upto = placer_.acked_upto(f->spec.id); // after: released <= acked
+        work |= emit(*f, c, now);
+    }
+    // ACKs, round robin over a bounded number of flows per poll.
+    const uint32_t nflows = static_cast<uint32_t>(acking_.size());
+    const uint32_t visit = nflows < cfg_.ack_scan ? nflows : cfg_.ack_scan;
+    for (uint32_t i = 0; i < visit; i++) {
+        if (rr_ >= nflows)
+            rr_ = 0;
+        RecvFlow& f = *acking_[rr_++];
+        const uint32_t released = f.spec.ring->released();
+        placer_.sync_released(f.spec.id);
+        const uint32_t acked = placer_.acked_upto(f.spec.id); // after: released <= acked
+        const uint32_t adv_r = released - f.released_sent, adv_a = acked - f.acked_sent;
+        const uint32_t adv = adv_r > adv_a ? adv_r : adv_a;
+        const bool asked = placer_.take_ack_request(f.spec.id);
+        if (!(asked || adv >= f.batch || (adv != 0 && now - f.ack_tsc >= cfg_.ack_min)))
+            continue;
+        c.nack = false;
+        c.n.nranges = 0;
+        c.released_upto = released;
+        c.acked_upto = acked;
+        if (emit(f, c, now)) {
+            f.released_sent = released;
+            f.acked_sent = acked;
+            f.ack_tsc = now;
+            work = true;
+        }
+    }
+    return work;
+}
+
+} // namespace tailmark

@@ -1,0 +1,124 @@
+// The receiver half of the protocol, one engine per rx queue (so per lcore):
+// the placer (validation, placement, completion) plus the ACK/NACK
+// scheduler that reports its cursors to each flow's sender.
+//
+//   receiver.rx_burst(pkts, n, now);  // data placed; ACK/NACK, SESSION and ARP frames routed
+//   receiver.poll(now);               // gap scan (NACKs), ACKs when the cursors moved
+//
+// Frames that are not data go where they belong: an ACK or NACK to the
+// Sender that owns its flow id (routes.sender_of), SESSION and ARP frames to
+// the control plane. ACKs and NACKs leave authenticated (control.h) on a
+// Sender's ctl_out ring, or, when the sender is in this process (loopback),
+// as Control records straight to its local inbox.
+//
+// One thread (the owner lcore) calls everything but make_flow/free_flow.
+// Time comes in as an argument.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+#include <rte_ring.h>
+
+#include "tailmark/completion_ring.h"
+#include "tailmark/control.h"
+#include "tailmark/rx_placer.h"
+#include "tailmark/session_link.h"
+
+namespace tailmark {
+
+struct RecvFlowSpec {
+    uint16_t id = 0;              // this end's id: data packets carry it
+    CompletionRing* ring = nullptr;
+    uint32_t key = 0;
+    uint32_t stride = 0;          // of the agreed MTU
+    uint16_t peer_flow = 0;       // the sender's id: ACKs and NACKs carry it
+    SessionLink* link = nullptr;  // nullptr: nobody to acknowledge to
+    rte_ring* pkt_cq = nullptr;   // packet mode: per-packet completions
+};
+
+// Where frames that are not data go. Static after set-up.
+struct ReceiverRoutes {
+    const uint8_t* sender_of = nullptr; // 65536 entries: a flow id's Sender (kNoSender: none)
+    rte_ring* const* wire_in = nullptr; // per Sender: its ACK/NACK frames
+    rte_ring* const* local_in = nullptr; // per Sender: Control records of local receivers
+    uint32_t nsenders = 0;
+    rte_ring* control = nullptr;        // SESSION and ARP frames, to the control plane
+    rte_ring* ctl_out = nullptr;        // this receiver's ACKs and NACKs, to a Sender that transmits
+};
+inline constexpr uint8_t kNoSender = 0xFF;
+
+struct ReceiverConfig {
+    ParserConfig parser;
+    rte_mempool* pool = nullptr; // ACK/NACK mbufs
+    uint64_t nack_delay = 0;     // cycles a gap may be reordering before its NACK (0: no NACKs)
+    uint64_t ack_min = 0;        // cycles: a moved cursor is ACKed within this
+    uint32_t ack_batch_div = 4;  // ... and at once after ring size / div messages
+    uint32_t ack_scan = 64;      // flows the ACK scheduler visits per poll
+    ReceiverRoutes routes;
+    CompletionMode mode = CompletionMode::Message;
+    const char* name = "tm_rcv"; // prefix of its rings' names (unique per Receiver)
+    int socket = 0;
+};
+
+struct ReceiverCounters {
+    uint64_t acks_tx = 0;     // ACKs sent (wire or local)
+    uint64_t nacks_tx = 0;    // NACKs sent
+    uint64_t ctl_packets = 0; // of them, as packets (not in memory to a local sender)
+    uint64_t ctl_lost = 0;    // ACK/NACK not sent: no mbuf, or the ctl_out ring full (sent again later)
+    uint64_t routed = 0;      // frames handed to a Sender or the control plane
+    DropCounters drops{};     // routed frames refused: no owner, or its queue full
+};
+
+struct RecvFlow; // opaque outside receiver.cc
+
+class Receiver {
+public:
+    explicit Receiver(const ReceiverConfig& cfg);
+    ~Receiver();
+    Receiver(const Receiver&) = delete;
+    Receiver& operator=(const Receiver&) = delete;
+    bool ok() const { return ok_; }
+
+    // Any thread: allocate or free a flow's receive state.
+    static RecvFlow* make_flow(const RecvFlowSpec& spec, int socket);
+    static void free_flow(RecvFlow* f);
+
+    // --- the owner lcore ---
+    bool install(RecvFlow* f);
+    RecvFlow* remove(uint16_t id);
+    // Validates, places and frees data; routes (or drops and counts) the rest.
+    void rx_burst(rte_mbuf** pkts, uint16_t n, uint64_t now);
+    // NACKs (the placer's gap scan), then ACKs where the cursors moved by a
+    // batch, or at all ack_min ago, or a retransmission asked for one. True
+    // when it sent anything.
+    bool poll(uint64_t now);
+
+    RxPlacer& placer() { return placer_; }
+    const RxPlacer& placer() const { return placer_; }
+    const ReceiverCounters& counters() const { return ctr_; }
+    void set_mode(CompletionMode m) { placer_.set_mode(m); }
+
+    static uint16_t id_of(const RecvFlow* f);
+    // Its cumulative ACK, for a sender in this process (SendFlowSpec::local_acked).
+    static const uint32_t* acked_word(const RecvFlow* f);
+    static const RecvFlowSpec& spec_of(const RecvFlow* f);
+
+private:
+    bool emit(RecvFlow& f, Control& c, uint64_t now);
+    void route(rte_mbuf* m);
+
+    ReceiverConfig cfg_;
+    RxPlacer placer_;
+    bool ok_ = false;
+    ReceiverCounters ctr_;
+    rte_ring* nack_q_ = nullptr; // the placer's NACK requests (SP/SC, this lcore)
+    RecvFlow** table_ = nullptr; // by id
+    std::vector<RecvFlow*> flows_;
+    std::vector<RecvFlow*> acking_; // flows with a remote sender: the ACK scheduler's round robin
+    uint32_t rr_ = 0;
+};
+
+} // namespace tailmark

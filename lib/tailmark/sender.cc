@@ -1,0 +1,703 @@
+#include "tailmark/sender.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <new>
+
+#include <rte_branch_prediction.h>
+#include <rte_ethdev.h>
+#include <rte_malloc.h>
+#include <rte_ring_elem.h>
+
+namespace tailmark {
+
+const char* to_string(FailReason r) {
+    switch (r) {
+    case FailReason::None: return "ok";
+    case FailReason::RetryLimit: return "retry_limit";
+    case FailReason::ReceiverRestarted: return "receiver_restarted";
+    case FailReason::PeerTimeout: return "peer_timeout";
+    case FailReason::Closed: return "closed";
+    case FailReason::Refused: return "refused";
+    }
+    return "?";
+}
+
+namespace {
+
+// Owner-written, any-reader counters and cursors.
+inline void bump(uint64_t& c, uint64_t n = 1) { __atomic_store_n(&c, c + n, __ATOMIC_RELAXED); }
+template <class T>
+inline void publish(T& x, T v) { __atomic_store_n(&x, v, __ATOMIC_RELAXED); }
+template <class T>
+inline T peek(const T& x) { return __atomic_load_n(&x, __ATOMIC_RELAXED); }
+
+inline bool before(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b) < 0; }
+
+// What the Sender keeps of a message until it is done: its bytes (held) and
+// what the LAST packet's trailer needs.
+struct OutMsg {
+    uint64_t cookie;
+    const uint8_t* data;
+    rte_mbuf* chain;
+    rte_mbuf_ext_shared_info* shinfo;
+    uint32_t msg_id;
+    uint32_t len;
+    uint32_t crc32c;
+    uint32_t pkt_count;
+    uint64_t sent_tsc; // its LAST was built
+};
+
+// Drops the Sender's reference on a message's bytes.
+inline void let_go(OutMsg& o) {
+    if (o.chain != nullptr) {
+        rte_pktmbuf_free(o.chain);
+        o.chain = nullptr;
+    } else if (o.shinfo != nullptr) {
+        if (rte_mbuf_ext_refcnt_update(o.shinfo, -1) == 0)
+            o.shinfo->free_cb(const_cast<uint8_t*>(o.data), o.shinfo->fcb_opaque);
+        o.shinfo = nullptr;
+    }
+}
+
+// The next message of the probes: the timer re-sends the LAST packets of at
+// most this many of the oldest unacknowledged messages per expiry.
+constexpr uint32_t kProbeMsgs = 8;
+
+} // namespace
+
+struct SendFlow {
+    SendFlowSpec spec;
+    uint32_t mask = 0;
+    OutMsg* out = nullptr; // ring_size records, msg_id mod ring_size
+    // Cursors (msg_ids): reported <= released <= acked <= sent <= submitted
+    // (reliable); records live in [reported, submitted).
+    uint32_t submitted = 0;
+    uint32_t sent = 0;      // every packet of every message below it was built
+    uint32_t acked = 0;     // cumulative ACK
+    uint32_t released = 0;  // the receiver's consumer cursor: credits
+    uint32_t reported = 0;  // completions produced below it
+    bool active = false;    // message `sent` is being cut
+    uint32_t next_pkt = 0;
+    TxMessage msg;
+    FailReason failed = FailReason::None;
+    uint64_t failed_msgs = 0;
+    uint64_t retx_pkts = 0;
+    // Retransmission timer: lazy (an ACK does not reset it; when it fires it
+    // looks for progress first).
+    uint64_t deadline = 0; // 0: off
+    uint64_t rto = 0;
+    uint64_t armed_tsc = 0;
+    uint32_t retries = 0;
+    uint32_t seen_acked = 0, seen_released = 0;
+    bool graced = false;  // one late firing forgiven since the last progress
+    uint32_t index = 0;   // in the round robin
+};
+
+SendFlow* Sender::make_flow(const SendFlowSpec& spec, int socket) {
+    if (spec.ring_size == 0 || (spec.ring_size & (spec.ring_size - 1)) != 0)
+        return nullptr;
+    void* mem = rte_zmalloc_socket("tm_send_flow", sizeof(SendFlow), 64, socket);
+    if (mem == nullptr)
+        return nullptr;
+    auto* f = new (mem) SendFlow();
+    f->spec = spec;
+    f->mask = spec.ring_size - 1;
+    f->out = static_cast<OutMsg*>(rte_zmalloc_socket("tm_send_recs", sizeof(OutMsg) * spec.ring_size, 64, socket));
+    if (f->out == nullptr) {
+        free_flow(f);
+        return nullptr;
+    }
+    f->submitted = f->sent = f->acked = f->released = f->reported = spec.first_msg_id;
+    return f;
+}
+
+void Sender::free_flow(SendFlow* f) {
+    if (f == nullptr)
+        return;
+    if (f->out != nullptr)
+        for (uint32_t m = f->reported; m != f->submitted; m++)
+            let_go(f->out[m & f->mask]);
+    rte_free(f->out);
+    f->~SendFlow();
+    rte_free(f);
+}
+
+Sender::FlowView Sender::view(const SendFlow* f) {
+    FlowView v;
+    v.id = f->spec.id;
+    v.submitted = peek(f->submitted);
+    v.sent = peek(f->sent);
+    v.acked = peek(f->acked);
+    v.released = peek(f->released);
+    v.failed = peek(f->failed);
+    v.retx_pkts = peek(f->retx_pkts);
+    v.failed_msgs = peek(f->failed_msgs);
+    return v;
+}
+
+Sender::Sender(const SenderConfig& cfg)
+    : cfg_(cfg), marker_(cfg.pool, cfg.payload), tx_(cfg.port, cfg.queue, cfg.stall), pend_(tx_.slots()) {
+    marker_.set_udp_checksum(cfg.udp_checksum);
+    pcfg_.udp_port = cfg.udp_port;
+    pcfg_.verify_udp_checksum = cfg.udp_checksum;
+    if (cfg_.burst == 0 || cfg_.burst > TxMarker::kMaxBurst)
+        cfg_.burst = TxMarker::kMaxBurst;
+    table_ = static_cast<SendFlow**>(rte_zmalloc_socket("tm_send_table", sizeof(SendFlow*) * 65536, 64, cfg.socket));
+    flows_.reserve(cfg.max_flows);
+    jobs_.resize(cfg.jobs ? cfg.jobs : 1);
+    comp_.resize(cfg.completions ? cfg.completions : 1);
+    char name[RTE_RING_NAMESIZE];
+    snprintf(name, sizeof(name), "%s_wi", cfg.name);
+    wire_in_ = rte_ring_create(name, 1024, cfg.socket, RING_F_SC_DEQ);
+    snprintf(name, sizeof(name), "%s_li", cfg.name);
+    local_in_ = rte_ring_create_elem(name, sizeof(Control), 1024, cfg.socket, RING_F_SC_DEQ);
+    snprintf(name, sizeof(name), "%s_co", cfg.name);
+    ctl_out_ = rte_ring_create(name, 1024, cfg.socket, RING_F_SC_DEQ);
+    ok_ = table_ != nullptr && wire_in_ != nullptr && local_in_ != nullptr && ctl_out_ != nullptr;
+}
+
+Sender::~Sender() {
+    rte_mbuf* m;
+    while (ctl_out_ && rte_ring_dequeue(ctl_out_, reinterpret_cast<void**>(&m)) == 0)
+        rte_pktmbuf_free(m);
+    while (wire_in_ && rte_ring_dequeue(wire_in_, reinterpret_cast<void**>(&m)) == 0)
+        rte_pktmbuf_free(m);
+    rte_ring_free(wire_in_);
+    rte_ring_free(local_in_);
+    rte_ring_free(ctl_out_);
+    rte_free(table_);
+}
+
+void Sender::count_drop(DropReason r) { bump(ctr_.drops[index(r)]); }
+
+// --- flows ------------------------------------------------------------------
+
+bool Sender::install(SendFlow* f) {
+    if (!ok_ || f == nullptr || table_[f->spec.id] != nullptr || flows_.size() >= cfg_.max_flows)
+        return false;
+    f->index = static_cast<uint32_t>(flows_.size());
+    flows_.push_back(f); // reserved: no allocation
+    table_[f->spec.id] = f;
+    return true;
+}
+
+SendFlow* Sender::remove(uint16_t id) {
+    SendFlow* f = table_ ? table_[id] : nullptr;
+    if (f == nullptr || f->reported != f->submitted || f->active)
+        return nullptr;
+    // Requests for it may still be queued: they find no flow and are stale.
+    if (job_on_ && job_.flow == id)
+        job_on_ = false;
+    table_[id] = nullptr;
+    SendFlow* last = flows_.back();
+    flows_[f->index] = last;
+    last->index = f->index;
+    flows_.pop_back();
+    if (rr_ >= flows_.size())
+        rr_ = 0;
+    return f;
+}
+
+void Sender::fail(uint16_t id, FailReason why) {
+    SendFlow* f = table_ ? table_[id] : nullptr;
+    if (f != nullptr)
+        fail_flow(*f, why);
+}
+
+void Sender::fail_link(const SessionLink* link, FailReason why) {
+    for (SendFlow* f : flows_)
+        if (f->spec.link == link)
+            fail_flow(*f, why);
+}
+
+// Gives the flow up: nothing more is sent; what it owed is reported failed
+// (retire), the first reason stays.
+void Sender::fail_flow(SendFlow& f, FailReason why) {
+    // Nothing owed (every message reported): closing it fails nothing.
+    if (f.failed != FailReason::None || (f.reported == f.submitted && !f.active))
+        return;
+    publish(f.failed, why);
+    if (f.active) { // cut short: its remaining packets are never built
+        f.active = false;
+        active_--;
+    }
+    f.deadline = 0;
+    retire(f);
+}
+
+// --- submit -------------------------------------------------------------------
+
+uint32_t Sender::credit(uint16_t id) const {
+    const SendFlow* f = table_ ? table_[id] : nullptr;
+    if (f == nullptr || f->failed != FailReason::None)
+        return 0;
+    // Records live until reported, and (reliable) the receiver takes
+    // msg_ids below released + ring size: reported <= released.
+    return f->spec.ring_size - (f->submitted - f->reported);
+}
+
+int Sender::submit(uint16_t id, const Message& m, uint64_t cookie) {
+    SendFlow* f = table_ ? table_[id] : nullptr;
+    if (f == nullptr)
+        return -ENOENT;
+    if (f->failed != FailReason::None)
+        return -EPIPE;
+    const uint64_t len = m.length();
+    if (len > f->spec.max_msg || !plan_group(len, f->spec.tx.stride).ok())
+        return -EMSGSIZE;
+    if (f->submitted - f->reported >= f->spec.ring_size)
+        return -EAGAIN;
+    OutMsg& o = f->out[f->submitted & f->mask];
+    o.cookie = cookie;
+    o.msg_id = f->submitted;
+    o.len = static_cast<uint32_t>(len);
+    o.chain = m.chain;
+    o.data = m.chain ? nullptr : m.bytes.data();
+    o.shinfo = m.chain ? nullptr : m.shinfo;
+    if (o.shinfo != nullptr)
+        rte_mbuf_ext_refcnt_update(o.shinfo, 1);
+    o.crc32c = 0;
+    o.pkt_count = 0;
+    o.sent_tsc = 0;
+    publish(f->submitted, f->submitted + 1);
+    queued_++;
+    return 0;
+}
+
+// --- completions ----------------------------------------------------------------
+
+// Reports, in msg_id order, what is done: delivered (released by the remote
+// consumer), sent (unreliable), or everything outstanding once failed. Bytes
+// are let go here. A full completion queue leaves the rest for later.
+void Sender::retire(SendFlow& f) {
+    const bool failed = f.failed != FailReason::None;
+    const uint32_t upto = failed ? f.submitted : f.spec.reliable ? f.released : f.sent;
+    while (f.reported != upto) {
+        if (f.spec.report && comp_count_ == comp_.size()) {
+            backlog_ = true; // poll() comes back for the rest
+            break;
+        }
+        OutMsg& o = f.out[f.reported & f.mask];
+        let_go(o);
+        const SendStatus st = failed ? SendStatus::Failed : f.spec.reliable ? SendStatus::Delivered : SendStatus::Sent;
+        if (f.spec.report) {
+            SendCompletion& c = comp_[(comp_head_ + comp_count_) % comp_.size()];
+            c = {o.cookie, o.msg_id, f.spec.id, st, failed ? f.failed : FailReason::None};
+            comp_count_++;
+        }
+        if (failed) {
+            bump(ctr_.failed);
+            publish(f.failed_msgs, f.failed_msgs + 1);
+            if (!before(f.reported, f.sent)) // queued, never started
+                queued_--;
+        } else if (st == SendStatus::Delivered) {
+            bump(ctr_.delivered);
+        }
+        publish(f.reported, f.reported + 1);
+    }
+}
+
+uint32_t Sender::take_completions(SendCompletion* out, uint32_t max) {
+    uint32_t n = 0;
+    while (n < max && comp_count_ > 0) {
+        out[n++] = comp_[comp_head_];
+        comp_head_ = (comp_head_ + 1) % static_cast<uint32_t>(comp_.size());
+        comp_count_--;
+    }
+    return n;
+}
+
+// --- control intake -------------------------------------------------------------
+
+DropReason Sender::apply(SendFlow& f, const Control& c, uint64_t now) {
+    SessionLink* link = f.spec.link;
+    if (link == nullptr || !f.spec.reliable)
+        return DropReason::Control;
+    if (c.sender_epoch != link->local_epoch || c.receiver_epoch != link->peer_epoch)
+        return DropReason::ControlStale; // another incarnation of the session: not news
+    if (f.failed != FailReason::None)
+        return DropReason::FlowFailed;
+    // Nothing beyond what was sent can be acknowledged, nor released beyond
+    // what completed: such a packet is no receiver's of ours.
+    if (before(f.sent, c.acked_upto) || before(c.acked_upto, c.released_upto))
+        return DropReason::ControlMalformed;
+    link->peer_ctl_tsc.store(now, std::memory_order_relaxed);
+    if (before(f.acked, c.acked_upto))
+        publish(f.acked, c.acked_upto);
+    if (before(f.released, c.released_upto)) {
+        publish(f.released, c.released_upto);
+        retire(f);
+    }
+    if (c.nack) {
+        if (!push_job(c.n))
+            return DropReason::NackQueueFull;
+        bump(ctr_.nacks_rx);
+    } else {
+        bump(ctr_.acks_rx);
+    }
+    return DropReason::None;
+}
+
+void Sender::sync_local(SendFlow& f) {
+    const uint32_t released = __atomic_load_n(f.spec.local_released, __ATOMIC_ACQUIRE);
+    const uint32_t acked = __atomic_load_n(f.spec.local_acked, __ATOMIC_ACQUIRE);
+    if (before(f.acked, acked) && !before(f.sent, acked))
+        publish(f.acked, acked);
+    if (before(f.released, released) && !before(f.acked, released)) {
+        publish(f.released, released);
+        retire(f);
+    }
+}
+
+DropReason Sender::on_control(const Control& c, uint64_t now) {
+    SendFlow* f = table_ ? table_[c.n.flow] : nullptr;
+    const DropReason r = f ? apply(*f, c, now) : DropReason::UnknownFlow;
+    if (r != DropReason::None)
+        count_drop(r);
+    return r;
+}
+
+DropReason Sender::on_wire_control(const rte_mbuf* m, uint64_t now) {
+    ParsedPacket p;
+    DropReason r = parse_packet(m, pcfg_, p);
+    if (r == DropReason::None) {
+        if (!p.is_control() || p.is_session()) {
+            r = DropReason::Control;
+        } else {
+            SendFlow* f = table_ ? table_[p.hdr.flow] : nullptr;
+            if (f == nullptr || f->spec.link == nullptr) {
+                r = DropReason::UnknownFlow;
+            } else {
+                Control c;
+                r = parse_ack(m, p, f->spec.link->key, c); // the MAC before anything is believed
+                if (r == DropReason::None)
+                    r = apply(*f, c, now);
+                if (r == DropReason::None)
+                    bump(ctr_.ctl_packets);
+            }
+        }
+    }
+    if (r != DropReason::None)
+        count_drop(r);
+    return r;
+}
+
+// --- retransmission ----------------------------------------------------------------
+
+bool Sender::push_job(const Nack& n) {
+    if (job_count_ == jobs_.size())
+        return false;
+    jobs_[(job_head_ + job_count_) % jobs_.size()] = n;
+    job_count_++;
+    return true;
+}
+
+// Takes up the next request: only for a message the flow still owes (fully
+// sent, not yet released) and ranges inside its group. False: none left.
+bool Sender::start_job() {
+    while (job_count_ > 0) {
+        job_ = jobs_[job_head_];
+        job_head_ = (job_head_ + 1) % static_cast<uint32_t>(jobs_.size());
+        job_count_--;
+        SendFlow* f = table_[job_.flow];
+        bool ok = f != nullptr && f->failed == FailReason::None && job_.nranges != 0 &&
+                  job_.nranges <= kMaxNackRanges && !before(job_.msg_id, f->released) &&
+                  before(job_.msg_id, f->sent);
+        if (ok) {
+            const OutMsg& o = f->out[job_.msg_id & f->mask];
+            ok = o.msg_id == job_.msg_id;
+            if (ok) {
+                job_msg_.msg_id = o.msg_id;
+                job_msg_.bytes = {o.data, o.chain ? 0 : o.len};
+                job_msg_.chain = o.chain;
+                job_msg_.shinfo = o.shinfo;
+                job_msg_.plan = plan_group(o.len, f->spec.tx.stride);
+                job_msg_.crc32c = o.crc32c;
+                job_msg_.crc_pending = false;
+                // The first range with packets in the group.
+                for (job_r_ = 0; job_r_ < job_.nranges; job_r_++) {
+                    const NackRange& r = job_.ranges[job_r_];
+                    if (r.first >= o.pkt_count)
+                        continue;
+                    job_pos_ = r.first;
+                    job_end_ = r.count == 0 || r.first + uint32_t(r.count) > o.pkt_count ? o.pkt_count
+                                                                                           : r.first + r.count;
+                    break;
+                }
+                ok = job_r_ < job_.nranges;
+            }
+        }
+        if (ok) {
+            bump(ctr_.retx_reqs);
+            return true;
+        }
+        bump(ctr_.stale_reqs);
+    }
+    return false;
+}
+
+// Retransmissions into pend_[n..), before any new message.
+uint32_t Sender::serve_jobs(uint32_t burst, uint32_t n) {
+    while (n < burst) {
+        if (!job_on_ && !(job_on_ = start_job()))
+            break;
+        SendFlow& f = *table_[job_.flow];
+        uint32_t k = job_end_ - job_pos_;
+        if (k > burst - n)
+            k = burst - n;
+        const int rc = marker_.build(f.spec.tx, job_msg_, job_pos_, k, pend_ + n, Flags::Retx);
+        if (unlikely(rc < 0)) {
+            bump(ctr_.alloc_fail);
+            break;
+        }
+        n += k;
+        bump(ctr_.retx_pkts, k);
+        publish(f.retx_pkts, f.retx_pkts + k);
+        job_pos_ += k;
+        if (job_pos_ == job_end_) { // the next range of the request
+            const uint32_t count = job_msg_.plan.pkt_count;
+            job_on_ = false;
+            for (job_r_++; job_r_ < job_.nranges; job_r_++) {
+                const NackRange& r = job_.ranges[job_r_];
+                if (r.first >= count)
+                    continue;
+                job_pos_ = r.first;
+                job_end_ = r.count == 0 || r.first + uint32_t(r.count) > count ? count : r.first + r.count;
+                job_on_ = true;
+                break;
+            }
+        }
+    }
+    return n;
+}
+
+void Sender::arm(SendFlow& f, uint64_t now, uint64_t ticks) {
+    f.seen_acked = f.acked;
+    f.seen_released = f.released;
+    f.armed_tsc = now;
+    f.deadline = now + (ticks ? ticks : 1);
+    if (f.deadline < next_due_)
+        next_due_ = f.deadline;
+}
+
+void Sender::restart(SendFlow& f, uint64_t now) {
+    f.retries = 0;
+    f.graced = false;
+    f.rto = cfg_.rto;
+    arm(f, now, f.rto);
+}
+
+// The timer of one flow, due. Progress (the cumulative ACK or the credits
+// moved) re-arms it with the base timeout. Without progress, once the oldest
+// unacknowledged message was sent a timeout ago, it expires: back-off, and a
+// probe (the LAST packet again, flagged RETX) of the oldest few messages,
+// which a receiver answers with a NACK of what it misses or an ACK. After
+// retry_limit expiries in a row the flow fails. When everything is
+// acknowledged and only the consumer's releases are awaited, a probe that
+// the peer answers (any authentic control packet since) is a slow consumer,
+// not a loss, and does not count.
+void Sender::on_timer(SendFlow& f, uint64_t now) {
+    const uint64_t due = f.deadline;
+    f.deadline = 0;
+    if (f.failed != FailReason::None || !f.spec.reliable)
+        return;
+    if (f.spec.local_released != nullptr)
+        sync_local(f);
+    if (f.acked == f.sent && f.released == f.sent)
+        return; // nothing owed: the next message sent arms it again
+    if (now - due > f.rto / 2 && !f.graced) {
+        // Fired late: this lcore was held up (descheduled), and so was
+        // whatever shares it, the rx role in loopback. Forgiven once since
+        // the last progress: a second late firing counts, so a lcore whose
+        // every round is slow still gives a dead peer up.
+        f.graced = true;
+        arm(f, now, f.rto / 4 + 1);
+        return;
+    }
+    if (f.acked != f.seen_acked || f.released != f.seen_released) {
+        restart(f, now);
+        return;
+    }
+    const uint32_t head_id = f.acked != f.sent ? f.acked : f.released;
+    const OutMsg& head = f.out[head_id & f.mask];
+    if (f.acked != f.sent && head.msg_id == head_id && now - head.sent_tsc < f.rto) {
+        arm(f, now, f.rto - (now - head.sent_tsc)); // sent recently: not late yet
+        return;
+    }
+    if (f.acked == f.sent && f.spec.local_released != nullptr) {
+        // The receiver is in this process: it is alive, its consumer is slow.
+        // Look at its cursor again later; nothing to probe or count.
+        arm(f, now, cfg_.rto_max);
+        return;
+    }
+    const bool answered = f.spec.link != nullptr &&
+                          f.spec.link->peer_ctl_tsc.load(std::memory_order_relaxed) > f.armed_tsc;
+    if (f.acked != f.sent || !answered) {
+        bump(ctr_.rto_expired);
+        if (++f.retries > cfg_.retry_limit) {
+            fail_flow(f, FailReason::RetryLimit);
+            return;
+        }
+    }
+    // Probes: the oldest messages not yet acknowledged, or (all acknowledged)
+    // the oldest not released, whose RETX LAST asks the receiver for an ACK.
+    for (uint32_t m = head_id, k = 0; m != f.sent && k < kProbeMsgs; m++, k++) {
+        const OutMsg& o = f.out[m & f.mask];
+        if (o.msg_id != m)
+            continue;
+        Nack n{};
+        n.flow = f.spec.id;
+        n.msg_id = m;
+        n.nranges = 1;
+        n.ranges[0] = {static_cast<uint16_t>(o.pkt_count - 1), 1};
+        if (!push_job(n))
+            break;
+        bump(ctr_.probes);
+    }
+    f.rto = f.rto * 2 < cfg_.rto_max ? f.rto * 2 : cfg_.rto_max;
+    arm(f, now, f.rto);
+}
+
+// Every due timer. The earliest deadline is kept, so a round with nothing due
+// costs one compare.
+void Sender::timers(uint64_t now) {
+    if (now < next_due_)
+        return;
+    next_due_ = UINT64_MAX;
+    for (size_t i = 0; i < flows_.size(); i++) { // on_timer may fail a flow, never remove one
+        SendFlow& f = *flows_[i];
+        if (f.deadline != 0 && now >= f.deadline)
+            on_timer(f, now);
+        if (f.deadline != 0 && f.deadline < next_due_)
+            next_due_ = f.deadline;
+    }
+}
+
+// --- transmit --------------------------------------------------------------------
+
+void Sender::next_turn() {
+    rr_ = rr_ + 1 >= flows_.size() ? 0 : rr_ + 1;
+    turn_bytes_ = 0;
+}
+
+// New messages, round robin: a flow keeps its turn until its message is
+// done, or for a quantum of one larger than the quantum. Interleaving every
+// burst instead put a partly sent message of every flow in flight at once
+// (64 flows x 64 KiB: 4 MiB of regions and buffers in use, out of the caches).
+uint32_t Sender::new_data(uint32_t burst, uint32_t n, uint64_t now) {
+    const uint32_t nflows = static_cast<uint32_t>(flows_.size());
+    uint32_t idle = 0;
+    while (n < burst && idle < nflows) {
+        SendFlow& f = *flows_[rr_];
+        if (!f.active) {
+            if (f.spec.local_released != nullptr && f.failed == FailReason::None)
+                sync_local(f);
+            bool have = f.failed == FailReason::None && f.sent != f.submitted;
+            if (!have && f.failed == FailReason::None && source_ != nullptr &&
+                f.submitted - f.reported < f.spec.ring_size) {
+                Message m;
+                uint64_t cookie = 0;
+                if (source_(source_ctx_, f.spec.user, f.submitted, m, cookie)) {
+                    have = submit(f.spec.id, m, cookie) == 0;
+                    if (!have)
+                        bump(ctr_.source_refused); // larger than the region: the source's mistake
+                }
+            }
+            // The credit window: the receiver takes msg_ids below released + ring.
+            if (!have || (f.spec.reliable && f.sent - f.released >= f.spec.ring_size)) {
+                next_turn();
+                idle++;
+                continue;
+            }
+            OutMsg& o = f.out[f.sent & f.mask];
+            f.msg.msg_id = f.sent;
+            f.msg.bytes = {o.data, o.chain ? 0 : o.len};
+            f.msg.chain = o.chain;
+            f.msg.shinfo = o.shinfo;
+            // The CRC32C is folded into the copy as the packets are built
+            // (final once the LAST is); checked at submit: the plan fits.
+            marker_.prepare_streamed(f.spec.tx, f.msg);
+            o.pkt_count = f.msg.plan.pkt_count;
+            f.next_pkt = 0;
+            f.active = true;
+            active_++;
+        }
+        idle = 0;
+        uint32_t k = f.msg.plan.pkt_count - f.next_pkt;
+        if (k > burst - n)
+            k = burst - n;
+        const int rc = marker_.build(f.spec.tx, f.msg, f.next_pkt, k, pend_ + n);
+        if (unlikely(rc < 0)) {
+            bump(ctr_.alloc_fail);
+            break; // pool empty: next round
+        }
+        n += k;
+        f.next_pkt += k;
+        turn_bytes_ += static_cast<uint64_t>(k) * f.msg.plan.stride; // about: the LAST carries less
+        if (f.next_pkt == f.msg.plan.pkt_count) {
+            OutMsg& o = f.out[f.sent & f.mask];
+            o.crc32c = f.msg.crc32c; // final: the LAST is built
+            o.sent_tsc = now;
+            f.active = false;
+            active_--;
+            queued_--;
+            publish(f.sent, f.sent + 1);
+            bump(ctr_.msgs_sent);
+            bump(ctr_.bytes_sent, f.msg.plan.msg_len);
+            if (!f.spec.reliable)
+                retire(f);
+            else if (f.deadline == 0)
+                restart(f, now);
+        }
+        if (!f.active || (f.msg.plan.msg_len > cfg_.tx_quantum && turn_bytes_ >= cfg_.tx_quantum))
+            next_turn();
+    }
+    return n;
+}
+
+bool Sender::poll(uint64_t now) {
+    bool work = false;
+    // Intake: ACK/NACK frames (verified here), local receivers' records.
+    rte_mbuf* in[TxMarker::kMaxBurst];
+    unsigned k = rte_ring_sc_dequeue_burst(wire_in_, reinterpret_cast<void**>(in), TxMarker::kMaxBurst, nullptr);
+    for (unsigned i = 0; i < k; i++)
+        on_wire_control(in[i], now);
+    if (k) {
+        rte_pktmbuf_free_bulk(in, k);
+        work = true;
+    }
+    Control cs[16];
+    k = rte_ring_sc_dequeue_burst_elem(local_in_, cs, sizeof(Control), 16, nullptr);
+    for (unsigned i = 0; i < k; i++)
+        on_control(cs[i], now);
+    work |= k != 0;
+    // Completions a full queue held back.
+    if (backlog_ && comp_count_ < comp_.size()) {
+        backlog_ = false;
+        for (SendFlow* f : flows_)
+            retire(*f);
+    }
+    timers(now);
+
+    if (tx_.flush(now)) {
+        const uint32_t burst = __atomic_load_n(&cfg_.burst, __ATOMIC_RELAXED);
+        uint32_t n = rte_ring_sc_dequeue_burst(ctl_out_, reinterpret_cast<void**>(pend_), burst / 2 ? burst / 2 : 1,
+                                               nullptr);
+        bump(ctr_.ctl_tx, n);
+        n = serve_jobs(burst, n);
+        if (!flows_.empty())
+            n = new_data(burst, n, now);
+        if (n != 0) {
+            tx_.send(n, now);
+            work = true;
+        }
+    }
+    const uint32_t busy = active_ + queued_ + tx_.pending() + job_count_ + (job_on_ ? 1 : 0);
+    if (busy != busy_)
+        __atomic_store_n(&busy_, busy, __ATOMIC_RELAXED);
+    return work;
+}
+
+} // namespace tailmark

@@ -1,0 +1,260 @@
+// The sender half of the protocol, one engine per tx queue (so per lcore):
+// it owns its flows' credits, outstanding messages, retransmission timers,
+// NACK service and ACK intake, cuts and marks messages (TxMarker) and bursts
+// them out.
+//
+//   sender.submit(flow, message, cookie);   // queued; sent in round robin
+//   sender.poll(now);                        // intake, timers, retransmissions, new data, tx
+//   sender.take_completions(out, n);         // per cookie: delivered, or failed with a reason
+//
+// A message's bytes belong to the application until the Sender reports the
+// message done: the Sender holds a reference (an mbuf chain's, or one on the
+// application's rte_mbuf_ext_shared_info) until the receiver's consumer
+// released it, and a retransmission resends those bytes. "Delivered" is only
+// ever reported on an authenticated ACK of the session's peer.
+//
+// One thread (the owner lcore) calls everything but make_flow/free_flow and
+// the inbox rings, which other lcores fill. Time comes in as an argument:
+// no clock is read inside, so tests drive it exactly.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+#include <rte_ring.h>
+
+#include "tailmark/control.h"
+#include "tailmark/drop_reason.h"
+#include "tailmark/packet_parser.h"
+#include "tailmark/session_link.h"
+#include "tailmark/tx_burst.h"
+#include "tailmark/tx_marker.h"
+
+namespace tailmark {
+
+// One application message.
+struct Message {
+    std::span<const uint8_t> bytes;             // contiguous bytes, or
+    rte_mbuf* chain = nullptr;                  // an mbuf chain, whose reference the Sender takes
+    // With bytes: the owner's shared info. The Sender holds one reference
+    // until the message is done (its free_cb then runs when the last goes);
+    // nullptr: the bytes outlive the flow (the application says so).
+    rte_mbuf_ext_shared_info* shinfo = nullptr;
+
+    uint64_t length() const { return chain ? rte_pktmbuf_pkt_len(chain) : bytes.size(); }
+};
+
+// Why a flow (and every message it still owed) was given up.
+enum class FailReason : uint8_t {
+    None = 0,
+    RetryLimit = 1,        // retransmission timeouts in a row without progress
+    ReceiverRestarted = 2, // the peer reset the session: it lost what it held
+    PeerTimeout = 3,       // the peer fell silent
+    Closed = 4,            // closed here before it was delivered
+    Refused = 5,           // the session was refused
+};
+const char* to_string(FailReason r);
+
+enum class SendStatus : uint8_t {
+    Delivered, // the remote consumer released it (reliable flows)
+    Failed,    // never confirmed; `reason` says why
+    Sent,      // handed to the NIC (unreliable flows: nothing more is known)
+};
+
+struct SendCompletion {
+    uint64_t cookie;
+    uint32_t msg_id;
+    uint16_t flow;
+    SendStatus status;
+    FailReason reason;
+};
+
+struct SendFlowSpec {
+    uint16_t id = 0;          // this end's id: ACKs and NACKs arrive with it
+    TxFlow tx;                // to the peer: its flow id, the key, its ring mask, the stride
+    uint32_t ring_size = 0;   // the receiver's completion slots: the credit window
+    uint64_t max_msg = 0;     // the receiver's region
+    bool reliable = true;     // false: no credits, no retransmission (a sink, e.g. net_null)
+    bool report = true;       // a completion per message (false: counters only)
+    SessionLink* link = nullptr;   // reliable flows: epochs, MAC key, liveness
+    // The peer is in this process (loopback): its receiver's cumulative ACK
+    // and consumer cursor, read where the sender needs them (a flow's turn,
+    // its timer) instead of ACKs: no control packet per message.
+    const uint32_t* local_acked = nullptr;
+    const uint32_t* local_released = nullptr;
+    uint32_t first_msg_id = 0;     // where msg_id starts (0 on the wire; tests start near 2^32)
+    void* user = nullptr;          // the application's, handed to its source
+};
+
+struct SenderConfig {
+    uint16_t port = 0;
+    uint16_t queue = 0;
+    uint16_t udp_port = kDefaultUdpPort; // ACKs and NACKs arrive on it
+    rte_mempool* pool = nullptr; // headers and copies
+    PayloadMode payload = PayloadMode::Copy;
+    bool udp_checksum = false;
+    uint32_t burst = 32;
+    uint64_t tx_quantum = 1 << 20;  // payload bytes one flow sends per round-robin turn
+    uint64_t rto = 0;               // cycles: first retransmission timeout
+    uint64_t rto_max = 0;
+    uint32_t retry_limit = 8;
+    uint64_t stall = 0;             // cycles a partial burst may make no progress before it is dropped
+    uint32_t max_flows = 4096;      // installed at once
+    uint32_t completions = 4096;    // completion queue entries
+    uint32_t jobs = 1024;           // retransmission requests queued
+    const char* name = "tm_snd";    // prefix of its rings' names (unique per Sender)
+    int socket = 0;
+};
+
+struct SenderCounters {
+    uint64_t msgs_sent = 0;   // messages whose every packet was built and queued
+    uint64_t bytes_sent = 0;  // their payload
+    uint64_t ctl_tx = 0;      // control packets handed over by others (ctl_out), queued to the PMD
+    uint64_t alloc_fail = 0;  // bursts postponed: mbuf pool empty
+    uint64_t retx_pkts = 0;   // data packets sent again (flag RETX)
+    uint64_t retx_reqs = 0;   // requests served: NACKs and timer probes
+    uint64_t probes = 0;      // LAST packets re-sent by the timer
+    uint64_t rto_expired = 0; // expiries counted toward the retry limit
+    uint64_t stale_reqs = 0;  // requests for messages no longer owed
+    uint64_t acks_rx = 0;     // authentic ACKs taken (wire or local)
+    uint64_t nacks_rx = 0;    // authentic NACKs taken
+    uint64_t ctl_packets = 0; // of them, as packets (not a local receiver's records)
+    uint64_t delivered = 0;   // messages delivered (reliable)
+    uint64_t failed = 0;      // messages failed
+    uint64_t source_refused = 0; // messages the source produced that submit() refused
+    DropCounters drops{};     // control packets refused
+};
+
+// A flow as the Sender keeps it (opaque outside sender.cc).
+struct SendFlow;
+
+// The per-message source hook: called when the round robin reaches a flow
+// with nothing queued and credit left, so a generator can produce its next
+// message just in time. True with msg and cookie filled.
+using SendSource = bool (*)(void* ctx, void* flow_user, uint32_t msg_id, Message& msg, uint64_t& cookie);
+
+class Sender {
+public:
+    explicit Sender(const SenderConfig& cfg);
+    ~Sender();
+    Sender(const Sender&) = delete;
+    Sender& operator=(const Sender&) = delete;
+    bool ok() const { return ok_; } // rings and tables were allocated
+
+    // Any thread: allocate or free a flow's state (records for ring_size
+    // messages), so the owner lcore never allocates.
+    static SendFlow* make_flow(const SendFlowSpec& spec, int socket);
+    static void free_flow(SendFlow* f);
+
+    // --- the owner lcore ---
+    bool install(SendFlow* f);        // false: id taken, or max_flows reached
+    // Takes a flow out once everything it owed was reported; nullptr while
+    // it still has messages in flight or completions to report (fail it
+    // first, then ask again).
+    SendFlow* remove(uint16_t id);
+    void fail(uint16_t id, FailReason why);
+    void fail_link(const SessionLink* link, FailReason why); // every flow of a session
+
+    // 0, or -ENOENT (no such flow), -EPIPE (failed), -EAGAIN (no credit:
+    // the window is full), -EMSGSIZE (larger than the peer's region, or a
+    // group too large for the stride).
+    int submit(uint16_t id, const Message& m, uint64_t cookie);
+    // Messages that may be submitted now without -EAGAIN.
+    uint32_t credit(uint16_t id) const;
+    void set_source(SendSource fn, void* ctx) {
+        source_ = fn;
+        source_ctx_ = ctx;
+    }
+
+    // One round: control intake (the inbox rings), timers, retransmissions,
+    // others' control packets, new data, and the burst to the PMD. True when
+    // it did any work.
+    bool poll(uint64_t now);
+    // ACK/NACK intake done directly (tests; poll() drains the inboxes).
+    DropReason on_wire_control(const rte_mbuf* m, uint64_t now);
+    DropReason on_control(const Control& c, uint64_t now); // a local receiver's: trusted
+
+    uint32_t take_completions(SendCompletion* out, uint32_t max);
+
+    // Rings others fill: ACK/NACK frames (MP/SC; the Sender verifies them),
+    // a local receiver's Control records (MP/SC), and control packets to
+    // transmit before data (MP/SC; ACKs and NACKs of local receivers,
+    // session packets of the control plane).
+    rte_ring* wire_inbox() const { return wire_in_; }
+    rte_ring* local_inbox() const { return local_in_; }
+    rte_ring* ctl_out() const { return ctl_out_; }
+
+    const SenderCounters& counters() const { return ctr_; }
+    uint64_t pkts_tx() const { return tx_.pkts_tx(); }    // accepted by the PMD: data, retransmissions, others' control
+    uint64_t tx_dropped() const { return tx_.dropped(); } // freed after a stalled partial burst
+    uint16_t port() const { return cfg_.port; }
+    uint16_t queue() const { return cfg_.queue; }
+    uint32_t flows() const { return static_cast<uint32_t>(flows_.size()); }
+    // Messages in progress, queued or packets pending (the control loop's drain).
+    uint32_t busy() const { return __atomic_load_n(&busy_, __ATOMIC_RELAXED); }
+    void set_burst(uint32_t b) { __atomic_store_n(&cfg_.burst, b, __ATOMIC_RELAXED); }
+
+    // Per flow, any thread (relaxed): for summaries and the shell.
+    struct FlowView {
+        uint16_t id;
+        uint32_t submitted, sent, acked, released;
+        FailReason failed;
+        uint64_t retx_pkts;
+        uint64_t failed_msgs;
+    };
+    static FlowView view(const SendFlow* f);
+
+private:
+    uint32_t serve_jobs(uint32_t burst, uint32_t n);
+    uint32_t new_data(uint32_t burst, uint32_t n, uint64_t now);
+    void timers(uint64_t now);
+    void on_timer(SendFlow& f, uint64_t now);
+    void arm(SendFlow& f, uint64_t now, uint64_t ticks);
+    void restart(SendFlow& f, uint64_t now);
+    void retire(SendFlow& f);
+    void fail_flow(SendFlow& f, FailReason why);
+    DropReason apply(SendFlow& f, const Control& c, uint64_t now);
+    void sync_local(SendFlow& f);
+    bool push_job(const Nack& n);
+    bool start_job();
+    void next_turn();
+    void count_drop(DropReason r);
+
+    SenderConfig cfg_;
+    bool ok_ = false;
+    TxMarker marker_;
+    SenderCounters ctr_;
+    SendFlow** table_ = nullptr; // by id, 65536 entries
+    std::vector<SendFlow*> flows_; // the round robin (capacity max_flows: no allocation on install)
+    uint32_t rr_ = 0;
+    uint64_t turn_bytes_ = 0;
+    uint32_t active_ = 0;
+    uint32_t queued_ = 0; // submitted, not yet fully sent (all flows)
+    uint32_t busy_ = 0;
+    SendSource source_ = nullptr;
+    void* source_ctx_ = nullptr;
+    TxBurst tx_;
+    rte_mbuf** pend_; // tx_'s slots
+    // Retransmission requests (NACKs, timer probes): a circular queue.
+    std::vector<Nack> jobs_;
+    uint32_t job_head_ = 0, job_count_ = 0;
+    Nack job_{};
+    bool job_on_ = false;
+    uint32_t job_r_ = 0, job_pos_ = 0, job_end_ = 0;
+    TxMessage job_msg_;
+    // Completions not taken yet: a circular queue.
+    std::vector<SendCompletion> comp_;
+    uint32_t comp_head_ = 0, comp_count_ = 0;
+    bool backlog_ = false; // a full completion queue stopped retire()
+    uint64_t next_due_ = UINT64_MAX; // earliest retransmission timer
+    rte_ring* wire_in_ = nullptr;
+    rte_ring* local_in_ = nullptr;
+    rte_ring* ctl_out_ = nullptr;
+    ParserConfig pcfg_;
+};
+
+} // namespace tailmark

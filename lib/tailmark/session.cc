@@ -1,0 +1,674 @@
+#include "tailmark/session.h"
+
+#include <cstring>
+#include <new>
+
+#include <rte_byteorder.h>
+#include <rte_ip.h>
+#include <rte_malloc.h>
+#include <rte_random.h>
+#include <rte_udp.h>
+
+#include "tailmark/packet_parser.h"
+
+namespace tailmark {
+
+std::string to_string(const Endpoint& e) {
+    char b[32];
+    snprintf(b, sizeof(b), "%u.%u.%u.%u:%u", e.ip >> 24, (e.ip >> 16) & 255, (e.ip >> 8) & 255, e.ip & 255, e.port);
+    return b;
+}
+
+uint32_t FlowParams::key_of(uint16_t index) const {
+    for (const KeyOverride& o : overrides)
+        if (o.index == index)
+            return o.key;
+    return key;
+}
+
+const char* to_string(SessionState s) {
+    switch (s) {
+    case SessionState::Resolving: return "resolving";
+    case SessionState::Connecting: return "connecting";
+    case SessionState::Accepting: return "accepting";
+    case SessionState::Established: return "established";
+    case SessionState::Ended: return "ended";
+    }
+    return "?";
+}
+
+const char* to_string(SessionEnd e) {
+    switch (e) {
+    case SessionEnd::None: return "none";
+    case SessionEnd::Refused: return "refused";
+    case SessionEnd::NoAnswer: return "no_answer";
+    case SessionEnd::ArpFailed: return "arp_failed";
+    case SessionEnd::PeerTimeout: return "peer_timeout";
+    case SessionEnd::PeerReset: return "peer_reset";
+    case SessionEnd::PeerClosed: return "peer_closed";
+    case SessionEnd::Closed: return "closed";
+    case SessionEnd::Replaced: return "replaced";
+    case SessionEnd::BadAccept: return "bad_accept";
+    }
+    return "?";
+}
+
+namespace {
+
+uint32_t random_epoch() {
+    uint32_t e;
+    do
+        e = static_cast<uint32_t>(rte_rand());
+    while (e == 0);
+    return e;
+}
+
+// The frame's L2-L4, as sent: who it came from.
+struct Origin {
+    rte_ether_addr mac;
+    Endpoint ep;
+};
+bool origin_of(const rte_mbuf* m, Origin& o) {
+    uint8_t buf[kEthLen + kIpLen + kUdpLen];
+    const auto* p = static_cast<const uint8_t*>(rte_pktmbuf_read(m, 0, sizeof(buf), buf));
+    if (p == nullptr)
+        return false;
+    const auto* eth = reinterpret_cast<const rte_ether_hdr*>(p);
+    const auto* ip = reinterpret_cast<const rte_ipv4_hdr*>(p + kEthLen);
+    const auto* udp = reinterpret_cast<const rte_udp_hdr*>(p + kEthLen + kIpLen);
+    o.mac = eth->src_addr;
+    o.ep.ip = rte_be_to_cpu_32(ip->src_addr);
+    o.ep.port = rte_be_to_cpu_16(udp->src_port);
+    return true;
+}
+
+void fill_params(SessionMsg& m, const FlowParams& p) {
+    m.nflows = p.nflows;
+    m.mtu = p.mtu;
+    m.ring_size = p.ring_size;
+    m.max_msg = p.max_msg;
+    m.key = p.key;
+    m.noverrides = static_cast<uint16_t>(p.overrides.size() < kMaxKeyOverrides ? p.overrides.size() : kMaxKeyOverrides);
+    for (uint16_t i = 0; i < m.noverrides; i++)
+        m.overrides[i] = p.overrides[i];
+}
+
+FlowParams params_of(const SessionMsg& m) {
+    FlowParams p;
+    p.nflows = m.nflows;
+    p.mtu = m.mtu;
+    p.ring_size = m.ring_size;
+    p.max_msg = m.max_msg;
+    p.key = m.key;
+    p.keys_given = (m.key_flags & kKeysGiven) != 0;
+    p.overrides.assign(m.overrides, m.overrides + m.noverrides);
+    return p;
+}
+
+} // namespace
+
+SessionTable::SessionTable(const Config& cfg, Transmit tx, Notify notify)
+    : cfg_(cfg), tx_(std::move(tx)), notify_(std::move(notify)), arp_(cfg.arp_tries) {}
+
+SessionTable::~SessionTable() {
+    for (auto& [id, s] : sessions_)
+        if (s->link != nullptr) {
+            s->link->~SessionLink();
+            rte_free(s->link);
+        }
+}
+
+bool SessionTable::listen(uint16_t service, const SipKey& key, Decide decide) {
+    if (listeners_.count(service))
+        return false;
+    listeners_[service] = Listener{key, std::move(decide)};
+    return true;
+}
+
+void SessionTable::unlisten(uint16_t service) { listeners_.erase(service); }
+
+Session* SessionTable::find(uint16_t id) {
+    auto it = sessions_.find(id);
+    return it == sessions_.end() ? nullptr : it->second.get();
+}
+
+std::vector<Session*> SessionTable::sessions() {
+    std::vector<Session*> v;
+    for (auto& [id, s] : sessions_)
+        v.push_back(s.get());
+    return v;
+}
+
+Session* SessionTable::make(bool connector, uint64_t now) {
+    if (sessions_.size() >= cfg_.max_sessions || sessions_.size() >= 65535)
+        return nullptr;
+    while (next_id_ == 0 || sessions_.count(next_id_))
+        next_id_++;
+    auto s = std::make_unique<Session>();
+    s->id = next_id_++;
+    s->connector = connector;
+    s->local_epoch = random_epoch();
+    s->started = now;
+    Session* p = s.get();
+    sessions_[p->id] = std::move(s);
+    return p;
+}
+
+// Own address -> the peer: what every control packet of the session starts with.
+void SessionTable::template_to(const Session& s, uint8_t (&l2l4)[kEthLen + kIpLen + kUdpLen]) const {
+    memset(l2l4, 0, sizeof(l2l4));
+    auto* eth = reinterpret_cast<rte_ether_hdr*>(l2l4);
+    auto* ip = reinterpret_cast<rte_ipv4_hdr*>(l2l4 + kEthLen);
+    auto* udp = reinterpret_cast<rte_udp_hdr*>(l2l4 + kEthLen + kIpLen);
+    eth->dst_addr = s.peer_mac;
+    eth->src_addr = cfg_.mac;
+    eth->ether_type = RTE_BE16(RTE_ETHER_TYPE_IPV4);
+    ip->version_ihl = RTE_IPV4_VHL_DEF;
+    ip->fragment_offset = RTE_BE16(RTE_IPV4_HDR_DF_FLAG);
+    ip->time_to_live = 64;
+    ip->next_proto_id = IPPROTO_UDP;
+    ip->src_addr = rte_cpu_to_be_32(cfg_.self.ip);
+    ip->dst_addr = rte_cpu_to_be_32(s.peer.ip);
+    udp->src_port = rte_cpu_to_be_16(cfg_.self.port);
+    udp->dst_port = rte_cpu_to_be_16(s.peer.port);
+}
+
+void SessionTable::make_link(Session& s) {
+    if (s.link == nullptr) {
+        void* mem = rte_zmalloc("tm_session_link", sizeof(SessionLink), 64);
+        if (mem == nullptr)
+            return;
+        s.link = new (mem) SessionLink();
+    }
+    SessionLink& l = *s.link;
+    l.key = s.key;
+    l.local_epoch = s.local_epoch;
+    l.peer_epoch = s.peer_epoch;
+    l.local_id = s.id;
+    l.peer_id = s.peer_id;
+    l.local_peer = s.local_peer;
+    l.connector = s.connector;
+    template_to(s, l.l2l4);
+}
+
+bool SessionTable::send(Session& s, SessionMsg& m, const SipKey& key) {
+    m.src_session = s.id;
+    m.src_epoch = s.local_epoch;
+    m.service = s.service;
+    uint8_t l2l4[kEthLen + kIpLen + kUdpLen];
+    template_to(s, l2l4);
+    rte_mbuf* b = build_session(cfg_.pool, l2l4, key, m);
+    if (b == nullptr || !tx_(b)) {
+        ctr_.tx_fail++;
+        return false;
+    }
+    ctr_.tx++;
+    return true;
+}
+
+void SessionTable::send_connect(Session& s, uint64_t now) {
+    SessionMsg m;
+    m.type = SessionType::Connect;
+    m.nonce = s.connect_nonce;
+    fill_params(m, s.params);
+    m.flow_base = s.local_base;
+    m.key_flags = s.params.keys_given ? kKeysGiven : 0;
+    send(s, m, s.key);
+    s.tries++;
+    s.next_tx = now + us(cfg_.connect_retry_us);
+}
+
+void SessionTable::send_accept(Session& s, uint64_t nonce) {
+    SessionMsg m;
+    m.type = SessionType::Accept;
+    m.dst_session = s.peer_id;
+    m.dst_epoch = s.peer_epoch;
+    m.nonce = nonce;
+    fill_params(m, s.params);
+    m.flow_base = s.local_base;
+    send(s, m, s.key);
+}
+
+Session* SessionTable::connect(const Endpoint& peer, uint16_t service, const SipKey& key, const FlowParams& proposal,
+                               uint16_t local_base, const rte_ether_addr* mac, uint64_t now, void* user) {
+    Session* s = make(true, now);
+    if (s == nullptr)
+        return nullptr;
+    s->peer = peer;
+    s->service = service;
+    s->key = key;
+    s->params = proposal;
+    s->local_base = local_base;
+    s->user = user;
+    s->connect_nonce = rte_rand();
+    s->deadline = now + us(cfg_.connect_timeout_us);
+    if (mac != nullptr || peer.ip == cfg_.self.ip) {
+        s->peer_mac = mac ? *mac : cfg_.rx_mac; // our own address: the port we receive on
+        s->state = SessionState::Connecting;
+        send_connect(*s, now);
+    } else {
+        rte_ether_addr m;
+        if (arp_.lookup(peer.ip, m)) {
+            s->peer_mac = m;
+            s->state = SessionState::Connecting;
+            send_connect(*s, now);
+        } else {
+            s->state = SessionState::Resolving;
+            arp_.want(peer.ip, now);
+        }
+    }
+    return s;
+}
+
+void SessionTable::accept_ready(Session* s, uint64_t now) {
+    if (s == nullptr || s->state != SessionState::Accepting)
+        return;
+    s->state = SessionState::Established;
+    s->last_rx = now;
+    ctr_.established++;
+    send_accept(*s, s->connect_nonce);
+    notify_(*s);
+}
+
+void SessionTable::end(Session& s, SessionEnd why, uint64_t now) {
+    (void)now;
+    if (s.state == SessionState::Ended)
+        return;
+    const bool was_up = s.state == SessionState::Established;
+    s.state = SessionState::Ended;
+    s.end = why;
+    ctr_.ended++;
+    if (was_up && (why == SessionEnd::Closed || why == SessionEnd::BadAccept)) {
+        SessionMsg m;
+        m.type = SessionType::Close;
+        m.dst_session = s.peer_id;
+        m.dst_epoch = s.peer_epoch;
+        m.nonce = rte_rand();
+        send(s, m, s.key);
+    }
+    notify_(s);
+}
+
+void SessionTable::close(Session* s, uint64_t now) {
+    if (s != nullptr)
+        end(*s, SessionEnd::Closed, now);
+}
+
+void SessionTable::forget(Session* s) {
+    if (s == nullptr)
+        return;
+    if (s->link != nullptr) {
+        s->link->~SessionLink();
+        rte_free(s->link);
+    }
+    sessions_.erase(s->id);
+}
+
+// --- frames -----------------------------------------------------------------
+
+void SessionTable::on_frame(rte_mbuf* m, uint64_t now) {
+    if (rte_pktmbuf_data_len(m) >= kEthLen &&
+        rte_pktmbuf_mtod(m, const rte_ether_hdr*)->ether_type == RTE_BE16(RTE_ETHER_TYPE_ARP))
+        on_arp(m, now);
+    else
+        on_session(m, now);
+    rte_pktmbuf_free(m);
+}
+
+void SessionTable::on_arp(rte_mbuf* m, uint64_t now) {
+    (void)now;
+    ArpInfo a;
+    const ArpVerdict v = parse_arp(m, a, cfg_.self.ip);
+    switch (v) {
+    case ArpVerdict::Request:
+        ctr_.arp_rx++;
+        arp_.on_packet(a, cfg_.self.ip);
+        if (rte_mbuf* r = build_arp_reply(cfg_.pool, cfg_.mac, cfg_.self.ip, a); r != nullptr && tx_(r))
+            ctr_.arp_tx++;
+        else
+            ctr_.tx_fail++;
+        break;
+    case ArpVerdict::Reply:
+        ctr_.arp_rx++;
+        arp_.on_packet(a, cfg_.self.ip);
+        break;
+    case ArpVerdict::NotForUs:
+        arp_.on_packet(a, cfg_.self.ip); // RFC 826: a known sender's MAC is refreshed by any ARP
+        count(DropReason::ArpNotOurs);
+        break;
+    default:
+        count(DropReason::ArpNotOurs);
+        break;
+    }
+}
+
+void SessionTable::on_connect(const SessionMsg& msg, const SessionFrame& raw, const Endpoint& from,
+                              const rte_ether_addr& from_mac, uint64_t now) {
+    auto li = listeners_.find(msg.service);
+    if (li == listeners_.end()) {
+        count(DropReason::UnknownSession); // no key to answer with: silence
+        return;
+    }
+    if (!authentic(raw, li->second.key)) {
+        count(DropReason::ControlBadAuth);
+        return;
+    }
+    ctr_.rx++;
+    // The same connector session again: its CONNECT was retried (our ACCEPT
+    // was lost, or is on its way). Another epoch: a new incarnation.
+    uint16_t older = 0;
+    for (auto& [id, x] : sessions_) {
+        if (x->connector || x->state == SessionState::Ended || !(x->peer == from) || x->peer_id != msg.src_session ||
+            x->service != msg.service)
+            continue;
+        if (x->peer_epoch == msg.src_epoch) {
+            if (x->state == SessionState::Established)
+                send_accept(*x, msg.nonce);
+            return;
+        }
+        older = id;
+    }
+    Session* s = make(false, now);
+    if (s == nullptr) {
+        count(DropReason::ControlBacklog);
+        return;
+    }
+    s->peer = from;
+    s->peer_mac = from == cfg_.self ? cfg_.rx_mac : from_mac; // to ourselves: where we receive
+    s->service = msg.service;
+    s->key = li->second.key;
+    s->peer_id = msg.src_session;
+    s->peer_epoch = msg.src_epoch;
+    s->peer_base = msg.flow_base;
+    s->connect_nonce = msg.nonce;
+    s->replaces = older;
+    if (from == cfg_.self)
+        if (Session* c = find(msg.src_session); c != nullptr && c->connector && c->local_epoch == msg.src_epoch)
+            s->local_peer = true;
+    make_link(*s);
+    const FlowParams proposed = params_of(msg);
+    AcceptDecision d;
+    if (s->link != nullptr)
+        d = li->second.decide(*s, proposed);
+    else
+        d.reason = RefuseReason::NoRoom;
+    if (d.reason != RefuseReason::None) {
+        SessionMsg r;
+        r.type = SessionType::Refuse;
+        r.dst_session = msg.src_session;
+        r.dst_epoch = msg.src_epoch;
+        r.nonce = msg.nonce;
+        r.reason = d.reason;
+        r.index = d.index;
+        r.expected = d.expected;
+        r.got = d.got;
+        send(*s, r, s->key);
+        ctr_.refused++;
+        forget(s);
+        return;
+    }
+    s->params = d.agreed;
+    s->params.nflows = proposed.nflows;
+    s->local_base = d.local_base;
+    s->deadline = now + us(cfg_.connect_timeout_us); // to be confirmed by then
+    s->last_rx = now;
+    s->state = SessionState::Accepting;
+    if (!d.defer)
+        accept_ready(s, now);
+}
+
+void SessionTable::on_session(rte_mbuf* m, uint64_t now) {
+    ParserConfig pc;
+    pc.udp_port = cfg_.self.port;
+    ParsedPacket p;
+    DropReason r = parse_packet(m, pc, p);
+    if (r == DropReason::None && !p.is_session())
+        r = DropReason::Control;
+    SessionFrame raw;
+    SessionMsg msg;
+    if (r == DropReason::None)
+        r = read_session(m, p, raw, msg);
+    Origin o;
+    if (r == DropReason::None && !origin_of(m, o))
+        r = DropReason::FrameTooShort;
+    if (r != DropReason::None) {
+        count(r);
+        return;
+    }
+    if (msg.type == SessionType::Connect) {
+        on_connect(msg, raw, o.ep, o.mac, now);
+        return;
+    }
+    Session* s = find(msg.dst_session);
+    const bool mine = s != nullptr && s->state != SessionState::Ended && msg.dst_epoch == s->local_epoch;
+    // A liveness probe for a session this end does not hold (it restarted,
+    // or ended it): an authentic one gets a RESET, so the peer gives up at
+    // once rather than after its timeout. It must echo the probe's nonce, so
+    // a recorded RESET cannot end a later session.
+    if (!mine || (msg.type != SessionType::Accept && msg.type != SessionType::Refuse && s->peer_epoch != msg.src_epoch)) {
+        auto li = listeners_.find(msg.service);
+        if (msg.type == SessionType::Keepalive && (msg.flags & kKeepaliveAsk) && li != listeners_.end() &&
+            authentic(raw, li->second.key)) {
+            Session tmp;
+            tmp.id = msg.dst_session;
+            tmp.local_epoch = msg.dst_epoch ? msg.dst_epoch : 1;
+            tmp.service = msg.service;
+            tmp.peer = o.ep;
+            tmp.peer_mac = o.mac;
+            SessionMsg reset;
+            reset.type = SessionType::Reset;
+            reset.dst_session = msg.src_session;
+            reset.dst_epoch = msg.src_epoch;
+            reset.nonce = msg.nonce;
+            reset.reason = RefuseReason::UnknownSession;
+            send(tmp, reset, li->second.key);
+            ctr_.rx++;
+            return;
+        }
+        count(s == nullptr ? DropReason::UnknownSession : DropReason::ControlStale);
+        return;
+    }
+    if (!authentic(raw, s->key)) {
+        count(DropReason::ControlBadAuth);
+        return;
+    }
+    ctr_.rx++;
+    switch (msg.type) {
+    case SessionType::Accept: {
+        if (!s->connector || msg.nonce != s->connect_nonce) {
+            count(DropReason::ControlStale);
+            return;
+        }
+        if (s->state == SessionState::Established) { // our confirmation was lost
+            if (msg.src_epoch == s->peer_epoch) {
+                SessionMsg k;
+                k.type = SessionType::Keepalive;
+                k.dst_session = s->peer_id;
+                k.dst_epoch = s->peer_epoch;
+                k.nonce = rte_rand();
+                send(*s, k, s->key);
+            }
+            return;
+        }
+        if (s->state != SessionState::Connecting)
+            return;
+        // It must agree to what was proposed; only the MTU may shrink.
+        const FlowParams& p = s->params;
+        RefuseReason bad = RefuseReason::None;
+        uint64_t want = 0, got = 0;
+        if (msg.nflows != p.nflows)
+            bad = RefuseReason::Flows, want = p.nflows, got = msg.nflows;
+        else if (msg.ring_size != p.ring_size)
+            bad = RefuseReason::RingSize, want = p.ring_size, got = msg.ring_size;
+        else if (msg.max_msg != p.max_msg)
+            bad = RefuseReason::MsgSize, want = p.max_msg, got = msg.max_msg;
+        else if (msg.mtu > p.mtu || stride_for_mtu(msg.mtu) == 0)
+            bad = RefuseReason::Mtu, want = p.mtu, got = msg.mtu;
+        if (bad == RefuseReason::None && p.keys_given)
+            for (uint16_t i = 0; i < p.nflows && bad == RefuseReason::None; i++) {
+                uint32_t k = msg.key;
+                for (uint16_t j = 0; j < msg.noverrides; j++)
+                    if (msg.overrides[j].index == i)
+                        k = msg.overrides[j].key;
+                if (k != p.key_of(i))
+                    bad = RefuseReason::Key, want = p.key_of(i), got = k, s->refuse_index = i;
+            }
+        s->peer_id = msg.src_session;
+        s->peer_epoch = msg.src_epoch;
+        s->peer_base = msg.flow_base;
+        if (bad != RefuseReason::None) {
+            s->refuse = bad;
+            s->refuse_expected = want;
+            s->refuse_got = got;
+            s->state = SessionState::Established; // so that end() says CLOSE
+            end(*s, SessionEnd::BadAccept, now);
+            return;
+        }
+        s->params.mtu = msg.mtu;
+        s->params.key = msg.key;
+        s->params.overrides.assign(msg.overrides, msg.overrides + msg.noverrides);
+        if (s->peer == cfg_.self)
+            if (Session* a = find(msg.src_session); a != nullptr && !a->connector && a->local_epoch == msg.src_epoch)
+                s->local_peer = true;
+        make_link(*s);
+        if (s->link == nullptr) {
+            end(*s, SessionEnd::NoAnswer, now);
+            return;
+        }
+        s->state = SessionState::Established;
+        s->last_rx = now;
+        ctr_.established++;
+        notify_(*s);
+        // The confirmation: the acceptor lets an older incarnation go on it.
+        SessionMsg k;
+        k.type = SessionType::Keepalive;
+        k.dst_session = s->peer_id;
+        k.dst_epoch = s->peer_epoch;
+        k.nonce = rte_rand();
+        send(*s, k, s->key);
+        s->next_tx = now + us(cfg_.keepalive_us);
+        return;
+    }
+    case SessionType::Refuse:
+        if (!s->connector || s->state != SessionState::Connecting || msg.nonce != s->connect_nonce) {
+            count(DropReason::ControlStale);
+            return;
+        }
+        s->refuse = msg.reason;
+        s->refuse_index = msg.index;
+        s->refuse_expected = msg.expected;
+        s->refuse_got = msg.got;
+        ctr_.refused++;
+        end(*s, SessionEnd::Refused, now);
+        return;
+    case SessionType::Keepalive:
+        s->last_rx = now;
+        if (!s->connector && !s->confirmed && s->state == SessionState::Established) {
+            s->confirmed = true;
+            if (Session* old = find(s->replaces); old != nullptr && old != s)
+                end(*old, SessionEnd::Replaced, now);
+            s->replaces = 0;
+        }
+        if (msg.flags & kKeepaliveAsk) {
+            SessionMsg k;
+            k.type = SessionType::Keepalive;
+            k.flags = kKeepaliveAnswer;
+            k.dst_session = s->peer_id;
+            k.dst_epoch = s->peer_epoch;
+            k.nonce = msg.nonce;
+            send(*s, k, s->key);
+        }
+        return;
+    case SessionType::Reset: {
+        bool echoed = false;
+        for (uint64_t n : s->ask_nonce)
+            echoed |= n != 0 && n == msg.nonce;
+        if (!s->connector || !echoed) {
+            count(DropReason::ControlStale);
+            return;
+        }
+        end(*s, SessionEnd::PeerReset, now);
+        return;
+    }
+    case SessionType::Close:
+        end(*s, SessionEnd::PeerClosed, now);
+        return;
+    case SessionType::Connect:
+        return;
+    }
+}
+
+// --- time -------------------------------------------------------------------
+
+void SessionTable::poll(uint64_t now) {
+    arp_.poll(now, us(cfg_.arp_retry_us), [&](uint32_t ip) {
+        rte_mbuf* m = build_arp_request(cfg_.pool, cfg_.mac, cfg_.self.ip, ip);
+        if (m == nullptr || !tx_(m)) {
+            ctr_.tx_fail++;
+            return false;
+        }
+        ctr_.arp_tx++;
+        return true;
+    });
+    // By id: a notification may forget() a session.
+    std::vector<uint16_t> ids;
+    ids.reserve(sessions_.size());
+    for (auto& [id, x] : sessions_)
+        ids.push_back(id);
+    for (uint16_t id : ids) {
+        Session* sp = find(id);
+        if (sp == nullptr)
+            continue;
+        Session& s = *sp;
+        switch (s.state) {
+        case SessionState::Resolving: {
+            rte_ether_addr mac;
+            if (arp_.lookup(s.peer.ip, mac)) {
+                s.peer_mac = mac;
+                s.state = SessionState::Connecting;
+                send_connect(s, now);
+            } else if (arp_.failed(s.peer.ip)) {
+                end(s, SessionEnd::ArpFailed, now);
+            }
+            break;
+        }
+        case SessionState::Connecting:
+            if (now >= s.deadline)
+                end(s, SessionEnd::NoAnswer, now);
+            else if (now >= s.next_tx)
+                send_connect(s, now);
+            break;
+        case SessionState::Accepting:
+            break;
+        case SessionState::Established: {
+            if (s.connector && now >= s.next_tx) {
+                SessionMsg k;
+                k.type = SessionType::Keepalive;
+                k.flags = kKeepaliveAsk;
+                k.dst_session = s.peer_id;
+                k.dst_epoch = s.peer_epoch;
+                k.nonce = rte_rand() | 1;
+                s.ask_nonce[s.asks++ % 4] = k.nonce;
+                send(s, k, s.key);
+                s.next_tx = now + us(cfg_.keepalive_us);
+            }
+            if (!s.connector && !s.confirmed && now >= s.deadline) {
+                end(s, SessionEnd::NoAnswer, now); // a replayed CONNECT, or a connector that died at once
+                break;
+            }
+            uint64_t seen = s.last_rx;
+            if (s.link != nullptr) {
+                const uint64_t d = s.link->peer_ctl_tsc.load(std::memory_order_relaxed);
+                seen = d > seen ? d : seen;
+            }
+            if (now > seen && now - seen >= us(cfg_.peer_timeout_us))
+                end(s, SessionEnd::PeerTimeout, now);
+            break;
+        }
+        case SessionState::Ended:
+            break;
+        }
+    }
+}
+
+} // namespace tailmark

@@ -1,0 +1,215 @@
+// Sessions: a pair of endpoints (IPv4 address, UDP port) that agreed, at run
+// time, on the flows between them. The control plane's half of the protocol:
+// the handshake, keep-alives, liveness, resets and closes (the SESSION
+// packets of control.h), and ARP for the peers' MACs. One SessionTable per
+// process, on one thread (the control loop); time comes in as an argument.
+//
+//   connector                                   acceptor (a listener on `service`)
+//     ARP who-has peer --------------------->   (answers for its own address)
+//     CONNECT(epoch c, nonce n, proposal) --->   decide: refuse, or allocate flows
+//     <--- REFUSE(reason, theirs, ours, n)        (no session)
+//     <--- ACCEPT(epoch a, n, agreed)             session, unconfirmed
+//     KEEPALIVE(confirm) -------------------->   confirmed: an older incarnation
+//                                                 of the same peer session ends
+//     ... data, ACKs ...
+//     KEEPALIVE(ask, nonce k), every second -->  <--- KEEPALIVE(answer, k)
+//                                                 (a restarted acceptor knows no
+//                                                 such session: <--- RESET(k))
+//     CLOSE --------------------------------->   ended
+//
+// Every SESSION packet is authenticated (control.h). The acceptor learns the
+// key from its listener (the packet names the service), so a packet that
+// does not authenticate is never answered. A new connector epoch replaces the
+// old incarnation only once confirmed, so replaying a recorded CONNECT does
+// not tear a live session down.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <rte_ether.h>
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+
+#include "tailmark/arp.h"
+#include "tailmark/control.h"
+#include "tailmark/session_link.h"
+
+namespace tailmark {
+
+struct Endpoint {
+    uint32_t ip = 0; // host order
+    uint16_t port = 0;
+    bool operator==(const Endpoint&) const = default;
+};
+std::string to_string(const Endpoint& e); // "198.18.0.2:47474"
+
+// What a session's flows are: proposed by the connector, agreed by both.
+struct FlowParams {
+    uint16_t nflows = 1;
+    uint32_t mtu = 1500;
+    uint32_t ring_size = 64;
+    uint32_t max_msg = 4096;
+    uint32_t key = 0;
+    bool keys_given = false; // the acceptor must hold the same keys (else it chooses)
+    std::vector<KeyOverride> overrides;
+    uint32_t key_of(uint16_t index) const;
+};
+
+enum class SessionState : uint8_t {
+    Resolving,   // connector: waiting for the peer's MAC (ARP)
+    Connecting,  // connector: CONNECT sent, no answer yet
+    Accepting,   // acceptor: the application installs the flows; ACCEPT follows
+    Established,
+    Ended,
+};
+const char* to_string(SessionState s);
+
+enum class SessionEnd : uint8_t {
+    None,
+    Refused,     // the acceptor refused (reason, values)
+    NoAnswer,    // connector: no ACCEPT or REFUSE in time (nobody listens, or another secret);
+                 // acceptor: the connector never confirmed the ACCEPT
+    ArpFailed,   // the peer's address did not answer ARP
+    PeerTimeout, // nothing authentic from the peer for the peer timeout
+    PeerReset,   // the peer knows no such session any more: it restarted
+    PeerClosed,  // the peer closed it
+    Closed,      // closed here
+    Replaced,    // acceptor: a new incarnation of the peer's session was confirmed
+    BadAccept,   // connector: the ACCEPT agreed to something not proposed
+};
+const char* to_string(SessionEnd e);
+
+struct Session {
+    uint16_t id = 0;
+    bool connector = false;
+    SessionState state = SessionState::Resolving;
+    SessionEnd end = SessionEnd::None;
+    uint16_t service = 0;
+    Endpoint peer;
+    rte_ether_addr peer_mac{};
+    SipKey key;
+    FlowParams params;        // connector: proposed, then agreed; acceptor: agreed
+    uint16_t local_base = 0;  // this end's flow ids: local_base + i
+    uint16_t peer_base = 0;   // the peer's
+    uint32_t local_epoch = 0, peer_epoch = 0;
+    uint16_t peer_id = 0;
+    SessionLink* link = nullptr; // the data plane's view, valid from Established (acceptor: Accepting) on
+    bool local_peer = false;     // both ends are in this table (loopback)
+    bool confirmed = false;      // acceptor: the connector answered the ACCEPT
+    uint16_t replaces = 0;       // acceptor: an older incarnation, ended once this one is confirmed
+    // A refusal (Refused, BadAccept): which setting, and both sides' values.
+    RefuseReason refuse = RefuseReason::None;
+    uint16_t refuse_index = 0;
+    uint64_t refuse_expected = 0, refuse_got = 0;
+    // Timing (TSC).
+    uint64_t connect_nonce = 0;
+    uint64_t ask_nonce[4]{};   // recent liveness probes (a RESET must echo one)
+    uint32_t asks = 0;
+    uint64_t started = 0, deadline = 0, next_tx = 0, last_rx = 0;
+    uint32_t tries = 0;
+    void* user = nullptr;      // the application's
+};
+
+// A listener's answer to a CONNECT.
+struct AcceptDecision {
+    RefuseReason reason = RefuseReason::None; // None: accept
+    uint16_t index = 0;                       // refusals: the flow a key is about
+    uint64_t expected = 0, got = 0;           // refusals: ours, theirs
+    FlowParams agreed;                        // accept: what the session is
+    uint16_t local_base = 0;                  // accept: the acceptor's flow ids
+    bool defer = false;                       // accept: ACCEPT once accept_ready() is called
+};
+
+struct SessionCounters {
+    uint64_t rx = 0, tx = 0;           // SESSION packets taken, sent
+    uint64_t arp_rx = 0, arp_tx = 0;   // ARP frames taken (requests answered, replies learnt), sent
+    uint64_t established = 0, ended = 0, refused = 0;
+    uint64_t tx_fail = 0;              // packets not sent: no mbuf, or the tx ring full
+    DropCounters drops{};              // frames refused
+};
+
+class SessionTable {
+public:
+    struct Config {
+        rte_mempool* pool = nullptr;
+        rte_ether_addr mac{};    // the port this end sends from
+        rte_ether_addr rx_mac{}; // the port it receives on (loopback over two ports: another one)
+        Endpoint self;
+        uint64_t hz = 0;                       // TSC cycles per second
+        uint64_t connect_retry_us = 200000;    // CONNECT again
+        uint64_t connect_timeout_us = 5000000; // give up connecting
+        uint64_t keepalive_us = 1000000;       // connector: a liveness probe this often
+        uint64_t peer_timeout_us = 5000000;    // nothing authentic for this long: the peer is gone
+        uint64_t arp_retry_us = 200000;
+        uint32_t arp_tries = 10;
+        uint32_t max_sessions = 1024;
+    };
+    using Transmit = std::function<bool(rte_mbuf*)>; // takes the packet (false: it was not sent; freed)
+    using Decide = std::function<AcceptDecision(Session& s, const FlowParams& proposed)>;
+    using Notify = std::function<void(Session& s)>;  // Established, or Ended
+
+    SessionTable(const Config& cfg, Transmit tx, Notify notify);
+    ~SessionTable();
+
+    bool listen(uint16_t service, const SipKey& key, Decide decide);
+    void unlisten(uint16_t service);
+
+    // Starts a session to `peer` (its MAC by ARP unless given). nullptr when
+    // the table is full. The flow ids [local_base, local_base + nflows) are
+    // the caller's, allocated before.
+    Session* connect(const Endpoint& peer, uint16_t service, const SipKey& key, const FlowParams& proposal,
+                     uint16_t local_base, const rte_ether_addr* mac, uint64_t now, void* user = nullptr);
+    // A deferred acceptance: the flows are installed, send the ACCEPT.
+    void accept_ready(Session* s, uint64_t now);
+    // Closes a session here: CLOSE to the peer, Ended (Closed).
+    void close(Session* s, uint64_t now);
+    // Forgets an Ended session: the application has let go of its flows, so
+    // its link is freed. The pointer is invalid afterwards.
+    void forget(Session* s);
+
+    // A SESSION or ARP frame from the wire: taken, answered, freed.
+    void on_frame(rte_mbuf* m, uint64_t now);
+    // Retries, probes, timeouts, ARP. Call every few hundred microseconds.
+    void poll(uint64_t now);
+
+    Session* find(uint16_t id);
+    std::vector<Session*> sessions();
+    const SessionCounters& counters() const { return ctr_; }
+    const Config& config() const { return cfg_; }
+    ArpResolver& arp() { return arp_; }
+
+private:
+    struct Listener {
+        SipKey key;
+        Decide decide;
+    };
+    uint64_t us(uint64_t u) const { return cfg_.hz * u / 1000000; }
+    Session* make(bool connector, uint64_t now);
+    void make_link(Session& s);
+    void template_to(const Session& s, uint8_t (&l2l4)[kEthLen + kIpLen + kUdpLen]) const;
+    bool send(Session& s, SessionMsg& m, const SipKey& key);
+    void send_connect(Session& s, uint64_t now);
+    void send_accept(Session& s, uint64_t nonce);
+    void end(Session& s, SessionEnd why, uint64_t now);
+    void on_arp(rte_mbuf* m, uint64_t now);
+    void on_session(rte_mbuf* m, uint64_t now);
+    void on_connect(const SessionMsg& msg, const SessionFrame& raw, const Endpoint& from,
+                    const rte_ether_addr& from_mac, uint64_t now);
+    void count(DropReason r) { ctr_.drops[index(r)]++; }
+
+    Config cfg_;
+    Transmit tx_;
+    Notify notify_;
+    ArpResolver arp_;
+    std::map<uint16_t, Listener> listeners_;
+    std::map<uint16_t, std::unique_ptr<Session>> sessions_;
+    uint16_t next_id_ = 1;
+    SessionCounters ctr_;
+};
+
+} // namespace tailmark

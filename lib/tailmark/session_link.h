@@ -1,0 +1,31 @@
+// What the data plane knows of a session: the peer's address, the MAC key and
+// both epochs. The control plane (session.h) fills it before any flow of the
+// session is installed and frees it after every flow was removed, so the
+// data plane reads it without a lock; the stamps are the only fields written
+// after set-up, each by one writer.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "tailmark/siphash.h"
+#include "tailmark/wire.h"
+
+namespace tailmark {
+
+struct alignas(64) SessionLink {
+    SipKey key;                // the session's secret: every control packet's MAC
+    uint32_t local_epoch = 0;  // this end's incarnation of the session
+    uint32_t peer_epoch = 0;
+    uint16_t local_id = 0;     // session ids (control.h, SESSION packets)
+    uint16_t peer_id = 0;
+    bool local_peer = false;   // both ends in this process (loopback): control in memory, not on the wire
+    bool connector = false;    // this end sends data (it connected)
+    // Own address -> peer: Ethernet, IPv4 and UDP of every control packet.
+    alignas(8) uint8_t l2l4[kEthLen + kIpLen + kUdpLen]{};
+    // Written by the data plane (relaxed), read by the control plane:
+    alignas(64) std::atomic<uint64_t> peer_ctl_tsc{0}; // latest authentic ACK/NACK from the peer (sender side)
+    std::atomic<uint64_t> ack_tx_tsc{0};               // latest ACK/NACK this end sent (receiver side)
+};
+
+} // namespace tailmark
