@@ -315,6 +315,7 @@ if os.path.exists(cb):
             continue
         if "tsc_hz" in o:
             res["tsc_hz"] = o["tsc_hz"]
+            res["crc32c_kernel"] = o.get("kernel")
         else:
             res["crc32c"].append(o)
 rl = load("rxlocal_64")
@@ -422,13 +423,22 @@ if "rx_local_64" in res:
                   f"cycles/packet, consumer {r['consumer_cycles_per_message'] or 0:.0f} cycles/message."]
 if res["crc32c"]:
     hz = res.get("tsc_hz") or 0
+    # Each kernel the CPU has, forced (crc32c_update_with / crc32c_copy_with),
+    # beside the dispatched pair; bench output without them renders as before.
+    kernels = [k for k in ("chains", "fold128", "fold512") if all(f"update_{k}" in c for c in res["crc32c"])]
+    picked = res.get("crc32c_kernel")
     lines += ["", f"CRC32C on hot buffers, bytes per TSC cycle (TSC {hz/1e9:.2f} GHz; GB/s = B/cycle x GHz): "
-              "tailmark's crc32c_update, crc32c_copy (fused with the copy, as the rx path places), memcpy "
-              "alone, and DPDK's rte_hash_crc.", "",
-              "| bytes | crc32c_update | crc32c_copy | memcpy | rte_hash_crc |", "|---:|---:|---:|---:|---:|"]
+              "tailmark's crc32c_update, crc32c_copy (fused with the copy, as the rx path places)"
+              + (f" through the dispatch (it picked {picked})" if picked else "")
+              + (", each kernel forced (" + ", ".join(kernels) + ")" if kernels else "")
+              + ", memcpy alone, and DPDK's rte_hash_crc.", "",
+              "| bytes | crc32c_update | crc32c_copy | "
+              + "".join(f"{k} update | {k} copy | " for k in kernels) + "memcpy | rte_hash_crc |",
+              "|---:|---:|---:|" + "---:|---:|" * len(kernels) + "---:|---:|"]
     for c in res["crc32c"]:
+        per = "".join(f"{c[f'update_{k}']:.2f} | {c[f'copy_{k}']:.2f} | " for k in kernels)
         lines.append(f"| {c['len']} | {c['update']:.2f} ({c['update']*hz/1e9:.1f} GB/s) | "
-                     f"{c['copy']:.2f} ({c['copy']*hz/1e9:.1f} GB/s) | {c['memcpy']:.2f} | {c['rte_hash_crc']:.2f} |")
+                     f"{c['copy']:.2f} ({c['copy']*hz/1e9:.1f} GB/s) | {per}{c['memcpy']:.2f} | {c['rte_hash_crc']:.2f} |")
 for l in res["latency_10pct"]:
     ln = l["latency_ns"] or {}
     lines += ["", f"Latency at 10% load (4 KiB, {l['flows']} flow(s), paced at {l['msgs_per_s']:.0f} msgs/s): "

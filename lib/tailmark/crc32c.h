@@ -21,4 +21,21 @@ inline uint32_t crc32c(std::span<const uint8_t> bytes) {
     return crc32c_finish(crc32c_update(kCrc32cInit, bytes));
 }
 
+// The kernels behind crc32c_update and crc32c_copy, slowest first. The
+// fastest one the CPU supports is picked at the first call, whatever -march
+// the build used; tests and the bench name and force them.
+enum class Crc32cKernel : uint8_t {
+    Table,   // slicing-by-8 tables: any x86-64
+    Chains,  // three interleaved crc32 instruction chains: SSE4.2
+    Fold128, // 128-bit PCLMULQDQ folding
+    Fold512, // 512-bit VPCLMULQDQ folding: AVX-512F/BW/VL (under 128 bytes, one crc32 chain)
+};
+Crc32cKernel crc32c_kernel(); // the one crc32c_update and crc32c_copy use
+const char* crc32c_kernel_name(Crc32cKernel k);
+bool crc32c_kernel_supported(Crc32cKernel k);
+// One kernel by name; one the CPU does not support runs crc32c_kernel()
+// instead, not an illegal instruction.
+uint32_t crc32c_update_with(Crc32cKernel k, uint32_t state, std::span<const uint8_t> bytes);
+uint32_t crc32c_copy_with(Crc32cKernel k, uint32_t state, uint8_t* dst, std::span<const uint8_t> src);
+
 } // namespace tailmark

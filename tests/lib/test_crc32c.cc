@@ -3,7 +3,12 @@
 #include <algorithm>
 #include <cstring>
 #include <iterator>
+#include <string>
 #include <vector>
+
+#include <cpuid.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "fixtures.h"
 #include "tailmark/crc32c.h"
@@ -180,6 +185,258 @@ TEST_CASE("crc32c_copy copies exactly and checksums like crc32c_update", "[crc32
                 REQUIRE(std::all_of(dst.begin(), dst.begin() + dof, [](uint8_t b) { return b == 0xEE; }));
                 REQUIRE(std::all_of(dst.begin() + dof + n, dst.end(), [](uint8_t b) { return b == 0xEE; }));
             }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Every kernel the CPU supports, each forced by crc32c_update_with and
+// crc32c_copy_with, against the bitwise reference (the tests above cover the
+// dispatched one). The 512-bit kernel's bounds: a crc32 chain below 128
+// bytes, one zmm accumulator (64-byte strides) below 512, four (256-byte
+// strides) from 512; its first stride is a masked load padded in front, and
+// len % 4 bytes go through crc32 first. Every length to 4096 crosses each of
+// those at every residue.
+
+namespace {
+
+constexpr Crc32cKernel kAllKernels[] = {Crc32cKernel::Table, Crc32cKernel::Chains, Crc32cKernel::Fold128,
+                                        Crc32cKernel::Fold512};
+
+std::vector<Crc32cKernel> supported_kernels() {
+    std::vector<Crc32cKernel> v;
+    for (Crc32cKernel k : kAllKernels)
+        if (crc32c_kernel_supported(k))
+            v.push_back(k);
+    return v;
+}
+
+// The raw register after p[0, n) from `crc`, bit by bit.
+uint32_t reference_raw(uint32_t crc, const uint8_t* p, size_t n) {
+    while (n--) {
+        crc ^= *p++;
+        for (int k = 0; k < 8; k++)
+            crc = (crc >> 1) ^ (0x82F63B78u & (0u - (crc & 1)));
+    }
+    return crc;
+}
+
+// Element i: the raw register after p[0, i) from `crc`.
+std::vector<uint32_t> reference_raw_prefixes(uint32_t crc, const uint8_t* p, size_t n) {
+    std::vector<uint32_t> out(n + 1);
+    out[0] = crc;
+    for (size_t i = 0; i < n; i++)
+        out[i + 1] = crc = reference_raw(crc, p + i, 1);
+    return out;
+}
+
+// What the CPU offers, read from CPUID and XCR0 here rather than through
+// __builtin_cpu_supports as the library does, so the selection is checked
+// against an independent reading.
+struct CpuFlags {
+    bool sse42 = false, pclmul = false, avx512 = false;
+};
+CpuFlags cpu_flags() {
+    CpuFlags f;
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d))
+        return f;
+    f.sse42 = c & bit_SSE4_2;
+    f.pclmul = c & bit_PCLMUL;
+    const bool osxsave = c & bit_OSXSAVE;
+    if (!osxsave || !__get_cpuid_count(7, 0, &a, &b, &c, &d))
+        return f;
+    unsigned xcr0_lo, xcr0_hi;
+    __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+    const bool zmm_state = (xcr0_lo & 0xE6) == 0xE6; // SSE, AVX, opmask, both zmm halves
+    f.avx512 = zmm_state && (b & bit_AVX512F) && (b & bit_AVX512BW) && (b & bit_AVX512VL) && (c & bit_VPCLMULQDQ);
+    return f;
+}
+
+// Two guard pages (no access) around `n` usable bytes: any load or store
+// outside [begin, begin + n) is a fault, masked ones included.
+struct Guarded {
+    size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    size_t span = 0;
+    uint8_t* base = nullptr;
+    explicit Guarded(size_t n) {
+        span = (n + page - 1) / page * page;
+        void* m = mmap(nullptr, span + 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        REQUIRE(m != MAP_FAILED);
+        base = static_cast<uint8_t*>(m);
+        REQUIRE(mprotect(base, page, PROT_NONE) == 0);
+        REQUIRE(mprotect(base + page + span, page, PROT_NONE) == 0);
+    }
+    ~Guarded() { munmap(base, span + 2 * page); }
+    uint8_t* begin() { return base + page; }
+    uint8_t* end() { return base + page + span; }
+    Guarded(const Guarded&) = delete;
+    Guarded& operator=(const Guarded&) = delete;
+};
+
+} // namespace
+
+TEST_CASE("crc32c dispatch picks the fastest kernel the CPU has", "[crc32c]") {
+    const CpuFlags f = cpu_flags();
+    INFO("sse4.2 " << f.sse42 << " pclmul " << f.pclmul << " avx512f/bw/vl+vpclmulqdq " << f.avx512 << ", picked "
+                   << crc32c_kernel_name(crc32c_kernel()));
+    CHECK(crc32c_kernel_supported(Crc32cKernel::Table));
+    CHECK(crc32c_kernel_supported(Crc32cKernel::Chains) == f.sse42);
+    CHECK(crc32c_kernel_supported(Crc32cKernel::Fold128) == (f.sse42 && f.pclmul));
+    CHECK(crc32c_kernel_supported(Crc32cKernel::Fold512) == (f.sse42 && f.pclmul && f.avx512));
+    const Crc32cKernel want = f.sse42 && f.pclmul && f.avx512 ? Crc32cKernel::Fold512
+                              : f.sse42 && f.pclmul           ? Crc32cKernel::Fold128
+                              : f.sse42                       ? Crc32cKernel::Chains
+                                                              : Crc32cKernel::Table;
+    CHECK(crc32c_kernel() == want);
+    CHECK((crc32c_kernel() == Crc32cKernel::Fold512) == crc32c_kernel_supported(Crc32cKernel::Fold512));
+    // Names are distinct, for the bench's keys.
+    for (Crc32cKernel a : kAllKernels)
+        for (Crc32cKernel b : kAllKernels)
+            CHECK((std::string(crc32c_kernel_name(a)) == crc32c_kernel_name(b)) == (a == b));
+    // The dispatched entry points run the picked kernel (same value, and a
+    // forced kernel differs from it only in speed).
+    auto data = tmtest::pattern(5000, 3);
+    for (size_t len : {0ul, 63ul, 64ul, 200ul, 1456ul, 5000ul})
+        CHECK(crc32c_update(kCrc32cInit, {data.data(), len}) ==
+              crc32c_update_with(crc32c_kernel(), kCrc32cInit, {data.data(), len}));
+}
+
+TEST_CASE("every kernel agrees with the bitwise reference at every length to 4096", "[crc32c]") {
+    constexpr size_t kMax = 4096, kMaxAlign = 64;
+    auto data = tmtest::pattern(kMax + kMaxAlign, 41);
+    for (Crc32cKernel k : supported_kernels()) {
+        for (size_t align : {0, 1, 2, 3, 7, 13, 33, 63}) {
+            // From the initial state and from a running one: the state goes
+            // into a different place of the 512-bit kernel's padded stride.
+            for (uint32_t state : {kCrc32cInit, 0x12345678u}) {
+                const auto ref = reference_raw_prefixes(state, data.data() + align, kMax);
+                for (size_t len = 0; len <= kMax; len++) {
+                    INFO(crc32c_kernel_name(k) << " align " << align << " state " << state << " len " << len);
+                    REQUIRE(crc32c_update_with(k, state, {data.data() + align, len}) == ref[len]);
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("every kernel agrees with the bitwise reference on large buffers", "[crc32c]") {
+    constexpr size_t kMax = (size_t(1) << 20) + 7;
+    auto data = tmtest::pattern(kMax + 64, 43);
+    std::vector<size_t> lens = {4095, 4096, 4097, 8191, 8192, 8193, 65535, 65536, 65537, 65539, 100000, kMax - 8};
+    for (size_t n = 1 << 20; n <= kMax; n++)
+        lens.push_back(n);
+    for (size_t align : {0, 1, 13, 60}) {
+        const auto ref = reference_raw_prefixes(kCrc32cInit, data.data() + align, kMax);
+        for (Crc32cKernel k : supported_kernels()) {
+            for (size_t len : lens) {
+                INFO(crc32c_kernel_name(k) << " align " << align << " len " << len);
+                REQUIRE(crc32c_update_with(k, kCrc32cInit, {data.data() + align, len}) == ref[len]);
+            }
+        }
+    }
+    std::vector<uint8_t> ones(65536 + 5, 0xFF), zeros(65536 + 5, 0);
+    for (Crc32cKernel k : supported_kernels()) {
+        INFO(crc32c_kernel_name(k));
+        CHECK(crc32c_update_with(k, kCrc32cInit, ones) == reference_raw(kCrc32cInit, ones.data(), ones.size()));
+        CHECK(crc32c_update_with(k, kCrc32cInit, zeros) == reference_raw(kCrc32cInit, zeros.data(), zeros.size()));
+        CHECK(crc32c_update_with(k, 0, zeros) == 0u); // zeros from a zero register stay zero
+    }
+}
+
+TEST_CASE("every kernel carries its state across any cut", "[crc32c]") {
+    // A cut at every offset of a buffer big enough for every kernel's widest
+    // path on both sides (fold128's 3520-byte chunks, fold512's 256-byte
+    // strides from 512 bytes on).
+    auto two = tmtest::pattern(2 * 3520 + 64, 47);
+    const uint32_t whole = reference_raw(kCrc32cInit, two.data(), two.size());
+    for (Crc32cKernel k : supported_kernels()) {
+        for (size_t cut = 0; cut <= two.size(); cut++) {
+            uint32_t st = crc32c_update_with(k, kCrc32cInit, {two.data(), cut});
+            st = crc32c_update_with(k, st, {two.data() + cut, two.size() - cut});
+            INFO(crc32c_kernel_name(k) << " cut " << cut);
+            REQUIRE(st == whole);
+        }
+        // Pieces of pseudo-random sizes, through every bound, in copies too.
+        std::vector<uint8_t> out(two.size());
+        uint32_t x = 777, st = kCrc32cInit, cst = kCrc32cInit;
+        for (size_t off = 0; off < two.size();) {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            const size_t n = std::min<size_t>(x % 700, two.size() - off);
+            st = crc32c_update_with(k, st, {two.data() + off, n});
+            cst = crc32c_copy_with(k, cst, out.data() + off, {two.data() + off, n});
+            off += n;
+        }
+        INFO(crc32c_kernel_name(k));
+        CHECK(st == whole);
+        CHECK(cst == whole);
+        CHECK(out == two);
+    }
+}
+
+TEST_CASE("every kernel's copy copies exactly and checksums like the reference", "[crc32c]") {
+    std::vector<uint8_t> src(70000 + 64), dst(70000 + 64 + 80);
+    for (size_t i = 0; i < src.size(); i++)
+        src[i] = static_cast<uint8_t>(i * 131 + (i >> 7) * 7 + 1);
+    std::vector<size_t> lens;
+    for (size_t n = 0; n <= 1100; n++)
+        lens.push_back(n);
+    for (size_t n : {1455ul, 1456ul, 1457ul, 2047ul, 2048ul, 2049ul, 3519ul, 3520ul, 3521ul, 3776ul, 4096ul, 9000ul,
+                     65536ul, 65539ul, 70000ul})
+        lens.push_back(n);
+    const uint32_t state = reference_raw(kCrc32cInit, src.data() + 100, 5); // a packet continues its message
+    for (size_t so : {0ul, 1ul, 13ul, 63ul}) {
+        const auto ref = reference_raw_prefixes(state, src.data() + so, 70000);
+        for (Crc32cKernel k : supported_kernels()) {
+            for (size_t dof : {0ul, 3ul, 16ul, 61ul}) {
+                for (size_t n : lens) {
+                    std::fill(dst.begin(), dst.begin() + static_cast<long>(dof + n + 80), 0xEE);
+                    INFO(crc32c_kernel_name(k) << " src +" << so << " dst +" << dof << " len " << n);
+                    REQUIRE(crc32c_copy_with(k, state, dst.data() + dof, {src.data() + so, n}) == ref[n]);
+                    REQUIRE(std::equal(src.begin() + static_cast<long>(so), src.begin() + static_cast<long>(so + n),
+                                       dst.begin() + static_cast<long>(dof)));
+                    // Nothing written outside [dof, dof + n).
+                    REQUIRE(std::all_of(dst.begin(), dst.begin() + static_cast<long>(dof),
+                                        [](uint8_t b) { return b == 0xEE; }));
+                    REQUIRE(std::all_of(dst.begin() + static_cast<long>(dof + n),
+                                        dst.begin() + static_cast<long>(dof + n + 80),
+                                        [](uint8_t b) { return b == 0xEE; }));
+                }
+            }
+        }
+    }
+}
+
+// The 512-bit kernel reads its first stride with masked loads from before the
+// data (and writes it with masked stores): buffers that start right after, or
+// end right before, a page nobody may touch fault if a masked-out byte were
+// accessed.
+TEST_CASE("every kernel touches only the bytes it is given", "[crc32c]") {
+    Guarded in(8192), out(8192);
+    auto data = tmtest::pattern(8192, 53);
+    memcpy(in.begin(), data.data(), data.size());
+    std::vector<size_t> lens;
+    for (size_t n = 0; n <= 1100; n++)
+        lens.push_back(n);
+    for (size_t n : {4095ul, 4096ul, 4097ul, 8191ul, 8192ul})
+        lens.push_back(n);
+    for (Crc32cKernel k : supported_kernels()) {
+        for (size_t n : lens) {
+            INFO(crc32c_kernel_name(k) << " len " << n);
+            // Data at a page's start (the pad's bytes are on the guard page
+            // before it) and at a page's end (the guard page after it).
+            const uint8_t* head = in.begin();
+            const uint8_t* tail = in.end() - n;
+            const uint32_t want_head = reference_raw(kCrc32cInit, head, n);
+            const uint32_t want_tail = reference_raw(kCrc32cInit, tail, n);
+            REQUIRE(crc32c_update_with(k, kCrc32cInit, {head, n}) == want_head);
+            REQUIRE(crc32c_update_with(k, kCrc32cInit, {tail, n}) == want_tail);
+            REQUIRE(crc32c_copy_with(k, kCrc32cInit, out.begin(), {tail, n}) == want_tail);
+            REQUIRE(memcmp(out.begin(), tail, n) == 0);
+            REQUIRE(crc32c_copy_with(k, kCrc32cInit, out.end() - n, {head, n}) == want_head);
+            REQUIRE(memcmp(out.end() - n, head, n) == 0);
         }
     }
 }
