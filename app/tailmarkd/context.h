@@ -124,7 +124,7 @@ struct FlowCtx {
     uint64_t cons_completed = 0, cons_verified = 0, cons_errors = 0; // the consumer's, once it let go
     bool detached = false;
     Sender::FlowView last_send{};
-    uint32_t last_acked = 0, last_released = 0;
+    uint32_t last_acked = 0, last_released = 0, last_gave_up = 0;
 };
 
 // One `send` request: COUNT messages of SIZE bytes (shell -> tx lcore).
@@ -172,7 +172,7 @@ struct GenFlow {
 struct ReplayFlow {
     rte_mbuf** pkts = nullptr;
     GroupPlan plan{};
-    const CompletionRing* ring = nullptr; // the receiving side's (this process)
+    const CompletionRing* ring = nullptr; // the receiving side's (this process); null: no credits (--flow-control off)
     uint32_t next_msg = 0;
     uint32_t next_pkt = 0;
     bool active = false;

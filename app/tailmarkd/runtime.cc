@@ -664,33 +664,7 @@ bool Runtime::make_unconnected(SetupError& e) {
         sp.max_msg = opt_.msg_size;
         sp.reliable = false;
         sp.report = false;
-        const uint32_t si = steer_by_queue_ ? i % rxs_.size() : i % senders_.size();
-        TxCtx* c = txs_[si % txs_.size()];
-        auto* g = socket_new<GenFlow>(tx_socket_);
-        if (g == nullptr) {
-            e = {1, "out of memory: generator state"};
-            return false;
-        }
-        allocs_.push_back(g);
-        g->f = &f;
-        g->c = c;
-        if (opt_.fixed_payload) {
-            g->fixed = static_cast<uint8_t*>(rte_malloc_socket("tm_fixed", opt_.msg_size ? opt_.msg_size : 1, 64, tx_socket_));
-            if (g->fixed == nullptr) {
-                e = {1, "out of memory: --payload fixed buffers"};
-                return false;
-            }
-            allocs_.push_back(g->fixed);
-            generate(f.gen_id, 0, g->fixed, opt_.msg_size);
-        }
-        f.gen = g;
-        sp.user = g;
-        f.sender = senders_[si];
-        f.send = Sender::make_flow(sp, tx_socket_);
-        if (f.send == nullptr || !f.sender->install(f.send)) {
-            e = {1, "out of memory: send state"};
-            return false;
-        }
+        const uint32_t si = sender_for(static_cast<uint16_t>(i), static_cast<uint16_t>(i));
         if (opt_.mode == Mode::Loopback) {
             std::string err;
             fake.peer_base = 0;
@@ -699,6 +673,24 @@ bool Runtime::make_unconnected(SetupError& e) {
                 return false;
             }
             post_recv(f, *a);
+        }
+        if (opt_.replay) { // no credits without a peer: the packets' reference counts pace it
+            if (!make_replay(f, sp.tx, nullptr, si, *a)) {
+                e = {2, "--replay: the ready-made packets do not fit (lower --ring-size, or raise EAL -m)"};
+                return false;
+            }
+            continue;
+        }
+        sp.user = gen_flow(f, txs_[si % txs_.size()]);
+        if (sp.user == nullptr) {
+            e = {1, "out of memory: generator state (--payload fixed: a message per flow)"};
+            return false;
+        }
+        f.sender = senders_[si];
+        f.send = Sender::make_flow(sp, tx_socket_);
+        if (f.send == nullptr || !f.sender->install(f.send)) {
+            e = {1, "out of memory: send state"};
+            return false;
         }
     }
     // Installed directly: the lcores have not started.
@@ -936,15 +928,9 @@ void Runtime::install_send(AppSession& a, Session& s) {
         a.flows.push_back(&f);
         f.send_id = static_cast<uint16_t>(s.local_base + i);
         const uint16_t wire = static_cast<uint16_t>(s.peer_base + i);
-        Addressing addr;
-        addr.src_mac = mac_;
-        addr.dst_mac = s.peer_mac;
-        addr.src_ip = opt_.src_ip;
-        addr.dst_ip = s.peer.ip;
-        addr.udp_port = s.peer.port;
         SendFlowSpec sp;
         sp.id = f.send_id;
-        TxFlow::make(sp.tx, wire, s.params.key_of(i), s.params.ring_size, s.params.mtu, addr); // checked: the MTU fits
+        TxFlow::make(sp.tx, wire, s.params.key_of(i), s.params.ring_size, s.params.mtu, address_to(s)); // the MTU fits
         sp.ring_size = s.params.ring_size;
         sp.max_msg = s.params.max_msg;
         sp.reliable = true;
@@ -954,30 +940,12 @@ void Runtime::install_send(AppSession& a, Session& s) {
             sp.local_acked = Receiver::acked_word(peer_side->flows[i]->recv);
             sp.local_released = peer_side->flows[i]->ring->released_word();
         }
-        // net_ring loopback: a flow goes out on the queue its receiving
-        // rx lcore polls.
-        const uint32_t si = steer_by_queue_ ? wire % rxs_.size() : i % senders_.size();
-        TxCtx* c = txs_[si % txs_.size()];
-        if (f.gen == nullptr) {
-            auto* g = socket_new<GenFlow>(tx_socket_);
-            if (g == nullptr) {
-                TM_LOG(ERR, app, "out of memory: generator state of flow %u", i);
-                continue;
-            }
-            allocs_.push_back(g);
-            g->f = &f;
-            g->c = c;
-            if (opt_.fixed_payload) {
-                g->fixed = static_cast<uint8_t*>(rte_malloc_socket("tm_fixed", opt_.msg_size ? opt_.msg_size : 1, 64,
-                                                                   tx_socket_));
-                if (g->fixed != nullptr) {
-                    allocs_.push_back(g->fixed);
-                    generate(f.gen_id, 0, g->fixed, opt_.msg_size);
-                }
-            }
-            f.gen = g;
+        const uint32_t si = sender_for(wire, i);
+        sp.user = gen_flow(f, txs_[si % txs_.size()]);
+        if (sp.user == nullptr) {
+            TM_LOG(ERR, app, "out of memory: generator state of flow %u", i);
+            continue;
         }
-        sp.user = f.gen;
         f.sender = senders_[si];
         f.send_lcore = sender_lcore_[si];
         f.send = Sender::make_flow(sp, tx_socket_);
@@ -991,64 +959,101 @@ void Runtime::install_send(AppSession& a, Session& s) {
     }
 }
 
-// --replay: the connector's flows as ready-made packet groups (one message's
-// content, built once), re-stamped per message on the tx lcore.
-void Runtime::install_replay(AppSession& a, Session& s) {
-    AppSession* peer_side = app_session(s.peer_id);
+// --replay: one flow as ready-made packet groups (ring_size sets of one
+// message's content, built once), re-stamped per message on the tx lcore.
+// `ring`: the receiving side's, whose cursor gives the credits (null: none,
+// --flow-control off).
+bool Runtime::make_replay(FlowCtx& f, const TxFlow& tx, const CompletionRing* ring, uint32_t si, AppSession& a) {
     TxMarker marker(tx_pool_, PayloadMode::Copy);
     std::vector<uint8_t> buf(opt_.msg_size ? opt_.msg_size : 1);
+    generate(f.gen_id, 0, buf.data(), opt_.msg_size);
+    TxMessage m;
+    m.bytes = {buf.data(), static_cast<size_t>(opt_.msg_size)};
+    marker.prepare(tx, m);
+    const uint32_t n = m.plan.pkt_count;
+    auto* pkts = static_cast<rte_mbuf**>(rte_zmalloc_socket("tm_replay", sizeof(rte_mbuf*) * n * opt_.ring_size, 64,
+                                                            tx_socket_));
+    auto* r = socket_new<ReplayFlow>(tx_socket_);
+    if (pkts == nullptr || r == nullptr) {
+        TM_LOG(ERR, app, "--replay: out of memory");
+        rte_free(pkts);
+        socket_delete(r);
+        return false;
+    }
+    allocs_.push_back(r);
+    replay_pkts_.push_back({pkts, n * opt_.ring_size});
+    for (uint32_t set = 0; set < opt_.ring_size; set++)
+        for (uint32_t first = 0; first < n; first += kMaxBurst) {
+            const uint32_t cnt = n - first < kMaxBurst ? n - first : kMaxBurst;
+            bool ok = marker.build(tx, m, first, cnt, pkts + set * n + first) >= 0;
+            for (uint32_t k = 0; ok && k < cnt; k++)
+                ok = pkts[set * n + first + k]->nb_segs == 1;
+            if (!ok) {
+                TM_LOG(ERR, app, "--replay: %u x %u ready packets per flow do not fit the mbuf pool (or are not "
+                                 "single-segment); lower --ring-size", opt_.ring_size, n);
+                return false;
+            }
+        }
+    r->pkts = pkts;
+    r->plan = m.plan;
+    r->ring = ring;
+    TxCtx* c = txs_[si % txs_.size()];
+    // id: the queue's place among the tx lcore's senders
+    post(c->lcore, {Request::Op::AddReplay, false, FailReason::None, static_cast<uint16_t>(si / txs_.size()), f.index, c,
+                    r, &a});
+    a.pending++;
+    return true;
+}
+
+// The generator's state for a flow (its Sender's per-flow user pointer),
+// made once: --payload fixed writes message 0's bytes here.
+GenFlow* Runtime::gen_flow(FlowCtx& f, TxCtx* c) {
+    if (f.gen != nullptr)
+        return f.gen;
+    auto* g = socket_new<GenFlow>(tx_socket_);
+    if (g == nullptr)
+        return nullptr;
+    allocs_.push_back(g);
+    g->f = &f;
+    g->c = c;
+    if (opt_.fixed_payload) {
+        g->fixed = static_cast<uint8_t*>(rte_malloc_socket("tm_fixed", opt_.msg_size ? opt_.msg_size : 1, 64, tx_socket_));
+        if (g->fixed == nullptr)
+            return nullptr;
+        allocs_.push_back(g->fixed);
+        generate(f.gen_id, 0, g->fixed, opt_.msg_size);
+    }
+    f.gen = g;
+    return g;
+}
+
+// The sender of a flow: net_ring loopback sends a flow on the queue its
+// receiving rx lcore polls; elsewhere flows take turns over the senders.
+uint32_t Runtime::sender_for(uint16_t wire, uint16_t i) const {
+    return steer_by_queue_ ? wire % static_cast<uint32_t>(rxs_.size()) : i % static_cast<uint32_t>(senders_.size());
+}
+
+Addressing Runtime::address_to(const Session& s) const {
+    Addressing addr;
+    addr.src_mac = mac_;
+    addr.dst_mac = s.peer_mac;
+    addr.src_ip = opt_.src_ip;
+    addr.dst_ip = s.peer.ip;
+    addr.udp_port = s.peer.port;
+    return addr;
+}
+
+void Runtime::install_replay(AppSession& a, Session& s) {
+    AppSession* peer_side = app_session(s.peer_id);
     for (uint16_t i = 0; i < s.params.nflows; i++) {
         FlowCtx& f = *flows_[i];
         f.session = f.send_session = &a;
         a.flows.push_back(&f);
         const uint16_t wire = static_cast<uint16_t>(s.peer_base + i);
-        Addressing addr;
-        addr.src_mac = mac_;
-        addr.dst_mac = s.peer_mac;
-        addr.src_ip = opt_.src_ip;
-        addr.dst_ip = s.peer.ip;
-        addr.udp_port = s.peer.port;
         TxFlow tx;
-        TxFlow::make(tx, wire, s.params.key_of(i), s.params.ring_size, s.params.mtu, addr);
-        generate(f.gen_id, 0, buf.data(), opt_.msg_size);
-        TxMessage m;
-        m.bytes = {buf.data(), static_cast<size_t>(opt_.msg_size)};
-        marker.prepare(tx, m);
-        const uint32_t n = m.plan.pkt_count;
-        auto* pkts = static_cast<rte_mbuf**>(rte_zmalloc_socket("tm_replay", sizeof(rte_mbuf*) * n * opt_.ring_size, 64,
-                                                                tx_socket_));
-        if (pkts == nullptr || peer_side == nullptr) {
-            TM_LOG(ERR, app, "--replay: out of memory");
-            rte_free(pkts);
-            continue;
-        }
-        replay_pkts_.push_back({pkts, n * opt_.ring_size});
-        bool ok = true;
-        for (uint32_t set = 0; set < opt_.ring_size && ok; set++)
-            for (uint32_t first = 0; first < n && ok; first += kMaxBurst) {
-                const uint32_t cnt = n - first < kMaxBurst ? n - first : kMaxBurst;
-                ok = marker.build(tx, m, first, cnt, pkts + set * n + first) >= 0;
-                for (uint32_t k = 0; ok && k < cnt; k++)
-                    ok = pkts[set * n + first + k]->nb_segs == 1;
-            }
-        if (!ok) {
-            TM_LOG(ERR, app, "--replay: %u x %u ready packets per flow do not fit the mbuf pool (or are not single-segment); "
-                             "lower --ring-size", opt_.ring_size, n);
-            continue;
-        }
-        const uint32_t si = steer_by_queue_ ? wire % rxs_.size() : i % senders_.size();
-        TxCtx* c = txs_[si % txs_.size()];
-        auto* r = socket_new<ReplayFlow>(tx_socket_);
-        if (r == nullptr)
-            continue;
-        allocs_.push_back(r);
-        r->pkts = pkts;
-        r->plan = m.plan;
-        r->ring = peer_side->flows[i]->ring.get();
-        // id: the queue's place among the tx lcore's senders
-        post(c->lcore, {Request::Op::AddReplay, false, FailReason::None, static_cast<uint16_t>(si / txs_.size()), f.index,
-                        c, r, &a});
-        a.pending++;
+        TxFlow::make(tx, wire, s.params.key_of(i), s.params.ring_size, s.params.mtu, address_to(s));
+        if (peer_side != nullptr && i < peer_side->flows.size())
+            make_replay(f, tx, peer_side->flows[i]->ring.get(), sender_for(wire, i), a);
     }
 }
 
@@ -1230,6 +1235,7 @@ void Runtime::on_response(const Request& r, uint64_t now) {
     if (f != nullptr && (r.op == Request::Op::RemoveRecv || r.op == Request::Op::RemoveCons) && --f->detach_pending == 0) {
         // Neither the Receiver nor the consumer holds the ring any more.
         f->last_released = f->ring ? f->ring->released() : f->last_released;
+        f->last_gave_up = f->ring ? f->ring->gave_up() : f->last_gave_up;
         ConsFlow* cf = f->cons;
         if (cf != nullptr) {
             f->cons_completed = cf->completed;
@@ -1852,6 +1858,7 @@ Results Runtime::results() const {
             x.sent = 0;
             x.session = f->session ? f->session->index : 0;
         }
+        x.gave_up = f->ring ? f->ring->gave_up() : f->last_gave_up;
         r.per_flow.push_back(x);
     }
     for (const auto& a : app_sessions_) {

@@ -104,6 +104,10 @@ private:
     void on_session(Session& s);
     void install_send(AppSession& a, Session& s);
     void install_replay(AppSession& a, Session& s);
+    bool make_replay(FlowCtx& f, const TxFlow& tx, const CompletionRing* ring, uint32_t si, AppSession& a);
+    uint32_t sender_for(uint16_t wire, uint16_t i) const;
+    GenFlow* gen_flow(FlowCtx& f, TxCtx* c);
+    Addressing address_to(const Session& s) const;
     void detach(AppSession& a, uint64_t now);
     void post(unsigned lcore, const Request& r);
     void take_responses(uint64_t now);

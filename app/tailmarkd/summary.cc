@@ -86,8 +86,8 @@ bool write_summary_json(const Results& r, const std::string& path, std::string& 
     for (size_t i = 0; i < r.per_flow.size(); i++) {
         const Results::Flow& x = r.per_flow[i];
         fprintf(f, "%s\n    {\"flow\": %zu, \"sent\": %lu, \"acked\": %lu, \"released\": %lu, \"failed\": %lu, "
-                   "\"state\": \"%s\", \"session\": %u}",
-                i ? "," : "", i, x.sent, x.acked, x.released, x.failed, x.state, x.session);
+                   "\"state\": \"%s\", \"session\": %u, \"gave_up\": %lu}",
+                i ? "," : "", i, x.sent, x.acked, x.released, x.failed, x.state, x.session, x.gave_up);
     }
     fprintf(f, "\n  ],\n");
     fprintf(f, "  \"sessions\": [");

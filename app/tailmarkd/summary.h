@@ -50,6 +50,7 @@ struct Results {
         uint64_t sent = 0, acked = 0, released = 0, failed = 0;
         const char* state = "ok";
         uint32_t session = 0; // recv: the session it belongs to (sessions[])
+        uint64_t gave_up = 0; // releases of messages that never completed (the ring's give-up count)
     };
     std::vector<Flow> per_flow;
     // Sessions (lib/tailmark/session.h): each, and the control plane's counts.

@@ -105,7 +105,7 @@ inline rte_mbuf** replay_set(const ReplayFlow& r, uint32_t ring_size) {
 }
 
 inline bool replay_ready(const ReplayFlow& r, uint32_t ring_size) {
-    if (static_cast<uint32_t>(r.next_msg - r.ring->released()) >= ring_size)
+    if (r.ring != nullptr && static_cast<uint32_t>(r.next_msg - r.ring->released()) >= ring_size)
         return false;
     rte_mbuf** set = replay_set(r, ring_size);
     for (uint32_t i = 0; i < r.plan.pkt_count; i++)

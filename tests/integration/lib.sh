@@ -302,6 +302,7 @@ tm_transfer_checks() {
         "d['packets_placed'] == $req * $pkts" \
         "d['bytes_payload'] == $req * $size" \
         "d['latency_ns']['samples'] == $req" \
+        "all(f['gave_up'] == 0 for f in d['per_flow'])" \
         "d['ok'] is True"
 }
 

@@ -77,6 +77,19 @@ if tm_expect_rc quantum 0; then
         tm_log "ok: quantum (6 flows, sizes ${qsizes[*]}, --tx-quantum 65536)"
 fi
 
+# Regression: --duration without --exit-when-done, the work done early. The
+# rates must be over the time the work was in flight, not the idle rest of
+# the run (a run that moved its messages in a fraction of a second reported
+# them divided by the whole --duration).
+tm_run idle 40 -- --vdev=net_ring0 -l 0,1 -- --flows 2 --messages 2000 --msg-size 1024 --duration 4 --stats-period 0
+tm_expect_rc idle 0 &&
+    tm_check idle \
+        "d['messages_completed'] == 4000" \
+        "d['exit_reason'] == 'duration'" \
+        "0 < d['elapsed_s'] < 2.0" \
+        "abs(d['msgs_per_s'] * d['elapsed_s'] - 4000) < 1" &&
+    tm_log "ok: idle: rates over the $(python3 -c "import json;print(round(json.load(open('$TM_WORK/idle.json'))['elapsed_s'], 3))") s of work, not the 4 s run"
+
 # The embedded default with its sample file, as scripts/run.sh runs it (fewer messages).
 tm_run default 40 -- --vdev=net_ring0 -l 0,1 -- \
     --config "$TAILMARK_CONFIG_DIR/loopback.ini" --messages 5000 --exit-when-done --stats-period 0

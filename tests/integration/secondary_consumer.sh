@@ -187,6 +187,28 @@ tm_check "$name" \
     "d['ok'] is True" && tm_log "ok: $req messages consumed and verified in another process, exact counts"
 grep -q 'flow 0 resumed' "$TM_WORK/$name.err" || tm_fail "$name: no 'flow 0 resumed' log"
 
+# Regression: a --msg-size list with an external consumer. The daemon counts
+# the payload the consumer process released from the sizes of those very
+# messages (message i of a flow has the i-th size, in turn); it used to
+# multiply the count by the largest size.
+name=sizes
+tm_start "$name" 60 -- --vdev=net_ring0 -l 0,1 -- --consumer-lcores none --flows 1 --messages 100 \
+    --msg-size 1000,3000,200 --ring-size 16 --exit-when-done --stats-period 0
+spid=$TM_PID
+sprefix=${TM_PREFIXES[-1]}
+sready() { grep -q '^tailmark.app: mode loopback' "$TM_WORK/$name.err" 2>/dev/null; }
+tm_await "$name" "$spid" 30 sready "not set up within 30 s"
+timeout -k 5 60 "$CONSUMER" --proc-type=secondary --file-prefix "$sprefix" --no-pci -l 0 \
+    --log-level=lib.eal:warning -- --flows 1 --messages 100 --summary-json "$TM_WORK/S.json" \
+    >"$TM_WORK/S.out" 2>"$TM_WORK/S.err"
+exited_ok S $?
+wait "$spid"
+TM_RC=$?
+# 34 x 1000 + 33 x 3000 + 33 x 200 bytes over messages 0..99.
+tm_expect_rc "$name" 0 && tm_check "$name" "d['messages_completed'] == 100" \
+    "d['bytes_payload'] == 34 * 1000 + 33 * 3000 + 33 * 200" &&
+    tm_log "ok: an external consumer's bytes counted from each message's own size"
+
 # Two daemons: a sender and a receiver (--mode recv --consumer-lcores none)
 # over net_af_packet on a veth pair between two network namespaces, the
 # example consumer a secondary of the receiver (it waits for the rings, which
