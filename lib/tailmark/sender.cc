@@ -444,6 +444,13 @@ uint32_t Sender::serve_jobs(uint32_t burst, uint32_t n) {
         if (!job_on_ && !(job_on_ = start_job()))
             break;
         SendFlow& f = *table_[job_.flow];
+        // A request served over several rounds: its message may have been
+        // released, or its flow failed, since. Either let go of the bytes
+        // (retire), which job_msg_ still points at: stop.
+        if (f.failed != FailReason::None || before(job_.msg_id, f.released)) {
+            job_on_ = false;
+            continue;
+        }
         uint32_t k = job_end_ - job_pos_;
         if (k > burst - n)
             k = burst - n;
