@@ -514,6 +514,13 @@ void Sender::on_timer(SendFlow& f, uint64_t now) {
         sync_local(f);
     if (f.acked == f.sent && f.released == f.sent)
         return; // nothing owed: the next message sent arms it again
+    // Progress first: the grace below re-arms, which takes the cursors as
+    // seen, so progress made before a late firing would be lost and the
+    // next expiry counted on top of the old retries.
+    if (f.acked != f.seen_acked || f.released != f.seen_released) {
+        restart(f, now);
+        return;
+    }
     if (now - due > f.rto / 2 && !f.graced) {
         // Fired late: this lcore was held up (descheduled), and so was
         // whatever shares it, the rx role in loopback. Forgiven once since
@@ -521,10 +528,6 @@ void Sender::on_timer(SendFlow& f, uint64_t now) {
         // every round is slow still gives a dead peer up.
         f.graced = true;
         arm(f, now, f.rto / 4 + 1);
-        return;
-    }
-    if (f.acked != f.seen_acked || f.released != f.seen_released) {
-        restart(f, now);
         return;
     }
     const uint32_t head_id = f.acked != f.sent ? f.acked : f.released;
