@@ -444,6 +444,13 @@ uint32_t Sender::serve_jobs(uint32_t burst, uint32_t n) {
         if (!job_on_ && !(job_on_ = start_job()))
             break;
         SendFlow& f = *table_[job_.flow];
+        // A request served over several rounds: its message may have been
+        // released, or its flow failed, since. Either let go of the bytes
+        // (retire), which job_msg_ still points at: stop.
+        if (f.failed != FailReason::None || before(job_.msg_id, f.released)) {
+            job_on_ = false;
+            continue;
+        }
         uint32_t k = job_end_ - job_pos_;
         if (k > burst - n)
             k = burst - n;
@@ -507,6 +514,13 @@ void Sender::on_timer(SendFlow& f, uint64_t now) {
         sync_local(f);
     if (f.acked == f.sent && f.released == f.sent)
         return; // nothing owed: the next message sent arms it again
+    // Progress first: the grace below re-arms, which takes the cursors as
+    // seen, so progress made before a late firing would be lost and the
+    // next expiry counted on top of the old retries.
+    if (f.acked != f.seen_acked || f.released != f.seen_released) {
+        restart(f, now);
+        return;
+    }
     if (now - due > f.rto / 2 && !f.graced) {
         // Fired late: this lcore was held up (descheduled), and so was
         // whatever shares it, the rx role in loopback. Forgiven once since
@@ -514,10 +528,6 @@ void Sender::on_timer(SendFlow& f, uint64_t now) {
         // every round is slow still gives a dead peer up.
         f.graced = true;
         arm(f, now, f.rto / 4 + 1);
-        return;
-    }
-    if (f.acked != f.seen_acked || f.released != f.seen_released) {
-        restart(f, now);
         return;
     }
     const uint32_t head_id = f.acked != f.sent ? f.acked : f.released;
