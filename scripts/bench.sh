@@ -7,6 +7,11 @@
 #   scripts/bench.sh --instructions
 #                               also instructions per packet of the tx and rx
 #                               paths under valgrind's callgrind (noise-free)
+#   scripts/bench.sh --compare REV
+#                               only an A/B of this tree against git revision
+#                               REV (built in build-ab/): the core rows, both
+#                               builds interleaved run by run, three rounds,
+#                               medians and their ratio (build/bench/compare.md)
 #
 # Writes build/bench/results.json, build/bench/results.md and, when Debian's
 # python3-matplotlib is there, build/bench/goodput.png.
@@ -25,12 +30,15 @@ source "$(dirname "$0")/lib/common.sh"
 
 quick=0
 instructions=0
-for a in "$@"; do
-    case $a in
+compare=
+while [ $# -gt 0 ]; do
+    case $1 in
     --quick) quick=1 ;;
     --instructions) instructions=1 ;;
-    *) echo "usage: scripts/bench.sh [--quick] [--instructions]" >&2; exit 2 ;;
+    --compare) compare=${2:-}; shift ;;
+    *) echo "usage: scripts/bench.sh [--quick] [--instructions] [--compare REV]" >&2; exit 2 ;;
     esac
+    shift
 done
 out=$TM_BUILD/bench
 mkdir -p "$out"
@@ -74,6 +82,107 @@ tailmarkd() {
         --log-level=lib.eal:warning --log-level='tailmark.*:warning' "${eal[@]}" -- \
         --stats-period 0 --summary-json "$raw/$name.json" "$@" >"$raw/$name.out" 2>&1
 }
+
+# --compare REV: the same rows for this tree (A) and REV (B), each round
+# running A and B back to back in alternating order, so a slow spell of the
+# VM falls on both; medians of three rounds and their ratio.
+if [ -n "$compare" ]; then
+    ab=$TM_ROOT/build-ab
+    rev=$(git -C "$TM_ROOT" rev-parse --verify "$compare^{commit}") || { tm_say "--compare: no revision $compare"; exit 2; }
+    if [ "$(git -C "$ab/src" rev-parse HEAD 2>/dev/null)" != "$rev" ]; then
+        git -C "$TM_ROOT" worktree remove --force "$ab/src" 2>/dev/null
+        rm -rf "$ab"
+        mkdir -p "$ab"
+        git -C "$TM_ROOT" worktree add --detach "$ab/src" "$rev" >/dev/null || exit 1
+    fi
+    if [ ! -f "$ab/build/build.ninja" ]; then
+        meson setup "$ab/build" "$ab/src" -Dtests=false >"$ab/setup.log" 2>&1 || { cat "$ab/setup.log"; exit 1; }
+    fi
+    ninja -C "$ab/build" >"$ab/ninja.log" 2>&1 || { tail -30 "$ab/ninja.log"; exit 1; }
+    old=$ab/build/app/tailmarkd/tailmarkd
+    [ -x "$old" ] || { tm_say "--compare: $rev did not build"; exit 1; }
+    new=$daemon
+    rows=(
+        "tx64 --vdev=net_null0,copy=0,no-rx=1 -- --flows 1 --msg-size 64 --messages 0 --duration $secs --flow-control off --ring-size 64"
+        "txfixed64 --vdev=net_null0,copy=0,no-rx=1 -- --flows 1 --msg-size 64 --messages 0 --duration $secs --flow-control off --ring-size 64 --payload fixed"
+        "loop64x1 --vdev=net_ring0 -- --flows 1 --msg-size 64 --messages 1000000 --ring-size 64 --exit-when-done --duration 60"
+        "loop64x4 --vdev=net_ring0 -- --flows 4 --msg-size 64 --messages 250000 --ring-size 64 --exit-when-done --duration 60"
+        "loop64x64 --vdev=net_ring0 -- --flows 64 --msg-size 64 --messages 15625 --ring-size 64 --exit-when-done --duration 60"
+        "loop4kx1 --vdev=net_ring0 -- --flows 1 --msg-size 4096 --messages 250000 --ring-size 64 --exit-when-done --duration 60"
+        "loop4kx64 --vdev=net_ring0 -- --flows 64 --msg-size 4096 --messages 4000 --ring-size 64 --exit-when-done --duration 60"
+        "loop64kx1 --vdev=net_ring0 -- --flows 1 --msg-size 65536 --messages 20000 --ring-size 16 --exit-when-done --duration 60"
+        "loop64kx64 --vdev=net_ring0 -- --flows 64 --msg-size 65536 --messages 300 --ring-size 16 --exit-when-done --duration 60"
+        "loop1mx4 --vdev=net_ring0 -- --flows 4 --msg-size 1048576 --messages 300 --ring-size 4 --exit-when-done --duration 60"
+        "rx64 --vdev=net_ring0 -- --flows 1 --msg-size 64 --messages 5000000 --ring-size 64 --replay on --tx-lcores 0 --rx-lcores 1 --consumer-lcores 0 --exit-when-done --duration 60"
+        "rx64k --vdev=net_ring0 -- --flows 1 --msg-size 65536 --messages 60000 --ring-size 16 --replay on --tx-lcores 0 --rx-lcores 1 --consumer-lcores 0 --exit-when-done --duration 60"
+    )
+    [ $quick -eq 1 ] && rows=("${rows[0]}" "${rows[2]}" "${rows[5]}" "${rows[7]}" "${rows[10]}" "${rows[11]}")
+    run_ab() { # BIN NAME ARGS...
+        local bin=$1 name=$2
+        shift 2
+        local eal=()
+        while [ $# -gt 0 ] && [ "$1" != -- ]; do eal+=("$1"); shift; done
+        shift
+        timeout -k 5 120 "$bin" -l 0-1 --no-pci "${MEM[@]}" --file-prefix "tm_bench_$$" \
+            --log-level=lib.eal:warning --log-level='tailmark.*:warning' "${eal[@]}" -- \
+            --stats-period 0 --summary-json "$raw/$name.json" "$@" >"$raw/$name.out" 2>&1
+    }
+    for rep in 1 2 3; do
+        for row in "${rows[@]}"; do
+            read -r -a r <<<"$row"
+            name=${r[0]}
+            if [ $((rep % 2)) -eq 1 ]; then
+                run_ab "$new" "ab_${name}_A_$rep" "${r[@]:1}"
+                run_ab "$old" "ab_${name}_B_$rep" "${r[@]:1}"
+            else
+                run_ab "$old" "ab_${name}_B_$rep" "${r[@]:1}"
+                run_ab "$new" "ab_${name}_A_$rep" "${r[@]:1}"
+            fi
+        done
+        tm_say "A/B round $rep of 3 done"
+    done
+    /usr/bin/python3 - "$raw" "$out" "$(git -C "$TM_ROOT" rev-parse --short HEAD)$(git -C "$TM_ROOT" diff --quiet || echo +)" \
+        "$(git -C "$TM_ROOT" rev-parse --short "$rev")" "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')" \
+        "${rows[@]%% *}" <<'PYEOF'
+import json, os, sys
+raw, out, a_rev, b_rev, cpu = sys.argv[1:6]
+names = sys.argv[6:]
+def metric(d, name):
+    if name.startswith("tx"):
+        return d["packets_tx"] / d["elapsed_s"] / 1e6 if d.get("elapsed_s") else 0, "Mpps"
+    return (d.get("msgs_per_s") or 0) / 1e6, "M msgs/s"
+rows, res = [], []
+for n in names:
+    vals = {}
+    for side in "AB":
+        v = []
+        for rep in (1, 2, 3):
+            p = os.path.join(raw, f"ab_{n}_{side}_{rep}.json")
+            if os.path.exists(p):
+                d = json.load(open(p))
+                m, unit = metric(d, n)
+                cyc = d.get("cycles", {})
+                v.append((m, cyc.get("tx_per_packet"), cyc.get("rx_per_packet")))
+        v.sort()
+        vals[side] = v
+    if not vals["A"] or not vals["B"]:
+        continue
+    a, b = vals["A"][len(vals["A"]) // 2], vals["B"][len(vals["B"]) // 2]
+    unit = metric({"packets_tx": 0, "elapsed_s": 1, "msgs_per_s": 0}, n)[1]
+    ratio = a[0] / b[0] if b[0] else 0
+    res.append({"row": n, "unit": unit, "A": a[0], "B": b[0], "ratio": ratio,
+                "A_runs": [x[0] for x in vals["A"]], "B_runs": [x[0] for x in vals["B"]],
+                "A_tx_cycles": a[1], "B_tx_cycles": b[1], "A_rx_cycles": a[2], "B_rx_cycles": b[2]})
+    rows.append(f"| {n} | {a[0]:.3f} | {b[0]:.3f} | {ratio:.2f}x | {min(x[0] for x in vals['A']):.3f}-{max(x[0] for x in vals['A']):.3f} | "
+                f"{min(x[0] for x in vals['B']):.3f}-{max(x[0] for x in vals['B']):.3f} | {unit} |")
+md = [f"A/B: A = {a_rev} (this tree), B = {b_rev}; {cpu}; each row the median of 3 rounds, A and B back to back "
+      "in alternating order.", "", "| row | A | B | A/B | A range | B range | unit |", "|---|---:|---:|---:|---|---|---|"] + rows
+open(os.path.join(out, "compare.md"), "w").write("\n".join(md) + "\n")
+json.dump({"A": a_rev, "B": b_rev, "cpu": cpu, "rows": res}, open(os.path.join(out, "compare.json"), "w"), indent=1)
+print("\n".join(md))
+PYEOF
+    exit 0
+fi
 
 tm_say "references: dpdk-testpmd on net_null, ${secs}s each"
 tp_tx=$(testpmd txonly)

@@ -187,9 +187,15 @@ SendFlow* Sender::remove(uint16_t id) {
     SendFlow* f = table_ ? table_[id] : nullptr;
     if (f == nullptr || f->reported != f->submitted || f->active)
         return nullptr;
-    // Requests for it may still be queued: they find no flow and are stale.
+    // Requests for it may still be queued: emptied, so that a flow installed
+    // later under the same id does not take them for its own.
     if (job_on_ && job_.flow == id)
         job_on_ = false;
+    for (uint32_t k = 0; k < job_count_; k++) {
+        Nack& j = jobs_[(job_head_ + k) % jobs_.size()];
+        if (j.flow == id)
+            j.nranges = 0; // stale when its turn comes
+    }
     table_[id] = nullptr;
     SendFlow* last = flows_.back();
     flows_[f->index] = last;
