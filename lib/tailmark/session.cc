@@ -356,7 +356,11 @@ void SessionTable::on_connect(const SessionMsg& msg, const SessionFrame& raw, co
     ctr_.rx++;
     // The same connector session again: its CONNECT was retried (our ACCEPT
     // was lost, or is on its way). Another epoch: a new incarnation.
+    // The one to replace is the confirmed incarnation when there is one: a
+    // pending session made by a replayed CONNECT is no incarnation, and it
+    // ends at its deadline anyway.
     uint16_t older = 0;
+    bool older_confirmed = false;
     for (auto& [id, x] : sessions_) {
         if (x->connector || x->state == SessionState::Ended || !(x->peer == from) || x->peer_id != msg.src_session ||
             x->service != msg.service)
@@ -366,7 +370,10 @@ void SessionTable::on_connect(const SessionMsg& msg, const SessionFrame& raw, co
                 send_accept(*x, msg.nonce);
             return;
         }
-        older = id;
+        if (!older_confirmed) {
+            older = id;
+            older_confirmed = x->confirmed;
+        }
     }
     Session* s = make(false, now);
     if (s == nullptr) {
