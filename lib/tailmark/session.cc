@@ -461,7 +461,7 @@ void SessionTable::on_session(rte_mbuf* m, uint64_t now) {
             tmp.local_epoch = msg.dst_epoch ? msg.dst_epoch : 1;
             tmp.service = msg.service;
             tmp.peer = o.ep;
-            tmp.peer_mac = o.mac;
+            tmp.peer_mac = o.ep == cfg_.self ? cfg_.rx_mac : o.mac; // to ourselves: where we receive
             SessionMsg reset;
             reset.type = SessionType::Reset;
             reset.dst_session = msg.src_session;
