@@ -356,7 +356,11 @@ void SessionTable::on_connect(const SessionMsg& msg, const SessionFrame& raw, co
     ctr_.rx++;
     // The same connector session again: its CONNECT was retried (our ACCEPT
     // was lost, or is on its way). Another epoch: a new incarnation.
+    // The one to replace is the confirmed incarnation when there is one: a
+    // pending session made by a replayed CONNECT is no incarnation, and it
+    // ends at its deadline anyway.
     uint16_t older = 0;
+    bool older_confirmed = false;
     for (auto& [id, x] : sessions_) {
         if (x->connector || x->state == SessionState::Ended || !(x->peer == from) || x->peer_id != msg.src_session ||
             x->service != msg.service)
@@ -366,7 +370,10 @@ void SessionTable::on_connect(const SessionMsg& msg, const SessionFrame& raw, co
                 send_accept(*x, msg.nonce);
             return;
         }
-        older = id;
+        if (!older_confirmed) {
+            older = id;
+            older_confirmed = x->confirmed;
+        }
     }
     Session* s = make(false, now);
     if (s == nullptr) {
@@ -454,7 +461,7 @@ void SessionTable::on_session(rte_mbuf* m, uint64_t now) {
             tmp.local_epoch = msg.dst_epoch ? msg.dst_epoch : 1;
             tmp.service = msg.service;
             tmp.peer = o.ep;
-            tmp.peer_mac = o.mac;
+            tmp.peer_mac = o.ep == cfg_.self ? cfg_.rx_mac : o.mac; // to ourselves: where we receive
             SessionMsg reset;
             reset.type = SessionType::Reset;
             reset.dst_session = msg.src_session;
