@@ -568,7 +568,26 @@ void SessionTable::on_session(rte_mbuf* m, uint64_t now) {
         ctr_.refused++;
         end(*s, SessionEnd::Refused, now);
         return;
-    case SessionType::Keepalive:
+    case SessionType::Keepalive: {
+        // Freshness: an answer must echo one of the probes this end sent, a
+        // probe must carry a sequence above the last one (its nonce's upper
+        // half): a recording replayed later keeps no dead peer alive.
+        if (msg.flags & kKeepaliveAnswer) {
+            bool echoed = false;
+            for (uint64_t n : s->ask_nonce)
+                echoed |= n != 0 && n == msg.nonce;
+            if (!s->connector || !echoed) {
+                count(DropReason::ControlStale);
+                return;
+            }
+        } else if (msg.flags & kKeepaliveAsk) {
+            const uint32_t seq = static_cast<uint32_t>(msg.nonce >> 32);
+            if (s->connector || static_cast<int32_t>(seq - s->peer_ask_seq) <= 0) {
+                count(DropReason::ControlStale);
+                return;
+            }
+            s->peer_ask_seq = seq;
+        }
         s->last_rx = now;
         if (!s->connector && !s->confirmed && s->state == SessionState::Established) {
             s->confirmed = true;
@@ -586,6 +605,7 @@ void SessionTable::on_session(rte_mbuf* m, uint64_t now) {
             send(*s, k, s->key);
         }
         return;
+    }
     case SessionType::Reset: {
         bool echoed = false;
         for (uint64_t n : s->ask_nonce)
@@ -646,6 +666,8 @@ void SessionTable::poll(uint64_t now) {
                 send_connect(s, now);
             break;
         case SessionState::Accepting:
+            if (now >= s.deadline) // the application never had the flows ready
+                end(s, SessionEnd::NoAnswer, now);
             break;
         case SessionState::Established: {
             if (s.connector && now >= s.next_tx) {
@@ -654,7 +676,9 @@ void SessionTable::poll(uint64_t now) {
                 k.flags = kKeepaliveAsk;
                 k.dst_session = s.peer_id;
                 k.dst_epoch = s.peer_epoch;
-                k.nonce = rte_rand() | 1;
+                // Upper half a sequence (the acceptor wants it rising), lower
+                // half random (a RESET or answer must echo it).
+                k.nonce = uint64_t(++s.ask_seq) << 32 | (rte_rand() & 0xFFFFFFFFu);
                 s.ask_nonce[s.asks++ % 4] = k.nonce;
                 send(s, k, s.key);
                 s.next_tx = now + us(cfg_.keepalive_us);

@@ -108,8 +108,10 @@ struct Session {
     uint64_t refuse_expected = 0, refuse_got = 0;
     // Timing (TSC).
     uint64_t connect_nonce = 0;
-    uint64_t ask_nonce[4]{};   // recent liveness probes (a RESET must echo one)
+    uint64_t ask_nonce[4]{};   // recent liveness probes (a RESET or an answer must echo one)
     uint32_t asks = 0;
+    uint32_t ask_seq = 0;      // connector: the probes' sequence (the nonce's upper half)
+    uint32_t peer_ask_seq = 0; // acceptor: the last probe's sequence taken (a replay is older)
     uint64_t started = 0, deadline = 0, next_tx = 0, last_rx = 0;
     uint32_t tries = 0;
     void* user = nullptr;      // the application's

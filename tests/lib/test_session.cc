@@ -957,12 +957,14 @@ TEST_CASE("loss and duplicates in the handshake", "[session]") {
         net.inject(a, accept.bytes); // an ACCEPT again: one more confirmation
         CHECK(a.sent.size() == 4);
         CHECK(a.sent.back().is_ka(0));
-        net.inject(b, ask.bytes); // a probe again: one more answer
-        CHECK(b.sent.size() == 3);
-        CHECK(b.sent.back().is_ka(kKeepaliveAnswer));
-        CHECK(b.sent.back().nonce() == ask.nonce());
+        // A probe again: its sequence is not above the last one taken, so a
+        // recording cannot keep a dead connector looking alive: no answer.
+        const uint64_t stale = b.t->counters().drops[index(DropReason::ControlStale)];
+        net.inject(b, ask.bytes);
+        CHECK(b.sent.size() == 2);
+        CHECK(b.t->counters().drops[index(DropReason::ControlStale)] == stale + 1);
         net.inject(b, conn.bytes); // a CONNECT again: the ACCEPT again, confirmed again
-        REQUIRE(b.sent.size() == 4);
+        REQUIRE(b.sent.size() == 3);
         CHECK(b.sent.back().is(SessionType::Accept));
         CHECK(b.sent.back().nonce() == conn.nonce());
         CHECK(a.sent.size() == 5);
@@ -974,6 +976,20 @@ TEST_CASE("loss and duplicates in the handshake", "[session]") {
         CHECK(sb->confirmed);
         CHECK(a.events.size() == 1);
         CHECK(b.events.size() == 1);
+        // The next real probe (a higher sequence) is answered as ever.
+        net.run_to(T0 + 2 * kSec);
+        CHECK(a.sent.size() == 6);
+        CHECK(b.sent.size() == 4);
+        CHECK(b.sent.back().is_ka(kKeepaliveAnswer));
+        // An answer signed right but echoing no probe A sent is not news:
+        // it would keep a dead acceptor looking alive.
+        const uint64_t stale_a = a.drops(DropReason::ControlStale);
+        std::vector<uint8_t> odd = b.sent.back().bytes;
+        odd[kEthLen + kIpLen + kUdpLen + kHeaderLen + 23] ^= 0x01; // the nonce's last byte
+        net.inject(a, resign(odd, kK));
+        CHECK(a.drops(DropReason::ControlStale) == stale_a + 1);
+        net.inject(a, b.sent.back().bytes); // the real one: believed (a recent probe's echo)
+        CHECK(a.drops(DropReason::ControlStale) == stale_a + 1);
     }
 }
 
