@@ -1403,7 +1403,9 @@ Sender::FlowView Runtime::send_view(const FlowCtx& f) const {
 uint32_t Runtime::released_of(const FlowCtx& f) const {
     if (f.ring)
         return f.ring->released();
-    if (f.send != nullptr || f.detached)
+    // A receive side whose session ended keeps its ring's last cursor; the
+    // sender's view is only a sender's (as in acked_of).
+    if (f.send != nullptr || (f.detached && opt_.mode == Mode::Send))
         return send_view(f).released;
     return f.last_released;
 }
