@@ -149,7 +149,7 @@ bridged() { # NA2 NM NB2: vethA (NA2) - mA [br0 in NM] mB - vethB (NB2)
     done
     ip link add vethA netns "$1" type veth peer name mA netns "$2" || return 1
     ip link add vethB netns "$3" type veth peer name mB netns "$2" || return 1
-    ip -n "$2" link add br0 type bridge || return 1
+    ip -n "$2" link add br0 type bridge mcast_snooping 0 || return 1 # no IGMP reports of its own
     ip -n "$2" link set mA master br0 && ip -n "$2" link set mB master br0 || return 1
     ip -n "$2" link set mA up && ip -n "$2" link set mB up && ip -n "$2" link set br0 up || return 1
     ip -n "$1" link set vethA up && ip -n "$3" link set vethB up || return 1

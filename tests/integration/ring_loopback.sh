@@ -40,8 +40,8 @@ for c in "${cases[@]}"; do
         tm_check "$name" \
             "d['mode'] == 'loopback'" \
             "d['messages_sent'] == $((flows * msgs))" \
-            "d['packets_tx'] == $total + d['control_tx']" \
-            "d['packets_rx'] == $total + d['control_rx']" \
+            "d['packets_tx'] == $total + d['reliability']['retx_pkts'] + d['control_tx']" \
+            "d['packets_rx'] == $total + d['reliability']['retx_rx'] + d['control_rx']" \
             "d['session']['tx'] == 4 and d['session']['rx'] == 4" \
             "d['session']['established'] == 2 and d['session']['refused'] == 0" \
             "d['drops_total'] == d['reliability']['retx_rx']" \
