@@ -159,6 +159,7 @@ struct GenFlow {
     FlowCtx* f = nullptr;
     TxCtx* c = nullptr;
     uint8_t* fixed = nullptr;  // --payload fixed: message 0's bytes, written once
+    uint8_t* scratch = nullptr; // --flow-control off: the one buffer each message is generated into
     uint32_t gen_sent = 0;     // generator messages started (the --messages quota)
     uint64_t next_start = 0;   // --rate: TSC before which no generator message starts
     uint32_t send_left = 0;    // of the current `send` request
@@ -196,6 +197,7 @@ struct alignas(64) TxCtx {
     uint64_t buf_waits = 0;             // a message waited for a buffer
     uint64_t replay_pkts = 0;           // --replay: packets queued
     uint64_t replay_msgs = 0;           // --replay: messages whose every packet was queued
+    uint64_t replay_opened = 0;         // --replay: messages begun (bumped before replay_msgs)
     uint64_t completions = 0;           // Sender completions taken
 };
 

@@ -1022,6 +1022,15 @@ GenFlow* Runtime::gen_flow(FlowCtx& f, TxCtx* c) {
             return nullptr;
         allocs_.push_back(g->fixed);
         generate(f.gen_id, 0, g->fixed, opt_.msg_size);
+    } else if (!opt_.flow_control) {
+        // Unreliable, copy mode: nothing is ever resent, and the Sender asks
+        // for a flow's next message only once the last one's packets were
+        // built (copied). One buffer per flow serves: no hold, no pool.
+        g->scratch = static_cast<uint8_t*>(rte_malloc_socket("tm_scratch", opt_.msg_size ? opt_.msg_size : 1, 64,
+                                                             tx_socket_));
+        if (g->scratch == nullptr)
+            return nullptr;
+        allocs_.push_back(g->scratch);
     }
     f.gen = g;
     return g;
@@ -1436,6 +1445,12 @@ bool Runtime::done() const {
     case Mode::Send:
         if (flows_.empty())
             return false;
+        if (opt_.replay) { // no Sender flows: the ready-made packets' messages, consumed
+            for (const FlowCtx* f : flows_)
+                if (f->consumed.load(std::memory_order_acquire) != m)
+                    return false;
+            return true;
+        }
         for (const FlowCtx* f : flows_) {
             const Sender::FlowView v = send_view(*f);
             if (f->send == nullptr && !f->detached && opt_.flow_control)
@@ -1459,6 +1474,17 @@ bool Runtime::drained() const {
     for (const Sender* s : senders_)
         if (s->busy() != 0)
             return false;
+    if (opt_.replay) { // every message the replay queued was consumed
+        uint64_t queued = 0, consumed = 0;
+        for (const TxCtx* c : txs_) {
+            if (peek(c->replay_opened) != peek(c->replay_msgs))
+                return false; // a message partly queued
+            queued += peek(c->replay_msgs);
+        }
+        for (const FlowCtx* f : flows_)
+            consumed += f->consumed.load(std::memory_order_acquire);
+        return consumed == queued;
+    }
     for (const FlowCtx* f : flows_) {
         const Sender::FlowView v = send_view(*f);
         if (v.failed != FailReason::None)

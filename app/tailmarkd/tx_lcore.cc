@@ -71,6 +71,10 @@ bool gen_source(void* ctx, void* user, uint32_t msg_id, Message& m, uint64_t& co
     if (g.fixed != nullptr) { // message 0's bytes, written once: the bytes outlive the flow
         m.bytes = {g.fixed, static_cast<size_t>(len)};
         m.shinfo = nullptr;
+    } else if (g.scratch != nullptr) { // unreliable: copied before the Sender asks again
+        generate(f.gen_id, msg_id, g.scratch, len);
+        m.bytes = {g.scratch, static_cast<size_t>(len)};
+        m.shinfo = nullptr;
     } else {
         GenBuf* b = c.free_bufs;
         if (unlikely(b == nullptr)) {
@@ -157,6 +161,7 @@ bool replay_queue(TxCtx& c, ReplayQueue& rq, uint64_t now) {
             }
             r.active = true;
             r.next_pkt = 0;
+            bump(c.replay_opened);
         }
         idle = 0;
         uint32_t k = r.plan.pkt_count - r.next_pkt;

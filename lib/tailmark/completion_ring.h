@@ -18,49 +18,9 @@
 
 #include <rte_memzone.h>
 
+#include "tailmark/ring_layout.h"
+
 namespace tailmark {
-
-inline constexpr uint32_t kRingMagic = 0x544D5247; // "TMRG"
-// The memzone's layout. 2: the consumer cursor's give-up count on a line of
-// its own, regions 64-byte aligned at a stride that is never whole pages.
-inline constexpr uint32_t kRingVersion = 2;
-inline constexpr uint32_t kSlotSize = 64;
-inline constexpr uint32_t kRegionAlign = 64; // regions: cache-line aligned, see region_stride()
-
-struct alignas(64) CompletionSlot {
-    uint64_t flag;         // trailer flag of the completed message; stored last, release
-    uint32_t msg_id;
-    uint32_t msg_len;
-    uint32_t crc32c;
-    uint16_t pkt_count;
-    uint16_t flow;
-    uint64_t rx_tsc;       // TSC when the packet that completed the message arrived
-    uint8_t reserved[32];
-};
-static_assert(sizeof(CompletionSlot) == kSlotSize);
-
-struct alignas(64) RingHeader {
-    uint32_t magic;
-    uint32_t version;
-    uint32_t flow;
-    uint32_t ring_size;     // power of two
-    uint64_t region_size;   // bytes per slot region (the flow's maximum message size)
-    uint64_t slots_offset;  // from the start of the memzone
-    uint64_t regions_offset;
-    uint64_t region_stride; // region_size rounded up to 64, plus 64 if that is a multiple of 4 KiB
-    int32_t socket_id;
-};
-
-// Written only by the consumer: the next msg_id it has not yet released.
-// Every message before it is consumed; the receiver's window ends at
-// released + ring_size. `gave_up` counts releases of messages that had not
-// completed; it sits on its own line, which nobody writes in normal running,
-// so the receiver can check it on every packet for the price of an L1 hit and
-// read the busy `released` line only when its cached copy no longer answers.
-struct ConsumerCursor {
-    alignas(64) uint32_t released;
-    alignas(64) uint32_t gave_up;
-};
 
 std::string ring_name(uint16_t flow);
 
@@ -74,6 +34,13 @@ public:
     // nullptr with rte_errno ENOENT (none), EAGAIN (not initialised yet) or
     // EPROTO (another layout version: a daemon from another build).
     static std::unique_ptr<CompletionRing> attach(uint16_t flow);
+    // In memory the caller owns (page aligned; e.g. a memfd an application
+    // maps too): laid out there, header, cursor and slots zeroed. The memory
+    // outlives the ring object. nullptr (rte_errno EINVAL) when it does not fit.
+    static std::unique_ptr<CompletionRing> create_at(void* mem, uint64_t len, uint16_t flow, uint32_t ring_size,
+                                                     uint64_t region_size);
+    // The bytes a ring of this geometry takes.
+    static uint64_t bytes_for(uint32_t ring_size, uint64_t region_size);
 
     ~CompletionRing();
     CompletionRing(const CompletionRing&) = delete;
@@ -83,8 +50,9 @@ public:
     uint32_t size() const { return mask_ + 1; }
     uint32_t mask() const { return mask_; }
     uint64_t region_size() const { return hdr_->region_size; }
-    const rte_memzone* memzone() const { return mz_; }
-    uint64_t bytes() const { return mz_->len; }
+    const rte_memzone* memzone() const { return mz_; } // nullptr for create_at()'s
+    uint64_t bytes() const { return len_; }
+    const void* base() const { return hdr_; }
 
     CompletionSlot* slot(uint32_t idx) const { return &slots_[idx & mask()]; }
     uint8_t* region(uint32_t idx) const {
@@ -93,7 +61,7 @@ public:
     // [begin, end) of everything the receiver may ever write for this flow.
     std::span<uint8_t> writable_span() const {
         return {reinterpret_cast<uint8_t*>(slots_), static_cast<size_t>(
-            reinterpret_cast<uint8_t*>(mz_->addr) + mz_->len - reinterpret_cast<uint8_t*>(slots_))};
+            reinterpret_cast<uint8_t*>(hdr_) + len_ - reinterpret_cast<uint8_t*>(slots_))};
     }
 
     // --- consumer API ---
@@ -139,9 +107,12 @@ public:
     const uint32_t* gave_up_word() const { return &cursor_->gave_up; }
 
 private:
-    CompletionRing(const rte_memzone* mz, bool owner);
-    const rte_memzone* mz_;
+    CompletionRing(const rte_memzone* mz, void* base, uint64_t len, bool owner);
+    static void lay_out(void* mem, const RingLayout& l, uint16_t flow, uint32_t ring_size, uint64_t region_size,
+                        int socket_id);
+    const rte_memzone* mz_; // nullptr: memory the caller owns
     bool owner_;
+    uint64_t len_;
     RingHeader* hdr_;
     ConsumerCursor* cursor_;
     CompletionSlot* slots_;

@@ -67,6 +67,7 @@ enum class SendStatus : uint8_t {
 
 struct SendCompletion {
     uint64_t cookie;
+    void* user; // the flow's SendFlowSpec::user
     uint32_t msg_id;
     uint16_t flow;
     SendStatus status;
@@ -80,6 +81,11 @@ struct SendFlowSpec {
     uint64_t max_msg = 0;     // the receiver's region
     bool reliable = true;     // false: no credits, no retransmission (a sink, e.g. net_null)
     bool report = true;       // a completion per message (false: counters only)
+    // Copy: the payload is copied into the packets (the application may
+    // write the next message at once); ZeroCopy: the packets reference the
+    // application's bytes (extbuf over its shared info; they must be DMA
+    // reachable: rte_extmem_register).
+    PayloadMode payload = PayloadMode::Copy;
     SessionLink* link = nullptr;   // reliable flows: epochs, MAC key, liveness
     // The peer is in this process (loopback): its receiver's cumulative ACK
     // and consumer cursor, read where the sender needs them (a flow's turn,
@@ -95,7 +101,6 @@ struct SenderConfig {
     uint16_t queue = 0;
     uint16_t udp_port = kDefaultUdpPort; // ACKs and NACKs arrive on it
     rte_mempool* pool = nullptr; // headers and copies
-    PayloadMode payload = PayloadMode::Copy;
     bool udp_checksum = false;
     uint32_t burst = 32;
     uint64_t tx_quantum = 1 << 20;  // payload bytes one flow sends per round-robin turn
@@ -125,7 +130,7 @@ struct SenderCounters {
     uint64_t ctl_packets = 0; // of them, as packets (not a local receiver's records)
     uint64_t delivered = 0;   // messages delivered (reliable)
     uint64_t failed = 0;      // messages failed
-    uint64_t source_refused = 0; // messages the source produced that submit() refused
+    uint64_t source_refused = 0; // messages the source produced that could not be sent (bytes handed back)
     DropCounters drops{};     // control packets refused
 };
 
@@ -209,6 +214,8 @@ public:
     static FlowView view(const SendFlow* f);
 
 private:
+    void enqueue(SendFlow& f, const Message& m, uint64_t len, uint64_t cookie);
+    void refuse(const Message& m);
     uint32_t serve_jobs(uint32_t burst, uint32_t n);
     uint32_t new_data(uint32_t burst, uint32_t n, uint64_t now);
     void timers(uint64_t now);
@@ -226,7 +233,9 @@ private:
 
     SenderConfig cfg_;
     bool ok_ = false;
-    TxMarker marker_;
+    TxMarker marker_;    // copy: the payload into the packets
+    TxMarker marker_zc_; // zero copy: the packets reference the application's bytes
+    const TxMarker& marker(const SendFlow& f) const;
     SenderCounters ctr_;
     SendFlow** table_ = nullptr; // by id, 65536 entries
     std::vector<SendFlow*> flows_; // the round robin (capacity max_flows: no allocation on install)

@@ -90,6 +90,19 @@ tm_expect_rc idle 0 &&
         "abs(d['msgs_per_s'] * d['elapsed_s'] - 4000) < 1" &&
     tm_log "ok: idle: rates over the $(python3 -c "import json;print(round(json.load(open('$TM_WORK/idle.json'))['elapsed_s'], 3))") s of work, not the 4 s run"
 
+# Regression: --replay (the rx benchmark's ready-made packets) never saw its
+# work done: it has no Sender flows, so --exit-when-done waited for the
+# --duration and the rates were over the whole of it.
+tm_run replay 40 -- --vdev=net_ring0 -l 0,1 -- --flows 2 --messages 20000 --msg-size 64 --ring-size 64 \
+    --replay on --tx-lcores 0 --rx-lcores 1 --consumer-lcores 0 --exit-when-done --duration 30 --stats-period 0
+tm_expect_rc replay 0 &&
+    tm_check replay \
+        "d['messages_completed'] == 40000" \
+        "d['messages_verified'] == 40000" \
+        "d['exit_reason'] == 'done'" \
+        "abs(d['msgs_per_s'] * d['elapsed_s'] - 40000) < 40" &&
+    tm_log "ok: replay: done when every ready-made message was consumed"
+
 # The embedded default with its sample file, as scripts/run.sh runs it (fewer messages).
 tm_run default 40 -- --vdev=net_ring0 -l 0,1 -- \
     --config "$TAILMARK_CONFIG_DIR/loopback.ini" --messages 5000 --exit-when-done --stats-period 0
