@@ -18,6 +18,7 @@
 
 #include <rte_cycles.h>
 #include <rte_lcore.h>
+#include <rte_malloc.h>
 #include <rte_mbuf.h>
 #include <rte_pause.h>
 #include <rte_ring.h>
@@ -31,6 +32,20 @@
 #include "tailmark/tx_burst.h"
 
 namespace tailmark::app {
+
+// Objects on a NUMA socket (rte_zmalloc_socket + placement new); set-up only.
+template <class T, class... A>
+T* socket_new(int socket, A&&... a) {
+    void* p = rte_zmalloc_socket("tailmarkd", sizeof(T), alignof(T) < 64 ? 64 : alignof(T), socket);
+    return p ? new (p) T(std::forward<A>(a)...) : nullptr;
+}
+template <class T>
+void socket_delete(T* p) {
+    if (p) {
+        p->~T();
+        rte_free(p);
+    }
+}
 
 // Life cycle of the data plane. Only the control loop moves it forward.
 enum class Phase : int {
@@ -190,6 +205,7 @@ struct alignas(64) TxCtx {
     unsigned lcore = 0;
     std::vector<Sender*> senders;     // one per tx queue this lcore owns
     std::vector<ReplayQueue> replay;  // --replay: one per sender's queue
+    bool service = false;             // --mode service: completions go to the applications' rings
     GenBuf* free_bufs = nullptr;                  // the generator's buffer stack
     uint64_t buf_size = 0;
     // counters

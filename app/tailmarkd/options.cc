@@ -22,6 +22,7 @@ const char* to_string(Mode m) {
     case Mode::Loopback: return "loopback";
     case Mode::Send: return "send";
     case Mode::Recv: return "recv";
+    case Mode::Service: return "service";
     }
     return "?";
 }
@@ -201,8 +202,9 @@ struct OptDef {
     }
 
 const OptDef kOpts[] = {
-    {"mode", "loopback|send|recv",
-     "loopback: sender and receiver in one process (default); send/recv: two processes",
+    {"mode", "loopback|send|recv|service",
+     "loopback: sender and receiver in one process (default); send/recv: two processes; service: no generator, "
+     "applications send and receive through --control-socket (libtailmark-client)",
      [](Options& o, std::string_view v) -> Err {
          std::string s = trim(v);
          if (s == "loopback")
@@ -211,10 +213,26 @@ const OptDef kOpts[] = {
              o.mode = Mode::Send;
          else if (s == "recv")
              o.mode = Mode::Recv;
+         else if (s == "service")
+             o.mode = Mode::Service;
          else
-             return "'" + s + "' is not one of loopback, send, recv";
+             return "'" + s + "' is not one of loopback, send, recv, service";
          return {};
      }},
+    {"control-socket", "PATH",
+     "service mode: the Unix socket applications attach to (default /run/tailmark/tailmarkd.sock)",
+     [](Options& o, std::string_view v) -> Err {
+         o.control_socket = trim(v);
+         if (o.control_socket.empty())
+             return "empty path";
+         if (o.control_socket.size() >= 108)
+             return "longer than a Unix socket path may be (107 bytes)";
+         return {};
+     }},
+    {"max-apps", "N", "service mode: applications attached at once (default 64)", U64_OPT(svc_max_apps, 1, 1024, false)},
+    {"max-session-mb", "MIB",
+     "service mode: the most memory one session's rings may take, in MiB (ring size x largest message; default 1024)",
+     U64_OPT(svc_max_session_mb, 1, 1 << 20, false)},
     {"flows", "N", "flows, each with its own completion ring and regions (1..4096)",
      U64_OPT(flows, 1, 4096, false)},
     {"msg-size", "BYTES[,BYTES..]",
@@ -453,6 +471,15 @@ Err validate(Options& o) {
             return "[flow." + std::to_string(flow) + "]: flow " + std::to_string(flow) +
                    " does not exist with --flows " + std::to_string(o.flows);
     }
+    if (o.mode == Mode::Service) {
+        if (o.interactive || !o.cmdline_file.empty())
+            return "--mode service: the interactive shell (-i, --cmdline-file) is not available in service mode";
+        if (!o.flow_control)
+            return "--flow-control: service mode needs it on (sessions)";
+        if (o.completion != CompletionMode::Message)
+            return "--completion: service mode delivers whole messages (message)";
+        o.external_consumer = true; // the applications consume
+    }
     if (o.replay && (o.mode != Mode::Loopback || !o.msg_sizes.empty() || o.interactive))
         return "--replay: loopback mode only, with one --msg-size and without -i";
     if (o.rto_max_us < o.rto_us)
@@ -460,8 +487,8 @@ Err validate(Options& o) {
     if (o.mode != Mode::Loopback && !o.rx_port_set)
         o.rx_port = o.tx_port;
     if (o.mode != Mode::Loopback && o.flow_control && !o.secret_set && !o.insecure)
-        return "--secret: send and recv modes need the session secret (32 hex digits, the same on both ends), "
-               "or --insecure";
+        return "--secret: send, recv and service modes need the session secret (32 hex digits, the same on both "
+               "ends), or --insecure";
     if (o.mode == Mode::Send && !o.flow_control && !o.dst_mac_set)
         return "--dst-mac: --flow-control off has no session and so no ARP: give the destination MAC";
     if (o.mode == Mode::Recv && !o.flow_control)
@@ -672,6 +699,10 @@ std::string dump_ini(const Options& o) {
       << "keepalive-ms = " << o.keepalive_ms << "\n"
       << "peer-timeout-ms = " << o.peer_timeout_ms << "\n"
       << "connect-timeout-ms = " << o.connect_timeout_ms << "\n";
+    if (o.mode == Mode::Service)
+        s << "control-socket = " << o.control_socket << "\n"
+          << "max-apps = " << o.svc_max_apps << "\n"
+          << "max-session-mb = " << o.svc_max_session_mb << "\n";
     if (o.secret_set)
         s << "secret = " << format_secret_hex(o.secret) << "\n";
     if (o.insecure)

@@ -19,7 +19,9 @@
 
 namespace tailmark::app {
 
-enum class Mode : uint8_t { Loopback, Send, Recv };
+// Service: no generator; applications open sessions and flows at run time
+// through the control socket (libtailmark-client, app/tailmarkd/service.h).
+enum class Mode : uint8_t { Loopback, Send, Recv, Service };
 const char* to_string(Mode m);
 const char* to_string(CompletionMode m);
 
@@ -75,6 +77,10 @@ struct Options {
     uint64_t keepalive_ms = 1000;    // a connector's liveness probe, per session
     uint64_t peer_timeout_ms = 5000; // nothing authentic from a peer for this long: the session ends
     uint64_t connect_timeout_ms = 5000; // no ACCEPT or REFUSE within this: give up
+    // --mode service: where applications attach, and what one may take.
+    std::string control_socket = "/run/tailmark/tailmarkd.sock";
+    uint32_t svc_max_apps = 64;          // attached applications at once
+    uint64_t svc_max_session_mb = 1024;  // one session's receive (or send) memory, MiB
     std::string config_path;
     bool dump_config = false;
 

@@ -18,6 +18,7 @@
 #include <rte_ring_elem.h>
 
 #include "generator.h"
+#include "service.h"
 #include "signals.h"
 #include "tailmark/log.h"
 
@@ -34,20 +35,6 @@ constexpr unsigned kRequestRing = 4096;     // requests per lcore in flight
 constexpr uint64_t kConsumerStallUs = 1000000; // --consumer-lcores none: a flow is stalled after 1 s without a release
 constexpr uint64_t kGenBudget = 512ull << 20;  // generator buffers per tx lcore, at most (bytes)
 static_assert(sizeof(Request) % 4 == 0);
-
-// Objects on a NUMA socket (rte_zmalloc_socket + placement new).
-template <class T, class... A>
-T* socket_new(int socket, A&&... a) {
-    void* p = rte_zmalloc_socket("tailmarkd", sizeof(T), alignof(T) < 64 ? 64 : alignof(T), socket);
-    return p ? new (p) T(std::forward<A>(a)...) : nullptr;
-}
-template <class T>
-void socket_delete(T* p) {
-    if (p) {
-        p->~T();
-        rte_free(p);
-    }
-}
 
 std::string lcore_list() {
     std::string s;
@@ -323,6 +310,7 @@ bool Runtime::make_engines(SetupError& e) {
         txs_.push_back(c);
         c->plane = &plane_;
         c->lcore = tx_lcores_[t];
+        c->service = opt_.mode == Mode::Service;
         LcoreCtx* l = lcore_ctx(c->lcore);
         if (l == nullptr)
             return oom("request rings");
@@ -352,7 +340,9 @@ bool Runtime::make_engines(SetupError& e) {
             delete s;
             return oom("sender " + std::to_string(q));
         }
-        if (!opt_.replay)
+        if (opt_.mode == Mode::Service)
+            s->set_source(svc_source, c); // the applications' submissions
+        else if (!opt_.replay)
             s->set_source(gen_source, c);
         senders_.push_back(s);
         sender_lcore_.push_back(c->lcore);
@@ -369,7 +359,7 @@ bool Runtime::make_engines(SetupError& e) {
     // The generator's buffers: each tx lcore's flows may hold up to a window
     // of messages each until they are delivered, within a memory budget, but
     // at least one per flow (fewer stop nothing: a flow waits for a buffer).
-    if (opt_.mode != Mode::Recv && !opt_.fixed_payload && !opt_.replay) {
+    if (opt_.mode != Mode::Recv && opt_.mode != Mode::Service && !opt_.fixed_payload && !opt_.replay) {
         const uint64_t size = RTE_ALIGN_CEIL(opt_.msg_size ? opt_.msg_size : 1, 64);
         for (TxCtx* c : txs_) {
             const uint64_t nflows = (opt_.flows + T - 1) / T;
@@ -503,8 +493,8 @@ bool Runtime::make_engines(SetupError& e) {
 // adds flows as sessions arrive.
 bool Runtime::make_registry(SetupError& e) {
     flows_.reserve(kMaxRegistry);
-    if (opt_.mode == Mode::Recv)
-        return true;
+    if (opt_.mode == Mode::Recv || opt_.mode == Mode::Service)
+        return true; // flows come with sessions
     const GroupPlan plan = plan_group(opt_.msg_size, stride_for_mtu(opt_.mtu));
     for (uint32_t i = 0; i < opt_.flows; i++) {
         FlowCtx* f = socket_new<FlowCtx>(rx_socket_);
@@ -527,7 +517,8 @@ bool Runtime::make_registry(SetupError& e) {
 bool Runtime::make_recv_flow(FlowCtx& f, AppSession& a, Session& s, uint16_t id, uint16_t i, std::string& err) {
     const uint32_t stride = stride_for_mtu(s.params.mtu);
     f.recv_id = id;
-    f.ring = CompletionRing::create(id, s.params.ring_size, s.params.max_msg, rx_socket_);
+    if (!f.ring) // --mode service lays it out in the application's memory first
+        f.ring = CompletionRing::create(id, s.params.ring_size, s.params.max_msg, rx_socket_);
     if (!f.ring) {
         const double mib = double(s.params.ring_size) * double(RTE_ALIGN_CEIL(s.params.max_msg ? s.params.max_msg : 1, 4096)) /
                            (1 << 20);
@@ -739,6 +730,11 @@ bool Runtime::setup(SetupError& e) {
     }
     if (!plan_lcores(e) || !open_ports(e) || !make_engines(e) || !make_registry(e))
         return false;
+    if (opt_.mode == Mode::Service) {
+        service_ = std::make_unique<Service>(*this);
+        if (!service_->open(e))
+            return false;
+    }
     if (!opt_.flow_control && !make_unconnected(e))
         return false;
     failed_logged_.assign(flows_.size(), false);
@@ -796,7 +792,7 @@ void Runtime::post(unsigned lcore, const Request& r) {
 }
 
 void Runtime::start_sessions(uint64_t now) {
-    if (!opt_.flow_control)
+    if (!opt_.flow_control || opt_.mode == Mode::Service) // service: the applications open them
         return;
     const uint16_t service = opt_.service;
     if (opt_.mode != Mode::Send)
@@ -1070,6 +1066,10 @@ void Runtime::install_replay(AppSession& a, Session& s) {
 // here: the table is still using the session.
 void Runtime::on_session(Session& s) {
     const uint64_t now = rte_rdtsc();
+    if (service_) { // every session is an application's
+        service_->on_session(s, now);
+        return;
+    }
     AppSession* a = app_session(s.id);
     if (s.state == SessionState::Established) {
         if (!s.connector) {
@@ -1286,6 +1286,8 @@ void Runtime::on_response(const Request& r, uint64_t now) {
     } else if (a->stage == AppSession::Stage::Detaching) {
         a->stage = AppSession::Stage::Gone;
     }
+    if (service_ && a->svc != nullptr)
+        service_->on_stage(*a, now);
 }
 
 void Runtime::later(uint64_t now, std::function<void()> fn) { graveyard_.emplace_back(now, std::move(fn)); }
@@ -1398,6 +1400,13 @@ void Runtime::close_and_stop(uint64_t now, const char* reason) {
 }
 
 void Runtime::close_sessions(uint64_t now) {
+    if (service_) { // the applications are told, and every session is closed
+        service_->shutdown(now);
+        for (Session* s : sessions_->sessions())
+            if (s->state != SessionState::Ended)
+                sessions_->close(s, now);
+        return;
+    }
     for (Session* s : sessions_->sessions())
         if (s->connector && s->state == SessionState::Established)
             sessions_->close(s, now);
@@ -1432,6 +1441,8 @@ bool Runtime::done() const {
         return false;
     const uint32_t m = static_cast<uint32_t>(opt_.messages);
     switch (opt_.mode) {
+    case Mode::Service:
+        return false; // serves until stopped
     case Mode::Recv: {
         if (sessions_complete_ < opt_.sessions)
             return false;
@@ -1519,6 +1530,8 @@ void Runtime::control(uint64_t now) {
         sessions_->on_frame(frames[i], now);
     sessions_->poll(now);
     take_responses(now);
+    if (service_)
+        service_->poll(now); // applications: requests, wake-ups, memory let go
     if (!graveyard_.empty())
         bury(now, false);
     // Sessions whose flows the lcores gave back, and those that never had any.
@@ -1929,6 +1942,10 @@ Results Runtime::results() const {
         r.ok = r.messages_sent == r.requested && r.tx_dropped == 0 && r.flows_failed == 0 &&
                (!opt_.flow_control || r.messages_acked == r.requested) && !refused_;
         break;
+    case Mode::Service: // the applications' messages: each learnt its own outcome
+        r.requested = r.messages_sent;
+        r.ok = r.tx_dropped == 0;
+        break;
     }
     return r;
 }
@@ -2017,6 +2034,9 @@ void Runtime::teardown() {
     for (Receiver* r : receivers_)
         delete r;
     receivers_.clear();
+    // The applications' memory: the Senders and the ports let go of every
+    // mbuf that referenced an arena.
+    service_.reset();
     for (auto& [pkts, n] : replay_pkts_) {
         for (uint32_t i = 0; i < n; i++)
             if (pkts[i] != nullptr)

@@ -28,6 +28,8 @@
 
 namespace tailmark::app {
 
+class Service;
+
 inline constexpr size_t kMaxRegistry = 65536; // flows one run tracks
 
 struct SetupError {
@@ -48,6 +50,7 @@ struct AppSession {
     SessionEnd end = SessionEnd::None;
     uint64_t up_tsc = 0, down_tsc = 0;
     bool complete = false;       // recv: every flow consumed --messages
+    void* svc = nullptr;         // --mode service: the application's session (service.cc)
 };
 
 class Runtime {
@@ -91,6 +94,7 @@ public:
 private:
     friend struct TelemetryAccess; // telemetry.cc: read-only views for the telemetry thread
     friend struct ShellAccess;     // shell.cc: the interactive shell's views and controls
+    friend class Service;          // service.cc: sessions and flows opened for applications
     bool plan_lcores(SetupError& e);
     bool open_ports(SetupError& e);
     bool make_engines(SetupError& e);
@@ -177,6 +181,7 @@ private:
     std::vector<void*> allocs_;      // rte_malloc'ed buffers freed at teardown
     // sessions and flows
     std::unique_ptr<SessionTable> sessions_;
+    std::unique_ptr<Service> service_; // --mode service
     FlowIds send_ids_, recv_ids_;
     std::vector<std::unique_ptr<AppSession>> app_sessions_;
     std::vector<FlowCtx*> flows_;    // the registry (reserved: kMaxRegistry)

@@ -15,6 +15,7 @@
 
 #include "context.h"
 #include "generator.h"
+#include "service.h"
 
 namespace tailmark::app {
 
@@ -193,8 +194,12 @@ bool tx_step(TxCtx& c) {
         work |= s->poll(now);
         SendCompletion done[32]; // the generator's flows report none; others' are counted
         const uint32_t k = s->take_completions(done, 32);
-        if (k)
+        if (k) {
             bump(c.completions, k);
+            if (c.service) // an application's: into its completion ring
+                for (uint32_t i = 0; i < k; i++)
+                    svc_complete(done[i]);
+        }
     }
     for (ReplayQueue& rq : c.replay)
         work |= replay_queue(c, rq, now);

@@ -38,11 +38,12 @@ inline bool before(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b) 
 
 // What the Sender keeps of a message until it is done: its bytes (held) and
 // what the LAST packet's trailer needs.
-struct OutMsg {
+struct OutMsg { // 64 bytes: one line per message
     uint64_t cookie;
     const uint8_t* data;
     rte_mbuf* chain;
     rte_mbuf_ext_shared_info* shinfo;
+    rte_iova_t iova; // of data[0] (RTE_BAD_IOVA: looked up)
     uint32_t msg_id;
     uint32_t len;
     uint32_t crc32c;
@@ -65,6 +66,8 @@ inline void let_go(OutMsg& o) {
 // The next message of the probes: the timer re-sends the LAST packets of at
 // most this many of the oldest unacknowledged messages per expiry.
 constexpr uint32_t kProbeMsgs = 8;
+
+static_assert(sizeof(OutMsg) == 64);
 
 } // namespace
 
@@ -286,6 +289,7 @@ inline void Sender::enqueue(SendFlow& f, const Message& m, uint64_t len, uint64_
     o.chain = m.chain;
     o.data = m.chain ? nullptr : m.bytes.data();
     o.shinfo = m.chain ? nullptr : m.shinfo;
+    o.iova = m.iova;
     if (o.shinfo != nullptr) {
         // Nobody else holds an unreferenced buffer (no mbuf points at it):
         // the first reference needs no atomic, which costs ~8% of the tx
@@ -449,6 +453,7 @@ bool Sender::start_job() {
                 job_msg_.bytes = {o.data, o.chain ? 0 : o.len};
                 job_msg_.chain = o.chain;
                 job_msg_.shinfo = o.shinfo;
+                job_msg_.iova = o.iova;
                 job_msg_.plan = plan_group(o.len, f->spec.tx.stride);
                 job_msg_.crc32c = o.crc32c;
                 job_msg_.crc_pending = false;
@@ -685,10 +690,12 @@ uint32_t Sender::new_data(uint32_t burst, uint32_t n, uint64_t now) {
                 f.msg.bytes = m.chain ? std::span<const uint8_t>{} : std::span<const uint8_t>{data, size};
                 f.msg.chain = m.chain;
                 f.msg.shinfo = m.chain ? nullptr : m.shinfo;
+                f.msg.iova = m.iova;
             } else {
                 f.msg.bytes = {o.data, o.chain ? 0 : o.len};
                 f.msg.chain = o.chain;
                 f.msg.shinfo = o.shinfo;
+                f.msg.iova = o.iova;
             }
             // The CRC32C is folded into the copy as the packets are built
             // (final once the LAST is); checked at submit: the plan fits.

@@ -44,6 +44,9 @@ struct Message {
     // until the message is done (its free_cb then runs when the last goes);
     // nullptr: the bytes outlive the flow (the application says so).
     rte_mbuf_ext_shared_info* shinfo = nullptr;
+    // Zero copy: the IOVA of bytes[0] if the owner DMA-mapped the memory
+    // itself (RTE_BAD_IOVA: DPDK looks it up).
+    rte_iova_t iova = RTE_BAD_IOVA;
 
     uint64_t length() const { return chain ? rte_pktmbuf_pkt_len(chain) : bytes.size(); }
 };

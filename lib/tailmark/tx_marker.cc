@@ -339,7 +339,7 @@ int TxMarker::build(const TxFlow& flow, TxMessage& msg, uint32_t first, uint32_t
                 rte_mbuf* ref = mb[next++];
                 auto* addr = const_cast<uint8_t*>(msg.bytes.data() + off);
                 rte_mbuf_ext_refcnt_update(msg.shinfo, 1);
-                rte_pktmbuf_attach_extbuf(ref, addr, rte_mem_virt2iova(addr),
+                rte_pktmbuf_attach_extbuf(ref, addr, msg.iova != RTE_BAD_IOVA ? msg.iova + off : rte_mem_virt2iova(addr),
                                           static_cast<uint16_t>(len), msg.shinfo);
                 ref->data_len = static_cast<uint16_t>(len);
                 link(ref);

@@ -50,6 +50,10 @@ struct TxMessage {
     // ZeroCopy from bytes: the caller's shared info. Every packet segment holds
     // one reference; the caller holds one more and drops it when done.
     rte_mbuf_ext_shared_info* shinfo = nullptr;
+    // ZeroCopy from bytes: the IOVA of bytes[0] when the owner knows it
+    // (memory it DMA-mapped itself); RTE_BAD_IOVA: looked up per segment
+    // (rte_mem_virt2iova, which in IOVA-as-PA mode reads /proc/self/pagemap).
+    rte_iova_t iova = RTE_BAD_IOVA;
     // Filled by TxMarker::prepare.
     GroupPlan plan;
     uint32_t crc32c = 0;

@@ -69,6 +69,14 @@ bad secret_short  "--secret: expected 32 hex digits (128 bits), got 31" 1 -- "${
 bad secret_hex    --secret       1 -- "${EAL[@]}" -- --mode send --secret 00112233445566778899aabbccddeefg
 bad peer_timeout  --peer-timeout-ms 1 -- "${EAL[@]}" -- --keepalive-ms 1000 --peer-timeout-ms 1500
 bad nullsend_mac  --dst-mac      1 -- "${EAL[@]}" -- --mode send --flow-control off
+# Service mode (applications attach on a Unix socket).
+bad svc_secret    --secret       1 -- "${EAL[@]}" -- --mode service
+bad svc_shell     "--mode service" 1 -- "${EAL[@]}" -- --mode service --insecure -i
+bad svc_sock_long --control-socket 1 -- "${EAL[@]}" -- --mode service --insecure \
+    --control-socket "/tmp/$(printf 'x%.0s' {1..120})"
+bad svc_max_apps  --max-apps     1 -- "${EAL[@]}" -- --mode service --insecure --max-apps 0
+bad svc_sock_dir  --control-socket eal -- "${EAL[@]}" -- --mode service --insecure \
+    --control-socket /proc/no/such/dir/tm.sock
 
 printf '[tailmark]\nflows = 2\nring-size = 5\n' >"$TM_WORK/ring5.ini"
 bad ini_value     "--ring-size: 5 is not a power of two" 1 -- "${EAL[@]}" -- --config "$TM_WORK/ring5.ini"
@@ -116,7 +124,7 @@ timeout 10 "$TAILMARKD" --help >"$TM_WORK/help.txt" 2>&1
 for o in mode flows msg-size messages duration ring-size mtu completion tx-lcores rx-lcores \
     consumer-lcores tx-port rx-port src-mac dst-mac src-ip dst-ip udp-port key stats-period \
     summary-json exit-when-done config secret insecure service sessions keepalive-ms peer-timeout-ms \
-    connect-timeout-ms; do
+    connect-timeout-ms control-socket max-apps max-session-mb; do
     grep -q -- "--$o" "$TM_WORK/help.txt" || tm_fail "--help does not list --$o"
 done
 grep -q -- '^  -i ' "$TM_WORK/help.txt" || tm_fail "--help does not list -i"

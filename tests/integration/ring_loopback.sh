@@ -87,7 +87,7 @@ tm_expect_rc idle 0 &&
         "d['messages_completed'] == 4000" \
         "d['exit_reason'] == 'duration'" \
         "0 < d['elapsed_s'] < 2.0" \
-        "abs(d['msgs_per_s'] * d['elapsed_s'] - 4000) < 1" &&
+        "abs(d['msgs_per_s'] * d['elapsed_s'] - 4000) < 4" &&
     tm_log "ok: idle: rates over the $(python3 -c "import json;print(round(json.load(open('$TM_WORK/idle.json'))['elapsed_s'], 3))") s of work, not the 4 s run"
 
 # Regression: --replay (the rx benchmark's ready-made packets) never saw its

@@ -1,0 +1,1247 @@
+#include "service.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cinttypes>
+#include <cstring>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <rte_cycles.h>
+#include <rte_dev.h>
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+#include <rte_malloc.h>
+#include <rte_memory.h>
+#include <rte_random.h>
+#include <rte_ring_elem.h>
+
+#include "runtime.h"
+#include "tailmark/log.h"
+#include "tailmark/ring_layout.h"
+
+namespace tailmark::app {
+
+using namespace channel;
+
+namespace {
+
+constexpr uint64_t kSocketUs = 1000;           // the socket is polled this often
+constexpr uint32_t kMaxFlowsPerSession = 1024;
+constexpr uint32_t kMaxRing = 32768;
+constexpr uint64_t kMaxArena = 64ull << 30;
+constexpr size_t kMaxOutq = 256;               // events an app has not read: then it is dropped
+constexpr uint64_t kHuge = 2ull << 20;
+constexpr int kMaxFds = 4;
+
+std::string ip_str(uint32_t ip) {
+    char b[20];
+    snprintf(b, sizeof(b), "%u.%u.%u.%u", ip >> 24, (ip >> 16) & 255, (ip >> 8) & 255, ip & 255);
+    return b;
+}
+
+uint32_t pow2_at_least(uint64_t n) {
+    uint32_t p = 1;
+    while (p < n && p < (1u << 31))
+        p <<= 1;
+    return p;
+}
+
+// A memfd of `len` bytes, mapped shared read-write: hugetlb where it can be
+// had (the receive regions are what every placed byte touches), normal pages
+// otherwise. Returns the fd (-1: errno) and fills map/len.
+int make_memfd(const char* name, uint64_t& len, void*& map, bool huge) {
+    int fd = -1;
+    if (huge) {
+        const uint64_t hl = (len + kHuge - 1) / kHuge * kHuge;
+        fd = memfd_create(name, MFD_CLOEXEC | MFD_HUGETLB);
+        if (fd >= 0 && ftruncate(fd, static_cast<off_t>(hl)) == 0) {
+            void* m = mmap(nullptr, hl, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+            if (m != MAP_FAILED) {
+                len = hl;
+                map = m;
+                return fd;
+            }
+        }
+        if (fd >= 0)
+            close(fd);
+    }
+    len = (len + 4095) / 4096 * 4096;
+    fd = memfd_create(name, MFD_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    if (ftruncate(fd, static_cast<off_t>(len)) != 0) {
+        close(fd);
+        return -1;
+    }
+    void* m = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+    if (m == MAP_FAILED) {
+        close(fd);
+        return -1;
+    }
+    map = m;
+    return fd;
+}
+
+uint32_t end_reason(SessionEnd e) {
+    switch (e) {
+    case SessionEnd::Closed: return TM_END_CLOSED;
+    case SessionEnd::PeerClosed: return TM_END_PEER_CLOSED;
+    case SessionEnd::PeerTimeout: return TM_END_PEER_TIMEOUT;
+    case SessionEnd::PeerReset: return TM_END_PEER_RESET;
+    case SessionEnd::Refused:
+    case SessionEnd::BadAccept: return TM_END_REFUSED;
+    case SessionEnd::NoAnswer:
+    case SessionEnd::ArpFailed: return TM_END_NO_ANSWER;
+    default: return TM_END_OTHER;
+    }
+}
+
+uint8_t fail_code(FailReason r) {
+    switch (r) {
+    case FailReason::None: return TM_FAIL_NONE;
+    case FailReason::RetryLimit: return TM_FAIL_RETRY_LIMIT;
+    case FailReason::ReceiverRestarted: return TM_FAIL_RECEIVER_RESTARTED;
+    case FailReason::PeerTimeout: return TM_FAIL_PEER_TIMEOUT;
+    case FailReason::Closed: return TM_FAIL_CLOSED;
+    case FailReason::Refused: return TM_FAIL_REFUSED;
+    }
+    return TM_FAIL_CLOSED;
+}
+
+// One shared info per message slot of a send flow. Its free_cb runs on
+// whichever lcore drops the last reference (the tx lcore, or in loopback
+// the rx lcore freeing the received extbuf): the free list is MP.
+struct SvcHold {
+    rte_mbuf_ext_shared_info sh;
+    SvcSendFlow* owner;
+    uint32_t index;
+};
+
+void svc_shinfo_free(void*, void* opaque) {
+    SvcHold* h = static_cast<SvcHold*>(opaque);
+    // Sized for every hold: never full.
+    rte_ring_mp_enqueue_elem(h->owner->free_shinfo, &h->index, sizeof(uint32_t));
+}
+
+} // namespace
+
+// --- the data path (tx lcore) ---------------------------------------------------
+
+// The Sender's source for an application's flow: its next submission, as
+// an extbuf over its arena. Taken only when the completion ring has room for
+// the completion of everything held plus this one, so svc_complete() never
+// finds it full. A submission outside the arena is completed at once as
+// invalid (msg_id ~0): the app's mistake, never the daemon's crash.
+bool svc_source(void* ctx, void* user, uint32_t msg_id, Message& m, uint64_t& cookie) {
+    (void)msg_id;
+    const TxCtx& c = *static_cast<const TxCtx*>(ctx);
+    SvcSendFlow& f = *static_cast<SvcSendFlow*>(user);
+    if (c.plane->phase_now() != Phase::Run)
+        return false;
+    for (;;) {
+        const uint32_t head = __atomic_load_n(&f.sq->head, __ATOMIC_ACQUIRE);
+        if (head == f.sq_tail)
+            return false;
+        if (head - f.sq_tail > f.sq_mask + 1) { // no producer writes that: the app's own flow waits
+            bump(f.bad_head);
+            return false;
+        }
+        const uint32_t cq_used = f.cq_head - __atomic_load_n(&f.cq->tail, __ATOMIC_ACQUIRE);
+        if (cq_used + f.inflight >= f.cq_mask + 1) {
+            bump(f.cq_waits);
+            return false; // the app has not taken its completions: wait
+        }
+        const tm_sqe e = f.sqe[f.sq_tail & f.sq_mask];
+        if (e.len > f.max_msg || e.offset > f.arena_len || e.len > f.arena_len - e.offset) {
+            tm_cqe& q = f.cqe[f.cq_head & f.cq_mask];
+            q.cookie = e.cookie;
+            q.msg_id = UINT32_MAX;
+            q.status = TM_FAILED;
+            q.reason = TM_FAIL_INVALID;
+            q.reserved = 0;
+            f.cq_head++;
+            __atomic_store_n(&f.cq->head, f.cq_head, __ATOMIC_RELEASE);
+            f.sq_tail++;
+            __atomic_store_n(&f.sq->tail, f.sq_tail, __ATOMIC_RELEASE);
+            bump(f.invalid);
+            continue;
+        }
+        uint32_t k;
+        if (rte_ring_sc_dequeue_elem(f.free_shinfo, &k, sizeof(k)) != 0) {
+            bump(f.shinfo_waits);
+            return false; // the port still holds earlier messages' packets
+        }
+        rte_mbuf_ext_shared_info* sh = &reinterpret_cast<SvcHold*>(f.shinfo)[k].sh;
+        rte_mbuf_ext_refcnt_set(sh, 0); // the Sender's hold is the first reference
+        m.bytes = {f.arena + e.offset, static_cast<size_t>(e.len)};
+        m.shinfo = sh;
+        m.iova = f.arena_iova + e.offset;
+        cookie = e.cookie;
+        f.sq_tail++;
+        __atomic_store_n(&f.sq->tail, f.sq_tail, __ATOMIC_RELEASE);
+        f.inflight++;
+        bump(f.taken);
+        return true;
+    }
+}
+
+void svc_complete(const SendCompletion& c) {
+    SvcSendFlow& f = *static_cast<SvcSendFlow*>(c.user);
+    tm_cqe& q = f.cqe[f.cq_head & f.cq_mask];
+    q.cookie = c.cookie;
+    q.msg_id = c.msg_id;
+    q.status = c.status == SendStatus::Delivered ? TM_DELIVERED : TM_FAILED;
+    q.reason = c.status == SendStatus::Delivered ? uint8_t{TM_FAIL_NONE} : fail_code(c.reason);
+    q.reserved = 0;
+    f.cq_head++;
+    __atomic_store_n(&f.cq->head, f.cq_head, __ATOMIC_RELEASE);
+    f.inflight--;
+    bump(c.status == SendStatus::Delivered ? f.delivered : f.failed);
+}
+
+// --- the control plane -------------------------------------------------------------
+
+struct Mapping {
+    void* addr = nullptr;
+    uint64_t len = 0;
+    Mapping() = default;
+    Mapping(const Mapping&) = delete;
+    Mapping& operator=(const Mapping&) = delete;
+    ~Mapping() { reset(); }
+    void reset() {
+        if (addr != nullptr)
+            munmap(addr, len);
+        addr = nullptr;
+        len = 0;
+    }
+};
+
+struct SvcApp {
+    uint32_t id = 0;
+    int fd = -1;
+    uint32_t pid = 0;
+    std::string name;
+    bool hello = false;
+    bool dead = false;
+    Mapping arena;
+    uint32_t page_size = 0;
+    bool registered = false;
+    std::vector<rte_device*> dma; // devices the arena is DMA-mapped for
+    Mapping control;
+    tm_doorbell* bell = nullptr;
+    int wake_fd = -1;
+    std::vector<SvcSession*> sessions;
+    std::deque<std::vector<uint8_t>> outq;
+    std::string label() const { return "app " + std::to_string(id) + " '" + name + "' (pid " + std::to_string(pid) + ")"; }
+};
+
+struct SvcSession {
+    SvcApp* app = nullptr;
+    uint16_t sid = 0;          // the session table's id: the app's handle
+    bool connector = false;
+    uint64_t req = 0;          // connector: the CONNECT to answer
+    uint16_t port = 0;         // the service
+    Endpoint peer;
+    Session* s = nullptr;      // the table's, until it is forgotten
+    AppSession* a = nullptr;
+    uint16_t nflows = 0;
+    uint32_t ring_size = 0, max_msg = 0;
+    Mapping mem;               // send rings (connector) or receive rings (acceptor)
+    int memfd = -1;            // until handed to the app
+    uint64_t flow_stride = 0;
+    uint32_t sq_size = 0, cq_size = 0;
+    std::vector<SvcSendFlow*> send;
+    std::vector<CompletionRing*> recv; // the receive rings (owned by the flows), for wake-ups
+    bool told_up = false, told_end = false, answered = false;
+    bool gone = false;         // the flows are out of the data plane
+    bool quiet = false;        // ... and a second has passed (readers of the registry let go)
+    SessionEnd end = SessionEnd::None;
+};
+
+Service::Service(Runtime& rt) : rt_(rt) {}
+
+Service::~Service() {
+    // The lcores are joined, the ports closed and the Senders gone (every
+    // hold on the arenas dropped): everything is let go.
+    for (auto& ss : sessions_) {
+        for (SvcSendFlow* f : ss->send) {
+            rte_ring_free(f->free_shinfo);
+            rte_free(f->shinfo);
+            rte_free(f);
+        }
+        if (ss->memfd >= 0)
+            close(ss->memfd);
+    }
+    sessions_.clear();
+    auto free_app = [](SvcApp& a) {
+        if (a.registered)
+            rte_extmem_unregister(a.arena.addr, a.arena.len); // the ports are closed: no DMA unmap needed
+        if (a.fd >= 0)
+            close(a.fd);
+        if (a.wake_fd >= 0)
+            close(a.wake_fd);
+    };
+    for (auto& a : apps_)
+        free_app(*a);
+    if (listen_fd_ >= 0) {
+        close(listen_fd_);
+        unlink(path_.c_str());
+    }
+}
+
+bool Service::open(SetupError& e) {
+    path_ = rt_.opt_.control_socket;
+    // Its directory (e.g. /run/tailmark) is made if missing.
+    for (size_t at = 1; (at = path_.find('/', at)) != std::string::npos; at++)
+        if (mkdir(path_.substr(0, at).c_str(), 0755) != 0 && errno != EEXIST) {
+            e = {2, "--control-socket: cannot make " + path_.substr(0, at) + ": " + strerror(errno)};
+            return false;
+        }
+    sockaddr_un sa{};
+    sa.sun_family = AF_UNIX;
+    memcpy(sa.sun_path, path_.c_str(), path_.size() + 1);
+    // A socket file left by a daemon that died is replaced; one a live
+    // daemon answers on is not.
+    int probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (probe >= 0) {
+        const bool live = connect(probe, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0;
+        close(probe);
+        if (live) {
+            e = {2, "--control-socket: " + path_ + " is in use by a running daemon"};
+            return false;
+        }
+    }
+    unlink(path_.c_str());
+    listen_fd_ = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (listen_fd_ < 0 || bind(listen_fd_, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0 ||
+        listen(listen_fd_, 64) != 0) {
+        e = {2, "--control-socket: " + path_ + ": " + strerror(errno)};
+        if (listen_fd_ >= 0)
+            close(listen_fd_);
+        listen_fd_ = -1;
+        return false;
+    }
+    chmod(path_.c_str(), 0660); // the owner and its group may attach
+    TM_LOG(INFO, app, "service: applications attach on %s", path_.c_str());
+    return true;
+}
+
+// --- the socket ------------------------------------------------------------------
+
+bool Service::send_msg(SvcApp& app, const void* msg, size_t len, int fd) {
+    if (app.fd < 0)
+        return false;
+    if (!app.outq.empty() && fd < 0) { // keep the order
+        if (app.outq.size() >= kMaxOutq)
+            return false;
+        const auto* b = static_cast<const uint8_t*>(msg);
+        app.outq.emplace_back(b, b + len);
+        return true;
+    }
+    iovec iov{const_cast<void*>(msg), len};
+    msghdr mh{};
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))];
+    if (fd >= 0) {
+        mh.msg_control = cbuf;
+        mh.msg_controllen = sizeof(cbuf);
+        cmsghdr* c = CMSG_FIRSTHDR(&mh);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(c), &fd, sizeof(int));
+    }
+    // A message with a descriptor is never queued: an app that does not
+    // read its socket while it waits for the answer to its own request is
+    // broken, and is dropped.
+    const ssize_t n = sendmsg(app.fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n == static_cast<ssize_t>(len))
+        return true;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && fd < 0) {
+        const auto* b = static_cast<const uint8_t*>(msg);
+        app.outq.emplace_back(b, b + len);
+        return true;
+    }
+    return false;
+}
+
+void Service::reply_ok(SvcApp& app, uint64_t req) {
+    tm_msg_header h{TM_MSG_OK, sizeof(h), req};
+    send_msg(app, &h, sizeof(h));
+}
+
+void Service::reply_error(SvcApp& app, uint64_t req, int err, const std::string& text) {
+    tm_msg_error m{};
+    m.h = {TM_MSG_ERROR, sizeof(m), req};
+    m.err = err;
+    snprintf(m.text, sizeof(m.text), "%s", text.c_str());
+    send_msg(app, &m, sizeof(m));
+}
+
+void Service::accept_apps() {
+    for (;;) {
+        const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0)
+            return;
+        auto app = std::make_unique<SvcApp>();
+        app->id = next_app_++;
+        app->fd = fd;
+        app->name.assign(1, '?'); // (a literal here trips GCC 12's -Wrestrict false positive)
+        if (apps_.size() >= rt_.opt_.svc_max_apps) {
+            reply_error(*app, 0, EBUSY, "the daemon serves --max-apps " + std::to_string(rt_.opt_.svc_max_apps) +
+                                            " applications already");
+            close(fd);
+            continue;
+        }
+        apps_.push_back(std::move(app));
+    }
+}
+
+void Service::read_app(SvcApp& app, uint64_t now) {
+    while (!app.outq.empty()) { // events it could not take before
+        const std::vector<uint8_t>& b = app.outq.front();
+        const ssize_t n = send(app.fd, b.data(), b.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break;
+        if (n != static_cast<ssize_t>(b.size())) {
+            drop_app(app, now, "its socket failed");
+            return;
+        }
+        app.outq.pop_front();
+    }
+    for (int round = 0; round < 64 && !app.dead; round++) {
+        alignas(8) uint8_t buf[kMaxMsg];
+        alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * kMaxFds)];
+        iovec iov{buf, sizeof(buf)};
+        msghdr mh{};
+        mh.msg_iov = &iov;
+        mh.msg_iovlen = 1;
+        mh.msg_control = cbuf;
+        mh.msg_controllen = sizeof(cbuf);
+        const ssize_t n = recvmsg(app.fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+            return;
+        if (n <= 0) {
+            drop_app(app, now, n == 0 ? "detached (socket closed)" : "its socket failed");
+            return;
+        }
+        int fds[kMaxFds];
+        int nfds = 0;
+        for (cmsghdr* c = CMSG_FIRSTHDR(&mh); c != nullptr; c = CMSG_NXTHDR(&mh, c))
+            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+                const int k = static_cast<int>((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+                for (int i = 0; i < k; i++) {
+                    int fd;
+                    memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+                    if (nfds < kMaxFds)
+                        fds[nfds++] = fd;
+                    else
+                        close(fd);
+                }
+            }
+        if ((mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0) {
+            for (int i = 0; i < nfds; i++)
+                close(fds[i]);
+            reply_error(app, 0, EPROTO, "a message larger than the channel allows");
+            drop_app(app, now, "protocol error (message too large)");
+            return;
+        }
+        handle(app, buf, static_cast<size_t>(n), fds, nfds, now);
+        for (int i = 0; i < nfds; i++) // whatever was not kept
+            if (fds[i] >= 0)
+                close(fds[i]);
+    }
+}
+
+void Service::handle(SvcApp& app, const uint8_t* msg, size_t len, const int* fds_in, int nfds, uint64_t now) {
+    int* fds = const_cast<int*>(fds_in);
+    tm_msg_header h;
+    if (len < sizeof(h)) {
+        drop_app(app, now, "protocol error (short message)");
+        return;
+    }
+    memcpy(&h, msg, sizeof(h));
+    auto need = [&](size_t n) {
+        if (len >= n && h.len == len)
+            return true;
+        reply_error(app, h.req_id, EPROTO, "message type " + std::to_string(h.type) + ": wrong length");
+        drop_app(app, now, "protocol error (wrong length)");
+        return false;
+    };
+    if (!app.hello && h.type != TM_MSG_HELLO) {
+        reply_error(app, h.req_id, EPROTO, "HELLO first");
+        drop_app(app, now, "protocol error (no HELLO)");
+        return;
+    }
+    switch (h.type) {
+    case TM_MSG_HELLO: {
+        tm_msg_hello m;
+        if (!need(sizeof(m)))
+            return;
+        memcpy(&m, msg, sizeof(m));
+        if (app.hello) {
+            reply_error(app, h.req_id, EPROTO, "HELLO twice");
+            return;
+        }
+        on_hello(app, m, fds, nfds);
+        for (int i = 0; i < nfds && i < 2; i++)
+            fds[i] = -1; // kept (or closed) by on_hello
+        return;
+    }
+    case TM_MSG_CONNECT: {
+        tm_msg_connect m;
+        if (!need(sizeof(m)))
+            return;
+        memcpy(&m, msg, sizeof(m));
+        on_connect(app, m, now);
+        return;
+    }
+    case TM_MSG_LISTEN: {
+        tm_msg_listen m;
+        if (!need(sizeof(m)))
+            return;
+        memcpy(&m, msg, sizeof(m));
+        on_listen(app, m);
+        return;
+    }
+    case TM_MSG_UNLISTEN: {
+        tm_msg_listen m; // the port in the same place
+        if (!need(sizeof(m)))
+            return;
+        memcpy(&m, msg, sizeof(m));
+        on_unlisten(app, h.req_id, m.service);
+        return;
+    }
+    case TM_MSG_CLOSE: {
+        tm_msg_close m;
+        if (!need(sizeof(m)))
+            return;
+        memcpy(&m, msg, sizeof(m));
+        on_close(app, h.req_id, m.session, now);
+        return;
+    }
+    case TM_MSG_BYE:
+        reply_ok(app, h.req_id);
+        drop_app(app, now, "detached (BYE)");
+        return;
+    default:
+        reply_error(app, h.req_id, EPROTO, "unknown message type " + std::to_string(h.type));
+        drop_app(app, now, "protocol error (unknown message)");
+        return;
+    }
+}
+
+void Service::on_hello(SvcApp& app, const tm_msg_hello& m, const int* fds, int nfds) {
+    const uint64_t req = m.h.req_id;
+    const int arena_fd = nfds > 0 ? fds[0] : -1, wake_fd = nfds > 1 ? fds[1] : -1;
+    auto fail = [&](int err, const std::string& text) {
+        reply_error(app, req, err, text);
+        if (arena_fd >= 0)
+            close(arena_fd);
+        if (wake_fd >= 0)
+            close(wake_fd);
+    };
+    app.pid = m.pid;
+    app.name.assign(m.name, strnlen(m.name, sizeof(m.name)));
+    for (char& c : app.name)
+        if (c < 32 || c > 126)
+            c = '?';
+    if (m.abi != kChannelAbi)
+        return fail(EPROTO, "channel ABI " + std::to_string(m.abi) + " is not the daemon's " +
+                                std::to_string(kChannelAbi) + " (a library from another build)");
+    if (nfds < 2)
+        return fail(EINVAL, "HELLO carries the arena memfd and the wake eventfd");
+    if (m.page_size != 4096 && m.page_size != kHuge && m.page_size != (1u << 30))
+        return fail(EINVAL, "arena page size " + std::to_string(m.page_size) + " is not 4 KiB, 2 MiB or 1 GiB");
+    struct stat st{};
+    if (m.arena_bytes == 0 || m.arena_bytes % m.page_size != 0 || m.arena_bytes > kMaxArena ||
+        fstat(arena_fd, &st) != 0 || static_cast<uint64_t>(st.st_size) < m.arena_bytes)
+        return fail(EINVAL, "arena of " + std::to_string(m.arena_bytes) + " bytes: not a whole number of pages, " +
+                                "over 64 GiB, or larger than its memfd");
+    // Read only: the daemon sends from the arena and never writes it.
+    void* a = mmap(nullptr, m.arena_bytes, PROT_READ, MAP_SHARED | MAP_POPULATE, arena_fd, 0);
+    if (a == MAP_FAILED)
+        return fail(errno, std::string("arena mmap: ") + strerror(errno));
+    close(arena_fd);
+    app.arena.addr = a;
+    app.arena.len = m.arena_bytes;
+    app.page_size = m.page_size;
+    if (rte_extmem_register(a, m.arena_bytes, nullptr, 0, m.page_size) != 0) {
+        app.arena.reset();
+        if (wake_fd >= 0)
+            close(wake_fd);
+        reply_error(app, req, rte_errno, std::string("rte_extmem_register: ") + rte_strerror(rte_errno));
+        return;
+    }
+    app.registered = true;
+    // DMA-mapped for the ports at IOVA = this process's address (what
+    // svc_source gives the extbufs). Virtual devices need none (ENOTSUP).
+    for (uint16_t port : {rt_.opt_.tx_port, rt_.opt_.rx_port}) {
+        rte_eth_dev_info info;
+        if (rte_eth_dev_info_get(port, &info) != 0 || info.device == nullptr)
+            continue;
+        bool have = false;
+        for (rte_device* d : app.dma)
+            have = have || d == info.device;
+        if (have)
+            continue;
+        if (rte_dev_dma_map(info.device, a, reinterpret_cast<uint64_t>(a), m.arena_bytes) == 0)
+            app.dma.push_back(info.device);
+    }
+    uint64_t clen = sizeof(tm_doorbell);
+    void* cmap = nullptr;
+    const int cfd = make_memfd("tailmark-control", clen, cmap, false);
+    if (cfd < 0) {
+        if (wake_fd >= 0)
+            close(wake_fd);
+        reply_error(app, req, errno, std::string("control memfd: ") + strerror(errno));
+        return;
+    }
+    app.control.addr = cmap;
+    app.control.len = clen;
+    app.bell = static_cast<tm_doorbell*>(cmap);
+    app.wake_fd = wake_fd;
+    app.hello = true;
+    tm_msg_welcome w{};
+    w.h = {TM_MSG_WELCOME, sizeof(w), req};
+    w.app_id = app.id;
+    w.max_flows = kMaxFlowsPerSession;
+    w.control_bytes = clen;
+    w.mtu = rt_.opt_.mtu;
+    send_msg(app, &w, sizeof(w), cfd);
+    close(cfd);
+    TM_LOG(INFO, app, "service: %s attached: arena %" PRIu64 " MiB (%s pages)%s", app.label().c_str(),
+           m.arena_bytes >> 20, m.page_size == 4096 ? "4 KiB" : "huge", app.dma.empty() ? "" : ", DMA-mapped");
+}
+
+void Service::on_connect(SvcApp& app, const tm_msg_connect& m, uint64_t now) {
+    const uint64_t req = m.h.req_id;
+    const Options& o = rt_.opt_;
+    if (m.nflows == 0 || m.nflows > kMaxFlowsPerSession)
+        return reply_error(app, req, EINVAL, "nflows " + std::to_string(m.nflows) + " is outside 1.." +
+                                                 std::to_string(kMaxFlowsPerSession));
+    if (m.ring_size < 2 || m.ring_size > kMaxRing || (m.ring_size & (m.ring_size - 1)) != 0)
+        return reply_error(app, req, EINVAL, "ring_size " + std::to_string(m.ring_size) +
+                                                 " is not a power of two in 2.." + std::to_string(kMaxRing));
+    if (!plan_group(m.max_msg, stride_for_mtu(o.mtu)).ok())
+        return reply_error(app, req, EINVAL, "max_msg " + std::to_string(m.max_msg) + " needs more than " +
+                                                 std::to_string(kMaxPktsPerMessage) + " packets at MTU " +
+                                                 std::to_string(o.mtu));
+    if (m.ip == 0 || m.service == 0)
+        return reply_error(app, req, EINVAL, "no peer address or port");
+    const int base = rt_.send_ids_.alloc(m.nflows);
+    if (base < 0)
+        return reply_error(app, req, ENOSPC, "no flow ids left for " + std::to_string(m.nflows) + " flows");
+    auto ss = std::make_unique<SvcSession>();
+    ss->app = &app;
+    ss->connector = true;
+    ss->req = req;
+    ss->port = m.service;
+    ss->peer = {m.ip, o.udp_port};
+    ss->nflows = m.nflows;
+    ss->ring_size = m.ring_size;
+    ss->max_msg = m.max_msg;
+    FlowParams p;
+    p.nflows = m.nflows;
+    p.mtu = o.mtu;
+    p.ring_size = m.ring_size;
+    p.max_msg = m.max_msg;
+    p.key = static_cast<uint32_t>(rte_rand());
+    p.keys_given = false; // the acceptor chooses
+    SipKey key = rt_.secret_;
+    if (m.has_secret)
+        memcpy(&key, m.secret, sizeof(key));
+    Session* s = rt_.sessions_->connect(ss->peer, m.service, key, p, static_cast<uint16_t>(base), nullptr, now, ss.get());
+    if (s == nullptr) {
+        rt_.send_ids_.release(static_cast<uint32_t>(base), m.nflows);
+        return reply_error(app, req, ENOSPC, "the session table is full");
+    }
+    ss->s = s;
+    ss->sid = s->id;
+    app.sessions.push_back(ss.get());
+    TM_LOG(INFO, app, "service: %s connecting to %s:%u (session %u, %u flows, ring %u, max %u B)", app.label().c_str(),
+           ip_str(m.ip).c_str(), m.service, s->id, m.nflows, m.ring_size, m.max_msg);
+    sessions_.push_back(std::move(ss));
+}
+
+void Service::on_listen(SvcApp& app, const tm_msg_listen& m) {
+    const uint64_t req = m.h.req_id;
+    if (m.service == 0)
+        return reply_error(app, req, EINVAL, "port 0");
+    auto it = listeners_.find(m.service);
+    if (it != listeners_.end())
+        return reply_error(app, req, EBUSY, "port " + std::to_string(m.service) + " has a listener: " +
+                                                it->second->label());
+    SipKey key = rt_.secret_;
+    if (m.has_secret)
+        memcpy(&key, m.secret, sizeof(key));
+    struct Limits {
+        uint16_t flows;
+        uint32_t ring, msg;
+    } lim{m.max_flows, m.max_ring, m.max_msg};
+    const uint16_t port = m.service;
+    if (!rt_.sessions_->listen(port, key, [this, port, lim](Session& s, const FlowParams& p) {
+            AcceptDecision d;
+            auto refuse = [&](RefuseReason r, uint64_t ours, uint64_t theirs) {
+                d.reason = r;
+                d.expected = ours;
+                d.got = theirs;
+                TM_LOG(WARNING, app, "service: session from %s to port %u refused: %s (ours %" PRIu64
+                       ", theirs %" PRIu64 ")", to_string(s.peer).c_str(), port, to_string(r), ours, theirs);
+                return d;
+            };
+            if (lim.flows != 0 && p.nflows > lim.flows)
+                return refuse(RefuseReason::Flows, lim.flows, p.nflows);
+            if (lim.ring != 0 && p.ring_size > lim.ring)
+                return refuse(RefuseReason::RingSize, lim.ring, p.ring_size);
+            if (lim.msg != 0 && p.max_msg > lim.msg)
+                return refuse(RefuseReason::MsgSize, lim.msg, p.max_msg);
+            return decide(port, s, p);
+        })) {
+        return reply_error(app, req, ENOSPC, "cannot listen on port " + std::to_string(port));
+    }
+    listeners_[port] = &app;
+    reply_ok(app, req);
+    TM_LOG(INFO, app, "service: %s listens on port %u", app.label().c_str(), port);
+}
+
+void Service::on_unlisten(SvcApp& app, uint64_t req, uint16_t port) {
+    auto it = listeners_.find(port);
+    if (it == listeners_.end() || it->second != &app)
+        return reply_error(app, req, ENOENT, "not listening on port " + std::to_string(port));
+    rt_.sessions_->unlisten(port);
+    listeners_.erase(it);
+    reply_ok(app, req);
+}
+
+void Service::on_close(SvcApp& app, uint64_t req, uint32_t session, uint64_t now) {
+    for (SvcSession* ss : app.sessions)
+        if (ss->sid == session) {
+            if (ss->s != nullptr && ss->s->state != SessionState::Ended)
+                rt_.sessions_->close(ss->s, now);
+            reply_ok(app, req); // ENDED follows once its flows are out
+            return;
+        }
+    reply_error(app, req, ENOENT, "no session " + std::to_string(session) + " of this application");
+}
+
+// --- sessions --------------------------------------------------------------------
+
+// A listener's acceptance: the receive rings in a memfd the app will map,
+// one CompletionRing per flow, installed before the ACCEPT goes out.
+AcceptDecision Service::decide(uint16_t port, Session& s, const FlowParams& p) {
+    AcceptDecision d;
+    const Options& o = rt_.opt_;
+    auto it = listeners_.find(port);
+    auto refuse = [&](RefuseReason r, uint64_t ours, uint64_t theirs) {
+        d = AcceptDecision{};
+        d.reason = r;
+        d.expected = ours;
+        d.got = theirs;
+        TM_LOG(WARNING, app, "service: session from %s to port %u refused: %s (ours %" PRIu64 ", theirs %" PRIu64 ")",
+               to_string(s.peer).c_str(), port, to_string(r), ours, theirs);
+        return d;
+    };
+    if (it == listeners_.end() || it->second->dead)
+        return refuse(RefuseReason::NoListener, 0, port);
+    SvcApp& app = *it->second;
+    if (p.nflows == 0 || p.nflows > kMaxFlowsPerSession)
+        return refuse(RefuseReason::Flows, kMaxFlowsPerSession, p.nflows);
+    if (p.ring_size < 2 || p.ring_size > kMaxRing)
+        return refuse(RefuseReason::RingSize, kMaxRing, p.ring_size);
+    const uint32_t mtu = std::min(p.mtu, o.mtu);
+    const uint32_t stride = stride_for_mtu(mtu);
+    const GroupPlan plan = plan_group(p.max_msg, stride);
+    if (!plan.ok())
+        return refuse(RefuseReason::Mtu, o.mtu, p.mtu);
+    const uint64_t flow_stride = (ring_layout(p.ring_size, p.max_msg).total + 4095) / 4096 * 4096;
+    const uint64_t total = flow_stride * p.nflows;
+    if (total > (o.svc_max_session_mb << 20))
+        return refuse(RefuseReason::NoRoom, o.svc_max_session_mb << 20, total);
+    if (rt_.flows_.size() + p.nflows > kMaxRegistry)
+        return refuse(RefuseReason::NoRoom, kMaxRegistry, rt_.flows_.size() + p.nflows);
+    const int base = rt_.recv_ids_.alloc(p.nflows);
+    if (base < 0)
+        return refuse(RefuseReason::NoRoom, 65536, p.nflows);
+
+    auto ss = std::make_unique<SvcSession>();
+    ss->app = &app;
+    ss->connector = false;
+    ss->port = port;
+    ss->peer = s.peer;
+    ss->s = &s;
+    ss->sid = s.id;
+    ss->nflows = p.nflows;
+    ss->ring_size = p.ring_size;
+    ss->max_msg = p.max_msg;
+    ss->flow_stride = flow_stride;
+    uint64_t len = total;
+    void* map = nullptr;
+    ss->memfd = make_memfd("tailmark-recv", len, map, true);
+    if (ss->memfd < 0) {
+        rt_.recv_ids_.release(static_cast<uint32_t>(base), p.nflows);
+        return refuse(RefuseReason::NoRoom, 0, total);
+    }
+    ss->mem.addr = map;
+    ss->mem.len = len;
+
+    d.agreed = p;
+    d.agreed.mtu = mtu;
+    d.agreed.keys_given = false;
+    d.agreed.key = static_cast<uint32_t>(rte_rand());
+    d.agreed.overrides.clear();
+    d.local_base = static_cast<uint16_t>(base);
+    d.defer = true; // ACCEPT once the lcores hold the flows
+    s.params = d.agreed;
+    s.local_base = d.local_base;
+    s.user = ss.get();
+
+    auto a = std::make_unique<AppSession>();
+    a->id = s.id;
+    a->s = &s;
+    a->connector = false;
+    a->peer = s.peer;
+    a->index = static_cast<uint32_t>(rt_.app_sessions_.size());
+    a->svc = ss.get();
+    ss->a = a.get();
+    std::string err;
+    bool ok = true;
+    for (uint16_t i = 0; i < p.nflows && ok; i++) {
+        FlowCtx* f = socket_new<FlowCtx>(rt_.rx_socket_);
+        if (f == nullptr) {
+            ok = false;
+            break;
+        }
+        f->index = static_cast<uint32_t>(rt_.flows_.size());
+        f->gen_id = i;
+        f->ring_size = p.ring_size;
+        f->pkts_per_msg = plan.pkt_count;
+        f->recv_session = f->session = a.get();
+        rt_.flows_.push_back(f); // reserved: the other threads' view stays valid
+        a->flows.push_back(f);
+        f->ring = CompletionRing::create_at(static_cast<uint8_t*>(map) + i * flow_stride, flow_stride,
+                                            static_cast<uint16_t>(base + i), p.ring_size, p.max_msg);
+        ok = f->ring != nullptr && rt_.make_recv_flow(*f, *a, s, static_cast<uint16_t>(base + i), i, err);
+        if (ok)
+            ss->recv.push_back(f->ring.get());
+    }
+    if (!ok) { // nothing reached an lcore
+        TM_LOG(ERR, app, "service: session from %s: %s", to_string(s.peer).c_str(),
+               err.empty() ? "out of memory" : err.c_str());
+        for (FlowCtx* f : a->flows) {
+            rt_.free_recv(*f);
+            f->detached = true;
+        }
+        rt_.recv_ids_.release(static_cast<uint32_t>(base), p.nflows);
+        s.user = nullptr;
+        d = AcceptDecision{};
+        d.reason = RefuseReason::NoRoom;
+        return d; // the FlowCtx stay in the registry, detached (its entries are never reused)
+    }
+    for (FlowCtx* f : a->flows)
+        rt_.post_recv(*f, *a);
+    rt_.nflows_.store(static_cast<uint32_t>(rt_.flows_.size()), std::memory_order_release);
+    rt_.failed_logged_.resize(rt_.flows_.size(), false);
+    TM_LOG(INFO, app, "service: session %u from %s to port %u (%s): %u flows, ring %u, max %u B", s.id,
+           to_string(s.peer).c_str(), port, app.label().c_str(), p.nflows, p.ring_size, p.max_msg);
+    app.sessions.push_back(ss.get());
+    rt_.app_sessions_.push_back(std::move(a));
+    sessions_.push_back(std::move(ss));
+    return d;
+}
+
+void Service::install_send(SvcSession& ss, Session& s, uint64_t now) {
+    (void)now;
+    SvcApp& app = *ss.app;
+    AppSession& a = *ss.a;
+    AppSession* peer_side = s.local_peer ? rt_.app_session(s.peer_id) : nullptr;
+    const uint32_t ring = s.params.ring_size;
+    ss.sq_size = pow2_at_least(uint64_t(ring) * 2);
+    ss.cq_size = ss.sq_size;
+    const tm_send_layout l = tm_send_rings(ss.sq_size, ss.cq_size);
+    ss.flow_stride = l.total;
+    uint64_t len = l.total * s.params.nflows;
+    void* map = nullptr;
+    ss.memfd = make_memfd("tailmark-send", len, map, false);
+    if (ss.memfd < 0) {
+        TM_LOG(ERR, app, "service: session %u: send rings: %s", s.id, strerror(errno));
+        rt_.sessions_->close(&s, now); // ends it: the CONNECT is answered then
+        return;
+    }
+    ss.mem.addr = map;
+    ss.mem.len = len;
+    const GroupPlan plan = plan_group(s.params.max_msg, stride_for_mtu(s.params.mtu));
+    for (uint16_t i = 0; i < s.params.nflows; i++) {
+        uint8_t* base = static_cast<uint8_t*>(map) + i * l.total;
+        auto* q = reinterpret_cast<tm_spsc*>(base + l.sq);
+        auto* c = reinterpret_cast<tm_spsc*>(base + l.cq);
+        q->size = ss.sq_size;
+        q->entry_bytes = sizeof(tm_sqe);
+        c->size = ss.cq_size;
+        c->entry_bytes = sizeof(tm_cqe);
+
+        FlowCtx* f = socket_new<FlowCtx>(rt_.tx_socket_);
+        auto* sf = static_cast<SvcSendFlow*>(rte_zmalloc_socket("tm_svc_flow", sizeof(SvcSendFlow), 64, rt_.tx_socket_));
+        if (f == nullptr || sf == nullptr || rt_.flows_.size() == kMaxRegistry) {
+            socket_delete(f);
+            rte_free(sf);
+            TM_LOG(ERR, app, "service: session %u: out of memory (flow %u)", s.id, i);
+            rt_.sessions_->close(&s, now);
+            return;
+        }
+        new (sf) SvcSendFlow();
+        sf->sq = q;
+        sf->sqe = reinterpret_cast<const tm_sqe*>(base + l.sqe);
+        sf->cq = c;
+        sf->cqe = reinterpret_cast<tm_cqe*>(base + l.cqe);
+        sf->sq_mask = ss.sq_size - 1;
+        sf->cq_mask = ss.cq_size - 1;
+        sf->arena = static_cast<const uint8_t*>(app.arena.addr);
+        sf->arena_len = app.arena.len;
+        sf->arena_iova = reinterpret_cast<rte_iova_t>(app.arena.addr);
+        sf->max_msg = s.params.max_msg;
+        sf->nshinfo = ring * 2;
+        char name[RTE_RING_NAMESIZE];
+        snprintf(name, sizeof(name), "tm_svh_%u", ring_names_++); // names are process-wide
+        sf->free_shinfo = rte_ring_create_elem(name, sizeof(uint32_t), sf->nshinfo, rt_.tx_socket_,
+                                               RING_F_SC_DEQ | RING_F_EXACT_SZ);
+        auto* holds = static_cast<SvcHold*>(rte_zmalloc_socket("tm_svc_holds", sizeof(SvcHold) * sf->nshinfo, 64,
+                                                                rt_.tx_socket_));
+        ss.send.push_back(sf);
+        f->index = static_cast<uint32_t>(rt_.flows_.size());
+        f->gen_id = i;
+        f->ring_size = ring;
+        f->pkts_per_msg = plan.pkt_count;
+        f->session = f->send_session = &a;
+        rt_.flows_.push_back(f);
+        a.flows.push_back(f);
+        if (sf->free_shinfo == nullptr || holds == nullptr) {
+            rte_free(holds);
+            TM_LOG(ERR, app, "service: session %u: out of memory (flow %u)", s.id, i);
+            rt_.sessions_->close(&s, now);
+            return;
+        }
+        sf->shinfo = reinterpret_cast<rte_mbuf_ext_shared_info*>(holds);
+        for (uint32_t k = 0; k < sf->nshinfo; k++) {
+            holds[k].sh.free_cb = svc_shinfo_free;
+            holds[k].sh.fcb_opaque = &holds[k];
+            holds[k].owner = sf;
+            holds[k].index = k;
+            rte_ring_sp_enqueue_elem(sf->free_shinfo, &k, sizeof(k));
+        }
+        f->send_id = static_cast<uint16_t>(s.local_base + i);
+        const uint16_t wire = static_cast<uint16_t>(s.peer_base + i);
+        SendFlowSpec sp;
+        sp.id = f->send_id;
+        TxFlow::make(sp.tx, wire, s.params.key_of(i), ring, s.params.mtu, rt_.address_to(s));
+        sp.ring_size = ring;
+        sp.max_msg = s.params.max_msg;
+        sp.reliable = true;
+        sp.report = true;
+        sp.payload = PayloadMode::ZeroCopy; // extbufs over the arena: the app's bytes are not copied
+        sp.link = s.link;
+        if (peer_side != nullptr && i < peer_side->flows.size() && peer_side->flows[i]->recv != nullptr) {
+            sp.local_acked = Receiver::acked_word(peer_side->flows[i]->recv);
+            sp.local_released = peer_side->flows[i]->ring->released_word();
+        }
+        sp.user = sf;
+        const uint32_t si = rt_.sender_for(wire, i);
+        f->sender = rt_.senders_[si];
+        f->send_lcore = rt_.sender_lcore_[si];
+        f->send = Sender::make_flow(sp, rt_.tx_socket_);
+        if (f->send == nullptr) {
+            TM_LOG(ERR, app, "service: session %u: out of memory (send state of flow %u)", s.id, i);
+            rt_.sessions_->close(&s, now);
+            return;
+        }
+        __atomic_store_n(&rt_.sender_of_[f->send_id], static_cast<uint8_t>(si), __ATOMIC_RELEASE);
+        rt_.post(f->send_lcore,
+                 {Request::Op::AddSend, false, FailReason::None, f->send_id, f->index, f->sender, f->send, &a});
+        a.pending++;
+    }
+    rt_.nflows_.store(static_cast<uint32_t>(rt_.flows_.size()), std::memory_order_release);
+    rt_.failed_logged_.resize(rt_.flows_.size(), false);
+}
+
+void Service::on_session(Session& s, uint64_t now) {
+    auto* ss = static_cast<SvcSession*>(s.user);
+    if (ss == nullptr)
+        return; // refused before any of ours was made
+    if (s.state == SessionState::Established) {
+        if (!ss->connector) {
+            if (ss->a != nullptr && ss->a->stage == AppSession::Stage::Installing) {
+                ss->a->stage = AppSession::Stage::Live;
+                ss->a->up_tsc = now;
+            }
+            accepted(*ss, now);
+            return;
+        }
+        if (ss->a != nullptr)
+            return;
+        auto a = std::make_unique<AppSession>();
+        a->id = s.id;
+        a->s = &s;
+        a->connector = true;
+        a->peer = s.peer;
+        a->index = static_cast<uint32_t>(rt_.app_sessions_.size());
+        a->svc = ss;
+        ss->a = a.get();
+        rt_.app_sessions_.push_back(std::move(a));
+        TM_LOG(INFO, app, "service: session %u to %s up: %u flows, MTU %u, ring %u%s", s.id, to_string(s.peer).c_str(),
+               s.params.nflows, s.params.mtu, s.params.ring_size, s.local_peer ? " (this daemon)" : "");
+        install_send(*ss, s, now);
+        if (ss->a->pending == 0 && s.state == SessionState::Established) {
+            ss->a->stage = AppSession::Stage::Live;
+            connected(*ss);
+        }
+        return;
+    }
+    if (s.state != SessionState::Ended)
+        return;
+    ss->end = s.end;
+    ss->s = nullptr; // forgotten by the control loop once its flows are out
+    if (ss->a == nullptr) { // never came up
+        if (ss->connector && !ss->answered) {
+            ss->answered = true;
+            int err = ECONNRESET;
+            std::string why = to_string(s.end);
+            switch (s.end) {
+            case SessionEnd::Refused:
+            case SessionEnd::BadAccept:
+                err = ECONNREFUSED;
+                why = std::string("refused by ") + to_string(s.peer) + ": " + to_string(s.refuse) + " (theirs " +
+                      std::to_string(s.refuse_expected) + ", ours " + std::to_string(s.refuse_got) + ")";
+                break;
+            case SessionEnd::NoAnswer:
+                err = ETIMEDOUT;
+                why = "no answer from " + ip_str(s.peer.ip) + " port " + std::to_string(ss->port) +
+                      " (is an application listening there, with the same secret?)";
+                break;
+            case SessionEnd::ArpFailed:
+                err = EHOSTUNREACH;
+                why = ip_str(s.peer.ip) + " did not answer ARP";
+                break;
+            default:
+                break;
+            }
+            if (ss->app != nullptr)
+                reply_error(*ss->app, ss->req, err, why);
+        }
+        ss->gone = ss->quiet = true; // nothing reached the data plane
+        return;
+    }
+    AppSession& a = *ss->a;
+    a.end = s.end;
+    a.down_tsc = now;
+    TM_LOG(INFO, app, "service: session %u %s %s ended: %s", s.id, ss->connector ? "to" : "from",
+           to_string(s.peer).c_str(), to_string(s.end));
+    rt_.detach(a, now);
+    if (a.stage == AppSession::Stage::Gone)
+        on_stage(a, now);
+}
+
+void Service::on_stage(AppSession& a, uint64_t now) {
+    auto* ss = static_cast<SvcSession*>(a.svc);
+    if (ss == nullptr)
+        return;
+    if (ss->connector && a.stage == AppSession::Stage::Live && !ss->told_up && ss->s != nullptr &&
+        ss->s->state == SessionState::Established) {
+        connected(*ss);
+        return;
+    }
+    if (a.stage != AppSession::Stage::Gone || ss->gone)
+        return;
+    ss->gone = true;
+    if (ss->connector && !ss->answered && ss->app != nullptr) { // failed while installing
+        ss->answered = true;
+        reply_error(*ss->app, ss->req, ECONNRESET, std::string("session ended while opening: ") + to_string(ss->end));
+    }
+    ended(*ss);
+    rt_.later(now, [ss] { ss->quiet = true; });
+}
+
+void Service::connected(SvcSession& ss) {
+    ss.told_up = true;
+    ss.answered = true;
+    if (ss.app == nullptr || ss.app->dead)
+        return;
+    tm_msg_connected m{};
+    m.h = {TM_MSG_CONNECTED, sizeof(m), ss.req};
+    m.session = ss.sid;
+    m.nflows = ss.nflows;
+    m.ring_size = ss.s ? ss.s->params.ring_size : ss.ring_size;
+    m.max_msg = ss.s ? ss.s->params.max_msg : ss.max_msg;
+    m.sq_size = ss.sq_size;
+    m.cq_size = ss.cq_size;
+    m.send_bytes = ss.mem.len;
+    m.flow_stride = ss.flow_stride;
+    if (!send_msg(*ss.app, &m, sizeof(m), ss.memfd))
+        TM_LOG(WARNING, app, "service: %s: CONNECTED not delivered", ss.app->label().c_str());
+    close(ss.memfd);
+    ss.memfd = -1;
+}
+
+void Service::accepted(SvcSession& ss, uint64_t now) {
+    (void)now;
+    if (ss.told_up || ss.app == nullptr || ss.app->dead)
+        return;
+    ss.told_up = true;
+    tm_msg_accepted m{};
+    m.h = {TM_MSG_ACCEPTED, sizeof(m), 0};
+    m.session = ss.sid;
+    m.service = ss.port;
+    m.nflows = ss.nflows;
+    m.peer_ip = ss.peer.ip;
+    m.peer_port = ss.peer.port;
+    m.ring_size = ss.ring_size;
+    m.max_msg = ss.max_msg;
+    m.recv_bytes = ss.mem.len;
+    m.flow_stride = ss.flow_stride;
+    if (!send_msg(*ss.app, &m, sizeof(m), ss.memfd))
+        TM_LOG(WARNING, app, "service: %s: ACCEPTED not delivered", ss.app->label().c_str());
+    close(ss.memfd);
+    ss.memfd = -1;
+}
+
+void Service::ended(SvcSession& ss) {
+    if (ss.told_end || !ss.told_up || ss.app == nullptr || ss.app->dead)
+        return;
+    ss.told_end = true;
+    tm_msg_ended m{};
+    m.h = {TM_MSG_ENDED, sizeof(m), 0};
+    m.session = ss.sid;
+    m.reason = end_reason(ss.end);
+    send_msg(*ss.app, &m, sizeof(m));
+}
+
+// --- applications going away --------------------------------------------------------
+
+void Service::drop_app(SvcApp& app, uint64_t now, const char* why) {
+    if (app.dead)
+        return;
+    app.dead = true;
+    TM_LOG(INFO, app, "service: %s %s; closing its %zu session(s)", app.label().c_str(), why, app.sessions.size());
+    for (auto it = listeners_.begin(); it != listeners_.end();)
+        if (it->second == &app) {
+            rt_.sessions_->unlisten(it->first);
+            it = listeners_.erase(it);
+        } else {
+            ++it;
+        }
+    for (SvcSession* ss : app.sessions)
+        if (ss->s != nullptr && ss->s->state != SessionState::Ended)
+            rt_.sessions_->close(ss->s, now); // Ended: its flows are failed and taken out
+    if (app.fd >= 0)
+        close(app.fd);
+    app.fd = -1;
+    app.outq.clear();
+}
+
+// A session whose flows are out, a second ago, whose every shared info is
+// back (no mbuf references the arena through it): its memory goes. An app
+// that is gone, with no session left: its arena goes.
+void Service::reap(uint64_t now) {
+    (void)now;
+    for (size_t i = 0; i < sessions_.size();) {
+        SvcSession* ss = sessions_[i].get();
+        bool free = ss->gone && ss->quiet;
+        for (SvcSendFlow* f : ss->send)
+            free = free && (f->free_shinfo == nullptr || rte_ring_count(f->free_shinfo) == f->nshinfo);
+        if (!free) {
+            i++;
+            continue;
+        }
+        for (SvcSendFlow* f : ss->send) {
+            rte_ring_free(f->free_shinfo);
+            rte_free(f->shinfo);
+            rte_free(f);
+        }
+        if (ss->memfd >= 0)
+            close(ss->memfd);
+        if (ss->a != nullptr)
+            ss->a->svc = nullptr;
+        if (ss->app != nullptr) {
+            auto& v = ss->app->sessions;
+            v.erase(std::remove(v.begin(), v.end(), ss), v.end());
+        }
+        sessions_.erase(sessions_.begin() + static_cast<std::ptrdiff_t>(i));
+    }
+    for (size_t i = 0; i < apps_.size();) {
+        SvcApp& a = *apps_[i];
+        if (!a.dead || !a.sessions.empty()) {
+            i++;
+            continue;
+        }
+        for (rte_device* d : a.dma)
+            rte_dev_dma_unmap(d, a.arena.addr, reinterpret_cast<uint64_t>(a.arena.addr), a.arena.len);
+        if (a.registered && rte_extmem_unregister(a.arena.addr, a.arena.len) != 0)
+            TM_LOG(WARNING, app, "service: %s: rte_extmem_unregister: %s", a.label().c_str(), rte_strerror(rte_errno));
+        a.registered = false;
+        if (a.wake_fd >= 0)
+            close(a.wake_fd);
+        a.wake_fd = -1;
+        TM_LOG(INFO, app, "service: %s: memory released", a.label().c_str());
+        apps_.erase(apps_.begin() + static_cast<std::ptrdiff_t>(i));
+    }
+}
+
+// Sleeping applications with something to take are woken, once per sleep.
+void Service::wake(uint64_t now) {
+    (void)now;
+    for (auto& ap : apps_) {
+        SvcApp& a = *ap;
+        if (a.dead || a.bell == nullptr || __atomic_load_n(&a.bell->sleeping, __ATOMIC_SEQ_CST) == 0)
+            continue;
+        bool ready = false;
+        for (SvcSession* ss : a.sessions) {
+            for (SvcSendFlow* f : ss->send)
+                ready = ready || __atomic_load_n(&f->cq->head, __ATOMIC_ACQUIRE) !=
+                                     __atomic_load_n(&f->cq->tail, __ATOMIC_ACQUIRE);
+            if (!ss->gone)
+                for (CompletionRing* r : ss->recv)
+                    ready = ready || r->poll(r->released()) != nullptr;
+            if (ready)
+                break;
+        }
+        if (ready && __atomic_exchange_n(&a.bell->sleeping, 0u, __ATOMIC_SEQ_CST) != 0) {
+            const uint64_t one = 1;
+            if (write(a.wake_fd, &one, sizeof(one)) == sizeof(one))
+                __atomic_store_n(&a.bell->wakes, a.bell->wakes + 1, __ATOMIC_RELAXED);
+        }
+    }
+}
+
+void Service::poll(uint64_t now) {
+    wake(now);
+    if (now < next_socket_tsc_)
+        return;
+    next_socket_tsc_ = now + rt_.tsc_hz_ * kSocketUs / 1000000;
+    std::vector<pollfd> pf;
+    pf.reserve(apps_.size() + 1);
+    pf.push_back({listen_fd_, POLLIN, 0});
+    for (auto& a : apps_)
+        pf.push_back({a->dead ? -1 : a->fd, static_cast<short>(POLLIN | (a->outq.empty() ? 0 : POLLOUT)), 0});
+    if (::poll(pf.data(), pf.size(), 0) > 0) {
+        for (size_t i = 1; i < pf.size(); i++)
+            if (pf[i].revents != 0 && i - 1 < apps_.size())
+                read_app(*apps_[i - 1], now);
+        if (pf[0].revents & POLLIN)
+            accept_apps();
+    }
+    reap(now);
+}
+
+void Service::shutdown(uint64_t now) {
+    for (auto& a : apps_)
+        drop_app(*a, now, "disconnected: the daemon stops");
+}
+
+} // namespace tailmark::app

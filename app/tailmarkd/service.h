@@ -1,0 +1,116 @@
+// --mode service: applications attach over a Unix socket
+// (lib/tailmark-client/channel_abi.h) and send and receive their own
+// messages through this daemon's data plane, with no DPDK of their own.
+//
+// The control loop (main lcore) runs it all but the data path: the socket
+// (accept, requests, events), the applications' memory (their arena mapped
+// and registered with DPDK for zero-copy tx; each session's send rings and
+// receive rings as memfds both map), sessions opened and accepted on their
+// behalf (SessionTable), and the sleeping applications' wake-ups. The data
+// path is two hooks on the tx lcore: svc_source() takes an application's
+// next submission as the Sender's next message (extbuf over its arena), and
+// svc_complete() puts the Sender's completion in its completion ring. The
+// rx lcore places into the application's receive rings as into any
+// CompletionRing. An application that goes away (the socket closes) loses
+// its sessions; its memory is let go only once nothing references it.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <rte_mbuf.h>
+#include <rte_ring.h>
+
+#include "context.h"
+#include "tailmark-client/channel_abi.h"
+
+namespace tailmark::app {
+
+class Runtime;
+struct SetupError;
+struct SvcApp;
+struct SvcSession;
+
+// One send flow of an application's session, on its tx lcore (the Sender's
+// per-flow user pointer). Written by the tx lcore only, but `held` (shared
+// infos in flight) which the lcore freeing the last mbuf returns.
+struct alignas(64) SvcSendFlow {
+    channel::tm_spsc* sq = nullptr;
+    const channel::tm_sqe* sqe = nullptr;
+    channel::tm_spsc* cq = nullptr;
+    channel::tm_cqe* cqe = nullptr;
+    uint32_t sq_mask = 0, cq_mask = 0;
+    uint32_t sq_tail = 0; // ours: the app's copy is only written
+    uint32_t cq_head = 0; // ours
+    uint32_t inflight = 0; // submissions taken, completions not yet written
+    const uint8_t* arena = nullptr;
+    uint64_t arena_len = 0;
+    rte_iova_t arena_iova = 0;
+    uint64_t max_msg = 0;
+    // One shared info per message the Sender may hold, and as many again
+    // for those the port still references after their completion: an
+    // mbuf may outlive the message (a retransmitted copy in a tx queue).
+    rte_mbuf_ext_shared_info* shinfo = nullptr;
+    uint32_t nshinfo = 0;
+    rte_ring* free_shinfo = nullptr; // MP/SC: indexes into shinfo
+    // counters (tx lcore)
+    alignas(64) uint64_t taken = 0, invalid = 0, delivered = 0, failed = 0, cq_waits = 0, shinfo_waits = 0;
+    uint64_t bad_head = 0; // the app's submission index was more than a ring ahead (its flow waits)
+};
+
+bool svc_source(void* ctx, void* user, uint32_t msg_id, Message& m, uint64_t& cookie);
+void svc_complete(const SendCompletion& c);
+
+class Service {
+public:
+    explicit Service(Runtime& rt);
+    ~Service();
+    Service(const Service&) = delete;
+    Service& operator=(const Service&) = delete;
+
+    bool open(SetupError& e);      // binds the control socket
+    void poll(uint64_t now);       // the control loop, every tick
+    void on_session(Session& s, uint64_t now); // the session table's news for our sessions
+    void on_stage(AppSession& a, uint64_t now); // a session's flows went in (Live) or out (Gone)
+    AcceptDecision decide(uint16_t port, Session& s, const FlowParams& p);
+    void shutdown(uint64_t now);   // closes every application (the daemon stops)
+    
+    uint32_t apps() const { return static_cast<uint32_t>(apps_.size()); }
+
+private:
+    void accept_apps();
+    void read_app(SvcApp& app, uint64_t now);
+    void handle(SvcApp& app, const uint8_t* msg, size_t len, const int* fds, int nfds, uint64_t now);
+    void on_hello(SvcApp& app, const channel::tm_msg_hello& m, const int* fds, int nfds);
+    void on_connect(SvcApp& app, const channel::tm_msg_connect& m, uint64_t now);
+    void on_listen(SvcApp& app, const channel::tm_msg_listen& m);
+    void on_unlisten(SvcApp& app, uint64_t req, uint16_t port);
+    void on_close(SvcApp& app, uint64_t req, uint32_t session, uint64_t now);
+    void install_send(SvcSession& ss, Session& s, uint64_t now);
+    void connected(SvcSession& ss);
+    void accepted(SvcSession& ss, uint64_t now);
+    void ended(SvcSession& ss);
+    void drop_app(SvcApp& app, uint64_t now, const char* why);
+    void free_session(SvcSession* ss, uint64_t now);
+    void reap(uint64_t now);
+    void wake(uint64_t now);
+    bool send_msg(SvcApp& app, const void* msg, size_t len, int fd = -1);
+    void reply_ok(SvcApp& app, uint64_t req);
+    void reply_error(SvcApp& app, uint64_t req, int err, const std::string& text);
+
+    Runtime& rt_;
+    int listen_fd_ = -1;
+    std::string path_;
+    uint32_t next_app_ = 1;
+    std::vector<std::unique_ptr<SvcApp>> apps_;
+    std::map<uint16_t, SvcApp*> listeners_;       // port -> its application
+    std::vector<std::unique_ptr<SvcSession>> sessions_;
+    uint64_t next_socket_tsc_ = 0;
+    uint32_t ring_names_ = 0;
+};
+
+} // namespace tailmark::app
