@@ -2011,9 +2011,17 @@ void Runtime::teardown() {
     rx_port_owned_.reset();
     tx_port_.reset();
     rx_port_ = nullptr;
-    // 3. what the data plane used: flows (the Senders' records let go of the
-    //    generator's buffers), engines, replay packets, rings, contexts.
+    // 3. what the data plane used: engines first (a Receiver's placer walks
+    //    its installed flows as it goes: they must still be there), then the
+    //    flows (the Senders' records let go of the generator's buffers),
+    //    replay packets, rings, contexts.
     bury(0, true);
+    for (Sender* s : senders_)
+        delete s;
+    senders_.clear();
+    for (Receiver* r : receivers_)
+        delete r;
+    receivers_.clear();
     for (FlowCtx* f : flows_) {
         Sender::free_flow(f->send);
         f->send = nullptr;
@@ -2028,12 +2036,6 @@ void Runtime::teardown() {
     nflows_.store(0);
     app_sessions_.clear();
     sessions_.reset(); // the session links
-    for (Sender* s : senders_)
-        delete s;
-    senders_.clear();
-    for (Receiver* r : receivers_)
-        delete r;
-    receivers_.clear();
     // The applications' memory: the Senders and the ports let go of every
     // mbuf that referenced an arena.
     service_.reset();

@@ -262,6 +262,9 @@ struct SvcSession {
     bool told_up = false, told_end = false, answered = false;
     bool gone = false;         // the flows are out of the data plane
     bool quiet = false;        // ... and a second has passed (readers of the registry let go)
+    // Both ends in this daemon: the connector's Senders read the acceptor's
+    // cursors in its receive memory, which stays mapped until they are gone.
+    SvcSession* local_peer = nullptr;
     SessionEnd end = SessionEnd::None;
 };
 
@@ -951,6 +954,10 @@ void Service::install_send(SvcSession& ss, Session& s, uint64_t now) {
         if (peer_side != nullptr && i < peer_side->flows.size() && peer_side->flows[i]->recv != nullptr) {
             sp.local_acked = Receiver::acked_word(peer_side->flows[i]->recv);
             sp.local_released = peer_side->flows[i]->ring->released_word();
+            if (auto* ps = static_cast<SvcSession*>(peer_side->svc); ps != nullptr) {
+                ss.local_peer = ps;
+                ps->local_peer = &ss;
+            }
         }
         sp.user = sf;
         const uint32_t si = rt_.sender_for(wire, i);
@@ -1006,7 +1013,8 @@ void Service::on_session(Session& s, uint64_t now) {
     }
     if (s.state != SessionState::Ended)
         return;
-    ss->end = s.end;
+    if (ss->end == SessionEnd::None)
+        ss->end = s.end;
     ss->s = nullptr; // forgotten by the control loop once its flows are out
     if (ss->a == nullptr) { // never came up
         if (ss->connector && !ss->answered) {
@@ -1038,11 +1046,17 @@ void Service::on_session(Session& s, uint64_t now) {
         ss->gone = ss->quiet = true; // nothing reached the data plane
         return;
     }
+    // Both ends here: the other end goes too, at once (its Senders read
+    // this end's cursors, which are let go a second after its flows).
+    if (ss->local_peer != nullptr && ss->local_peer->s != nullptr && ss->local_peer->s->state != SessionState::Ended) {
+        ss->local_peer->end = SessionEnd::PeerClosed; // what its application is told
+        rt_.sessions_->close(ss->local_peer->s, now);
+    }
     AppSession& a = *ss->a;
     a.end = s.end;
     a.down_tsc = now;
     TM_LOG(INFO, app, "service: session %u %s %s ended: %s", s.id, ss->connector ? "to" : "from",
-           to_string(s.peer).c_str(), to_string(s.end));
+           to_string(s.peer).c_str(), to_string(ss->end));
     rt_.detach(a, now);
     if (a.stage == AppSession::Stage::Gone)
         on_stage(a, now);
@@ -1153,6 +1167,8 @@ void Service::reap(uint64_t now) {
     for (size_t i = 0; i < sessions_.size();) {
         SvcSession* ss = sessions_[i].get();
         bool free = ss->gone && ss->quiet;
+        if (!ss->connector && ss->local_peer != nullptr) // its cursors are read by the local connector's flows
+            free = free && ss->local_peer->gone && ss->local_peer->quiet;
         for (SvcSendFlow* f : ss->send)
             free = free && (f->free_shinfo == nullptr || rte_ring_count(f->free_shinfo) == f->nshinfo);
         if (!free) {
@@ -1168,6 +1184,8 @@ void Service::reap(uint64_t now) {
             close(ss->memfd);
         if (ss->a != nullptr)
             ss->a->svc = nullptr;
+        if (ss->local_peer != nullptr)
+            ss->local_peer->local_peer = nullptr;
         if (ss->app != nullptr) {
             auto& v = ss->app->sessions;
             v.erase(std::remove(v.begin(), v.end(), ss), v.end());
