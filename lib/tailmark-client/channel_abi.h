@@ -41,13 +41,13 @@ enum tm_msg_type {
     TM_MSG_CONNECT = 3,   // app: open a session to a peer
     TM_MSG_CONNECTED = 4, // daemon (fd: the session's send rings)
     TM_MSG_LISTEN = 5,    // app: take the sessions peers open on a service
-    TM_MSG_UNLISTEN = 6,
+    TM_MSG_UNLISTEN = 6,  // app: a tm_msg_listen with only `service` set
     TM_MSG_ACCEPTED = 7,  // daemon, event (fd: the session's receive rings)
     TM_MSG_CLOSE = 8,     // app: close a session
     TM_MSG_ENDED = 9,     // daemon, event: a session ended
     TM_MSG_OK = 10,       // daemon: the request is done
     TM_MSG_ERROR = 11,    // daemon: the request failed (errno and a message)
-    TM_MSG_BYE = 12,      // app: detach (closing the socket does the same)
+    TM_MSG_BYE = 12,      // app: detach, a bare header, no reply (closing the socket does the same)
 };
 
 struct tm_msg_header {

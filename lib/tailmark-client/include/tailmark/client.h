@@ -10,7 +10,18 @@
  *
  * Every call returns 0 (or a count) on success and a negative errno on
  * failure; tm_last_error() then says why in one line. The library never
- * aborts and never prints. A tm_channel is used by one thread at a time.
+ * aborts and never prints. A tm_channel is used by one thread at a time:
+ * nothing in it is locked (two threads need two channels, or a lock of
+ * their own around every call).
+ *
+ * Once the daemon is gone (its socket closed), every call on the channel
+ * returns -ECONNRESET; a daemon that breaks the protocol, -EPROTO; a channel
+ * whose tm_attach failed, -ENOTCONN. Only tm_detach (and tm_buf_free) still
+ * do their work then.
+ *
+ * Environment: TAILMARK_SOCKET (the daemon's socket when opts give none),
+ * TAILMARK_NO_HUGETLB=1 (the arena on normal pages even where hugepages
+ * could be had).
  */
 #ifndef TAILMARK_CLIENT_H
 #define TAILMARK_CLIENT_H
@@ -20,6 +31,11 @@
 
 #ifdef __cplusplus
 extern "C" {
+#endif
+
+/* The library is built with hidden visibility: this API is what it exports. */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
 #endif
 
 #define TM_DEFAULT_SOCKET "/run/tailmark/tailmarkd.sock"
@@ -89,8 +105,13 @@ struct tm_session_info {
  * for ever). */
 int tm_accept(tm_channel *ch, int timeout_ms, struct tm_session_info *info);
 
-/* 0 while the session lives, else why it ended (TM_END_*). */
+/* 0 while the session lives, else why it ended (TM_END_*); -ENOENT for a
+ * session the channel does not hold (never had, or closed: an accepted one
+ * at tm_close, a connected one once its completions were drained after it). */
 int tm_session_state(tm_channel *ch, tm_session s);
+/* What tm_connect or tm_accept agreed for the session (the daemon's values,
+ * which may differ from those asked for). */
+int tm_session_get_info(tm_channel *ch, tm_session s, struct tm_session_info *info);
 enum {
     TM_END_CLOSED = 1,       /* closed by this application */
     TM_END_PEER_CLOSED = 2,  /* the peer closed it */
@@ -100,21 +121,28 @@ enum {
     TM_END_NO_ANSWER = 6,
     TM_END_OTHER = 7,
 };
+/* "closed", "peer closed", ...; "alive" for 0; never NULL. */
+const char *tm_end_reason_name(int reason);
 
 /* Close a session: its outstanding sends complete as failed (TM_FAIL_CLOSED),
- * its receive rings are unmapped. */
+ * its receive rings are unmapped. Blocks until the daemon confirms that the
+ * session's flows are out of its data plane (ENDED; at most ~10 s, then
+ * -ETIMEDOUT, the session closed here anyway). A connected session's
+ * completions stay pollable until drained. */
 int tm_close(tm_channel *ch, tm_session s);
 
 /* --- sending ------------------------------------------------------------ */
 
-/* Send buffers come from the channel's arena; NULL (tm_last_error) when it
- * has no room. A buffer handed to tm_send must stay untouched until its
- * completion arrives. */
+/* Send buffers come from the channel's arena (64-byte aligned, first fit);
+ * NULL (tm_last_error) when it has no room. A buffer handed to tm_send must
+ * stay untouched until its completion arrives. */
 void *tm_buf_alloc(tm_channel *ch, size_t len);
 void tm_buf_free(tm_channel *ch, void *buf);
 
 /* Queue one message (buf inside the arena, 0 <= len <= max_msg). Does not
- * block: -EAGAIN when the flow's submission ring is full. */
+ * block: -EAGAIN when the flow's submission ring is full. -EINVAL: buf not
+ * inside the arena, or no such flow; -EMSGSIZE: len > max_msg; -EPIPE: the
+ * session has ended. */
 int tm_send(tm_channel *ch, tm_session s, uint16_t flow, const void *buf, size_t len, uint64_t cookie);
 
 enum { TM_DELIVERED = 1, TM_FAILED = 2 };
@@ -127,6 +155,8 @@ enum {
     TM_FAIL_REFUSED = 5,
     TM_FAIL_INVALID = 6,            /* the daemon refused the request (bad buffer) */
 };
+/* "retry limit reached", "receiver restarted", ...; never NULL. */
+const char *tm_fail_reason_name(int reason);
 
 struct tm_completion {
     uint64_t cookie;
@@ -137,7 +167,8 @@ struct tm_completion {
     uint32_t msg_id;
 };
 
-/* Up to max send completions of any session, in each flow's order. */
+/* Up to max send completions of any session, in each flow's order (the
+ * flows taken in turn, a different one first on each call). */
 int tm_poll_completions(tm_channel *ch, struct tm_completion *out, int max);
 
 /* --- receiving ---------------------------------------------------------- */
@@ -152,7 +183,8 @@ struct tm_message {
 
 /* The flow's next completed message, in order: 1 (filled), 0 (none yet). */
 int tm_recv(tm_channel *ch, tm_session s, uint16_t flow, struct tm_message *msg);
-/* The next completed message of any flow of any accepted session. */
+/* The next completed message of any flow of any accepted session, the flows
+ * taken round-robin (each call starts after the flow the last one served). */
 int tm_recv_any(tm_channel *ch, struct tm_message *msg);
 /* Hand a message's slot back (this is what the sender sees as delivered).
  * Per flow, messages are released in the order tm_recv returned them. */
@@ -162,8 +194,15 @@ int tm_release(tm_channel *ch, const struct tm_message *msg);
 
 /* Until a message, a completion, an accepted session or a session's end is
  * ready: spins briefly, then sleeps on an eventfd the daemon signals.
- * 1: ready; 0: timeout_ms passed (-1: no limit). */
+ * 1: ready; 0: timeout_ms passed (-1: no limit). "Ready" is a level for
+ * messages (the next one of some flow has completed), completions and
+ * sessions waiting in tm_accept; a session's end counts once (the first
+ * tm_wait after it returns 1). */
 int tm_wait(tm_channel *ch, int timeout_ms);
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }
