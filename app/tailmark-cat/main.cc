@@ -60,7 +60,7 @@ const char kUsageText[] =
     "  --quiet             no progress line on stderr\n"
     "  --help              this text\n"
     "\n"
-    "A 0-byte message ends the stream. Exit: 0 done, 1 transfer failed, 2 usage.\n";
+    "A 0-byte message ends the stream. Exit: 0 done, 1 transfer failed, 2 usage (or the peer refused a setting).\n";
 
 [[noreturn]] void die(int code, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 void die(int code, const char* fmt, ...) {
@@ -318,7 +318,10 @@ int send_stream(const Options& o) {
     co.max_msg = static_cast<uint32_t>(o.msg_size);
     co.timeout_ms = o.timeout_ms;
     if (int rc = ch.connect(o.ip, o.port, co, s); rc < 0)
-        die(rc == -EINVAL || rc == -EMSGSIZE ? kUsage : kFailed, "%s", ch.error().data()); // names CONNECT ip:port
+        // A refusal is a mismatch of settings, like a bad option: exit 2,
+        // the daemon's line names the setting and both values.
+        die(rc == -EINVAL || rc == -EMSGSIZE || rc == -ECONNREFUSED ? kUsage : kFailed, "%s",
+            ch.error().data()); // names CONNECT ip:port
     tm_session_info info{};
     if (s.info(info) < 0)
         die(kFailed, "session: %s", ch.error().data());

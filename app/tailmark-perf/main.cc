@@ -5,6 +5,7 @@
 //
 //   tailmark-perf --listen PORT [--sessions N] [--verify]
 //   tailmark-perf --connect IP[:PORT] --size BYTES --count N [--flows F] [--ring R] [--verify]
+//   tailmark-perf --loop OWN_IP[:PORT] --size BYTES --count N [--flows F] [--ring R] [--verify]
 //
 // --verify: the sender writes a pattern of (message, byte) into each
 // buffer, the receiver checks every byte (costs both ends a pass over the
@@ -41,6 +42,8 @@ struct Args {
     fprintf(stderr, "tailmark-perf: %s\n", why);
     fprintf(stderr, "usage: tailmark-perf [--socket PATH] --listen PORT [--sessions N] [--verify]\n"
                     "       tailmark-perf [--socket PATH] --connect IP[:PORT] --size BYTES --count N "
+                    "[--flows F] [--ring R] [--verify]\n"
+                    "       tailmark-perf [--socket PATH] --loop OWN_IP[:PORT] --size BYTES --count N "
                     "[--flows F] [--ring R] [--verify]\n");
     exit(2);
 }
@@ -212,11 +215,97 @@ int sender(const Args& a, tm_channel* ch) {
     return failed == 0 ? 0 : 1;
 }
 
+// --loop: one process sends to itself through the daemon (it listens, and
+// connects to the daemon's own address), and receives what it sent, in one
+// loop on one thread: the application path's counterpart of the generator's
+// loopback, where one lcore makes, sends, receives and consumes.
+int looper(const Args& a, tm_channel* ch) {
+    tm_listen_opts lo{};
+    if (int rc = tm_listen(ch, a.port, &lo); rc < 0)
+        return fail(ch, "listen", rc);
+    tm_connect_opts co{};
+    co.nflows = a.flows;
+    co.ring_size = a.ring;
+    co.max_msg = static_cast<uint32_t>(a.size);
+    tm_session s = 0;
+    if (int rc = tm_connect(ch, a.host.c_str(), a.port, &co, &s); rc < 0)
+        return fail(ch, "connect", rc);
+    tm_session_info info{};
+    int rc;
+    while ((rc = tm_accept(ch, 1000, &info)) == 0) {
+    }
+    if (rc < 0)
+        return fail(ch, "accept", rc);
+    const uint32_t nbuf = a.ring * 2 * a.flows;
+    std::vector<uint8_t*> bufs(nbuf);
+    std::vector<uint32_t> free_list;
+    for (uint32_t i = 0; i < nbuf; i++) {
+        bufs[i] = static_cast<uint8_t*>(tm_buf_alloc(ch, a.size ? a.size : 1));
+        if (bufs[i] == nullptr)
+            return fail(ch, "tm_buf_alloc (raise the arena: TAILMARK_ARENA_MB)", -ENOMEM);
+        memset(bufs[i], 0x5A, a.size);
+        free_list.push_back(i);
+    }
+    uint64_t sent = 0, done = 0, failed = 0, got = 0, errors = 0;
+    tm_completion cs[256];
+    tm_message m{};
+    const double t0 = now_s();
+    while (done < a.count || got < a.count) {
+        while (sent < a.count && !free_list.empty()) {
+            const uint32_t b = free_list.back();
+            if (a.verify)
+                for (uint64_t i = 0; i < a.size; i++)
+                    bufs[b][i] = pattern(sent, i);
+            rc = tm_send(ch, s, static_cast<uint16_t>(sent % a.flows), bufs[b], a.size, b);
+            if (rc == -EAGAIN)
+                break;
+            if (rc < 0)
+                return fail(ch, "send", rc);
+            free_list.pop_back();
+            sent++;
+        }
+        for (int k = 0; k < 64 && (rc = tm_recv_any(ch, &m)) == 1; k++) {
+            if (a.verify) {
+                const auto* p = static_cast<const uint8_t*>(m.data);
+                const uint64_t id = uint64_t(m.msg_id) * a.flows + m.flow;
+                for (size_t i = 0; i < m.len; i++)
+                    errors += p[i] != pattern(id, i);
+            }
+            got++;
+            if ((rc = tm_release(ch, &m)) < 0)
+                return fail(ch, "release", rc);
+        }
+        if (rc < 0)
+            return fail(ch, "recv", rc);
+        const int n = tm_poll_completions(ch, cs, 256);
+        if (n < 0)
+            return fail(ch, "completions", n);
+        for (int i = 0; i < n; i++) {
+            failed += cs[i].status != TM_DELIVERED;
+            free_list.push_back(static_cast<uint32_t>(cs[i].cookie));
+        }
+        done += static_cast<uint64_t>(n);
+        if (failed != 0)
+            break;
+    }
+    const double t = now_s() - t0;
+    printf("{\"role\": \"loop\", \"size\": %" PRIu64 ", \"flows\": %u, \"messages\": %" PRIu64
+           ", \"received\": %" PRIu64 ", \"seconds\": %.6f, \"msgs_per_s\": %.1f, \"gbps\": %.4f, \"failed\": %" PRIu64
+           ", \"verified\": %s, \"errors\": %" PRIu64 "}\n",
+           a.size, a.flows, a.count, got, t, t > 0 ? a.count / t : 0.0, t > 0 ? a.count * a.size * 8 / t / 1e9 : 0.0,
+           failed, a.verify ? "true" : "false", errors);
+    fflush(stdout);
+    tm_close(ch, s);
+    tm_close(ch, info.session);
+    tm_detach(ch);
+    return failed == 0 && errors == 0 && got == a.count ? 0 : 1;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
     Args a;
-    bool connect = false;
+    bool connect = false, loop = false;
     for (int i = 1; i < argc; i++) {
         const std::string o = argv[i];
         auto val = [&]() -> const char* {
@@ -236,6 +325,13 @@ int main(int argc, char** argv) {
             a.host = v.substr(0, colon);
             if (colon != std::string::npos)
                 a.port = static_cast<uint16_t>(number("--connect", v.substr(colon + 1).c_str()));
+        } else if (o == "--loop") {
+            loop = true;
+            std::string v = val();
+            const size_t colon = v.find(':');
+            a.host = v.substr(0, colon);
+            if (colon != std::string::npos)
+                a.port = static_cast<uint16_t>(number("--loop", v.substr(colon + 1).c_str()));
         } else if (o == "--size") {
             a.size = number("--size", val());
         } else if (o == "--count") {
@@ -252,13 +348,13 @@ int main(int argc, char** argv) {
             usage(("unknown option " + o).c_str());
         }
     }
-    if (a.listen == connect)
-        usage("one of --listen and --connect");
+    if (int(a.listen) + int(connect) + int(loop) != 1)
+        usage("one of --listen, --connect and --loop");
     if (a.flows == 0 || a.port == 0)
         usage("--flows and the port must be at least 1");
     tm_attach_opts ao{};
     ao.socket_path = a.socket;
-    ao.name = a.listen ? "perf-recv" : "perf-send";
+    ao.name = loop ? "perf-loop" : a.listen ? "perf-recv" : "perf-send";
     if (const char* mb = getenv("TAILMARK_ARENA_MB"))
         ao.arena_bytes = strtoull(mb, nullptr, 0) << 20;
     else if (!a.listen)
@@ -266,5 +362,5 @@ int main(int argc, char** argv) {
     tm_channel* ch = nullptr;
     if (int rc = tm_attach(&ao, &ch); rc < 0)
         return fail(ch, "attach", rc);
-    return a.listen ? receiver(a, ch) : sender(a, ch);
+    return loop ? looper(a, ch) : a.listen ? receiver(a, ch) : sender(a, ch);
 }

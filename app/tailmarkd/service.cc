@@ -39,6 +39,7 @@ constexpr uint64_t kMaxArena = 64ull << 30;
 constexpr size_t kMaxOutq = 256;               // events an app has not read: then it is dropped
 constexpr uint64_t kHuge = 2ull << 20;
 constexpr int kMaxFds = 4;
+constexpr uint64_t kCloseFlushUs = 50000;      // a closing receiver's last ACK: waited for at most this
 
 std::string ip_str(uint32_t ip) {
     char b[20];
@@ -728,8 +729,7 @@ void Service::on_unlisten(SvcApp& app, uint64_t req, uint16_t port) {
 void Service::on_close(SvcApp& app, uint64_t req, uint32_t session, uint64_t now) {
     for (SvcSession* ss : app.sessions)
         if (ss->sid == session) {
-            if (ss->s != nullptr && ss->s->state != SessionState::Ended)
-                rt_.sessions_->close(ss->s, now);
+            close_session(*ss, now);
             reply_ok(app, req); // ENDED follows once its flows are out
             return;
         }
@@ -1136,6 +1136,41 @@ void Service::ended(SvcSession& ss) {
     send_msg(*ss.app, &m, sizeof(m));
 }
 
+// Closes an application's session. A receiving one waits, a little, until
+// its last ACK carries every release its application made: those messages
+// were consumed, and the sender must hear "delivered", not the CLOSE first
+// and "closed" for them (the ACK and the CLOSE leave on one ring, in order).
+void Service::close_session(SvcSession& ss, uint64_t now) {
+    if (ss.s == nullptr || ss.s->state == SessionState::Ended)
+        return;
+    if (ss.connector || ss.a == nullptr || ss.s->local_peer) {
+        rt_.sessions_->close(ss.s, now);
+        return;
+    }
+    for (const auto& c : closing_)
+        if (c.first == &ss)
+            return;
+    closing_.emplace_back(&ss, now + rt_.tsc_hz_ * kCloseFlushUs / 1000000);
+}
+
+void Service::finish_closes(uint64_t now) {
+    for (size_t i = 0; i < closing_.size();) {
+        SvcSession& ss = *closing_[i].first;
+        bool flushed = true;
+        if (ss.a != nullptr)
+            for (const FlowCtx* f : ss.a->flows)
+                if (f->recv != nullptr && f->ring && Receiver::released_sent(f->recv) != f->ring->released())
+                    flushed = false;
+        if (!flushed && now < closing_[i].second) {
+            i++;
+            continue;
+        }
+        if (ss.s != nullptr && ss.s->state != SessionState::Ended)
+            rt_.sessions_->close(ss.s, now);
+        closing_.erase(closing_.begin() + static_cast<std::ptrdiff_t>(i));
+    }
+}
+
 // --- applications going away --------------------------------------------------------
 
 void Service::drop_app(SvcApp& app, uint64_t now, const char* why) {
@@ -1151,8 +1186,7 @@ void Service::drop_app(SvcApp& app, uint64_t now, const char* why) {
             ++it;
         }
     for (SvcSession* ss : app.sessions)
-        if (ss->s != nullptr && ss->s->state != SessionState::Ended)
-            rt_.sessions_->close(ss->s, now); // Ended: its flows are failed and taken out
+        close_session(*ss, now); // Ended: its flows are failed and taken out
     if (app.fd >= 0)
         close(app.fd);
     app.fd = -1;
@@ -1239,6 +1273,8 @@ void Service::wake(uint64_t now) {
 
 void Service::poll(uint64_t now) {
     wake(now);
+    if (!closing_.empty())
+        finish_closes(now);
     if (now < next_socket_tsc_)
         return;
     next_socket_tsc_ = now + rt_.tsc_hz_ * kSocketUs / 1000000;

@@ -95,6 +95,8 @@ private:
     void accepted(SvcSession& ss, uint64_t now);
     void ended(SvcSession& ss);
     void drop_app(SvcApp& app, uint64_t now, const char* why);
+    void close_session(SvcSession& ss, uint64_t now);
+    void finish_closes(uint64_t now);
     void free_session(SvcSession* ss, uint64_t now);
     void reap(uint64_t now);
     void wake(uint64_t now);
@@ -109,6 +111,7 @@ private:
     std::vector<std::unique_ptr<SvcApp>> apps_;
     std::map<uint16_t, SvcApp*> listeners_;       // port -> its application
     std::vector<std::unique_ptr<SvcSession>> sessions_;
+    std::vector<std::pair<SvcSession*, uint64_t>> closing_; // receivers flushing their last ACK, until
     uint64_t next_socket_tsc_ = 0;
     uint32_t ring_names_ = 0;
 };

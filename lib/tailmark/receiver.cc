@@ -26,6 +26,7 @@ struct RecvFlow {
 
 uint16_t Receiver::id_of(const RecvFlow* f) { return f->spec.id; }
 const uint32_t* Receiver::acked_word(const RecvFlow* f) { return RxPlacer::acked_word(f->rx); }
+uint32_t Receiver::released_sent(const RecvFlow* f) { return __atomic_load_n(&f->released_sent, __ATOMIC_ACQUIRE); }
 const RecvFlowSpec& Receiver::spec_of(const RecvFlow* f) { return f->spec; }
 
 RecvFlow* Receiver::make_flow(const RecvFlowSpec& spec, int socket) {
@@ -209,7 +210,7 @@ bool Receiver::poll(uint64_t now) {
         c.released_upto = released;
         c.acked_upto = acked;
         if (emit(f, c, now)) {
-            f.released_sent = released;
+            __atomic_store_n(&f.released_sent, released, __ATOMIC_RELEASE); // released_sent() reads it
             f.acked_sent = acked;
             f.ack_tsc = now;
             work = true;

@@ -104,6 +104,10 @@ public:
     static uint16_t id_of(const RecvFlow* f);
     // Its cumulative ACK, for a sender in this process (SendFlowSpec::local_acked).
     static const uint32_t* acked_word(const RecvFlow* f);
+    // Any thread: the consumer cursor the last ACK carried (queued for the
+    // wire). Equal to the ring's released(): the peer will hear of every
+    // release (a session closed after that loses no delivery report).
+    static uint32_t released_sent(const RecvFlow* f);
     static const RecvFlowSpec& spec_of(const RecvFlow* f);
 
 private:

@@ -234,6 +234,14 @@ void Sender::fail_flow(SendFlow& f, FailReason why) {
     // Nothing owed (every message reported): closing it fails nothing.
     if (f.failed != FailReason::None || (f.reported == f.submitted && !f.active))
         return;
+    // A local peer's last releases count first: what its consumer released
+    // before the end is delivered, not failed (a remote peer's are known only
+    // from its ACKs, which it sends before its CLOSE).
+    if (f.spec.local_released != nullptr) {
+        sync_local(f);
+        if (f.reported == f.submitted && !f.active)
+            return;
+    }
     publish(f.failed, why);
     if (f.active) { // cut short: its remaining packets are never built
         f.active = false;

@@ -1004,6 +1004,35 @@ TEST_CASE("local peer: acks and releases read from its words at the flow's turn 
         REQUIRE(c.size() == 2);
         check_completions(c, 2, 2, SendStatus::Delivered);
     }
+    SECTION("failed (its session ended): what the peer released first is delivered, the rest failed") {
+        Rig r;
+        SendFlowSpec sp = r.spec(4);
+        sp.local_acked = &acked;
+        sp.local_released = &released;
+        SendFlow* f = r.add(sp);
+        for (uint32_t i = 0; i < 4; i++)
+            REQUIRE(r.s->submit(kFlow, bytes_msg(b), i) == 0);
+        r.s->poll(100);
+        REQUIRE(take(r.port).size() == 4);
+        set(4, 3); // released 3, and then the session ends before the flow's next turn
+        r.s->fail(kFlow, FailReason::Closed);
+        auto c = r.done();
+        REQUIRE(c.size() == 4);
+        check_completions({c.begin(), c.begin() + 3}, 0, 0, SendStatus::Delivered);
+        check_completions({c.begin() + 3, c.end()}, 3, 3, SendStatus::Failed, FailReason::Closed);
+        CHECK(r.failed(f) == FailReason::Closed);
+        // Everything released before the end: nothing fails at all.
+        Rig r2;
+        r2.add(sp);
+        for (uint32_t i = 0; i < 2; i++)
+            REQUIRE(r2.s->submit(kFlow, bytes_msg(b), i) == 0);
+        r2.s->poll(100);
+        set(2, 2);
+        r2.s->fail(kFlow, FailReason::Closed);
+        c = r2.done();
+        REQUIRE(c.size() == 2);
+        check_completions(c, 0, 0, SendStatus::Delivered);
+    }
     SECTION("the timer, while the tx queue is blocked and no turn comes") {
         Opts o;
         o.tx_ring = 8; // 7 packets fill it
