@@ -307,6 +307,46 @@ for nf in 1 4; do
         --rate "$rate" --exit-when-done --duration 60
 done
 
+# The application path (issue 14): tailmark-perf --loop, one process on
+# core 0 that sends messages from its arena to itself through
+# `tailmarkd --mode service` (lcore 1: tx and rx; tx zero-copy from the
+# arena) and releases what arrives; next to the generator's loopback on the
+# same lcore with --verify off (neither compares bytes; the generator copies
+# its messages into the packets, the application's are referenced).
+perf=$TM_BUILD/app/tailmark-perf/tailmark-perf
+svc_sock=$raw/svc.sock
+svc() { # NAME SIZE COUNT RING: one service daemon, one perf --loop run against it
+    local name=$1 size=$2 count=$3 ring=$4
+    rm -f "$svc_sock"
+    timeout -k 5 120 "$daemon" -l 0-1 --no-pci "${MEM[@]}" --file-prefix "tm_bench_svc_$$" \
+        --log-level=lib.eal:warning --log-level='tailmark.*:warning' --vdev=net_ring0 -- --mode service \
+        --control-socket "$svc_sock" --insecure --stats-period 0 --summary-json "$raw/$name.daemon.json" \
+        >"$raw/$name.daemon.out" 2>&1 &
+    local dp=$! i
+    for i in $(seq 200); do [ -S "$svc_sock" ] && break; sleep 0.05; done
+    timeout -k 5 120 taskset -c 0 "$perf" --socket "$svc_sock" --loop 198.18.0.1:7100 --size "$size" \
+        --count "$count" --ring "$ring" >"$raw/$name.json" 2>"$raw/$name.err"
+    kill -INT $dp 2>/dev/null
+    wait $dp
+}
+app_reps=3
+[ $quick -eq 1 ] && app_reps=1
+if [ -x "$perf" ]; then
+    for rep in $(seq $app_reps); do
+        for size in 64 4096 65536 1048576; do
+            ring=64
+            [ "$size" -ge 65536 ] && ring=16
+            [ "$size" -ge 1048576 ] && ring=4
+            count=$(( 1000000000 / size ))
+            [ $count -gt 1000000 ] && count=1000000
+            [ $quick -eq 1 ] && count=$(( count / 2 ))
+            tailmarkd "appgen_${size}_${rep}" --vdev=net_ring0 -- --flows 1 --msg-size "$size" --messages "$count" \
+                --ring-size "$ring" --verify off --exit-when-done --duration 60
+            svc "app_${size}_${rep}" "$size" "$count" "$ring"
+        done
+    done
+fi
+
 # Instructions per packet (callgrind counts only inside the toggled functions).
 if [ $instructions -eq 1 ]; then
     TM_PACKAGES+=(valgrind)
@@ -336,6 +376,29 @@ if [ $instructions -eq 1 ]; then
         # (not the generator writing the message: that is the application's).
         cg "cg_tx_${size}" '*TxMarker::build*' '*TxMarker::prepare*' 'eth_ring_tx*' -- --flows 1 --msg-size "$size" \
             --messages 20000
+    done
+    # Zero copy on the application path: the same tx functions' instructions
+    # per packet, the daemon under callgrind and tailmark-perf sending from its
+    # arena, 64 B and 64 KiB messages (a 64 KiB message is 45 packets of
+    # 1456 B). Copying would add the payload's bytes to every packet; what
+    # grows is only the CRC32C the trailer carries.
+    for size in 64 65536; do
+        name=cg_txzc_${size}
+        rm -f "$svc_sock"
+        timeout -k 5 600 valgrind --tool=callgrind --collect-atstart=no '--toggle-collect=*TxMarker::build*' \
+            '--toggle-collect=*TxMarker::prepare*' '--toggle-collect=eth_ring_tx*' \
+            --callgrind-out-file="$raw/$name.callgrind" "$daemon" -l 0 --no-pci --no-huge -m 1024 \
+            --file-prefix "tm_bench_cg_$$" --log-level=lib.eal:warning --log-level='tailmark.*:warning' \
+            --vdev=net_ring0 -- --mode service --control-socket "$svc_sock" --insecure --stats-period 0 \
+            --summary-json "$raw/$name.json" >"$raw/$name.out" 2>&1 &
+        dp=$!
+        for i in $(seq 600); do [ -S "$svc_sock" ] && break; sleep 0.1; done
+        timeout -k 5 300 "$perf" --socket "$svc_sock" --loop 198.18.0.1:7100 --size "$size" \
+            --count $(( size > 4096 ? 500 : 20000 )) --ring 16 >"$raw/$name.perf.json" 2>&1
+        kill -INT $dp 2>/dev/null
+        wait $dp
+        callgrind_annotate "$raw/$name.callgrind" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}' \
+            >"$raw/$name.ir"
     done
 fi
 
@@ -456,6 +519,28 @@ for p in sorted(glob.glob(os.path.join(raw, "loss_*.json"))):
                         "msgs_per_s": d.get("msgs_per_s"), "gbps": d.get("gbps"),
                         "retx_pkts": d.get("reliability", {}).get("retx_pkts"),
                         "dropped": d.get("fault", {}).get("dropped"), "latency_ns": d.get("latency_ns")})
+res["app"] = []
+med = lambda v: sorted(v)[len(v) // 2]
+for size in (64, 4096, 65536, 1048576):
+    gen, app = [], []
+    for p in sorted(glob.glob(os.path.join(raw, f"appgen_{size}_*.json"))):
+        d = json.load(open(p))
+        if d.get("ok"):
+            gen.append(d.get("msgs_per_s") or 0)
+    for p in sorted(glob.glob(os.path.join(raw, f"app_{size}_*.json"))):
+        if p.endswith(".daemon.json"):
+            continue
+        try:
+            d = json.loads(open(p).read().strip().splitlines()[-1])
+        except (IndexError, ValueError):
+            continue
+        if d.get("failed") == 0 and d.get("received") == d.get("messages"):
+            app.append(d["msgs_per_s"])
+    if gen and app:
+        g, a = med(gen), med(app)
+        res["app"].append({"msg_size": size, "generator_msgs_per_s": g, "app_msgs_per_s": a, "ratio": a / g if g else 0,
+                           "app_gbps": a * size * 8 / 1e9, "generator_gbps": g * size * 8 / 1e9,
+                           "generator_runs": gen, "app_runs": app})
 json.dump(res, open(os.path.join(out, "results.json"), "w"), indent=2)
 
 def by(size, nf, mode):
@@ -557,6 +642,15 @@ if res["instructions"]:
               "| path, size | instructions/packet |", "|---|---:|"]
     for k, v in sorted(res["instructions"].items()):
         lines.append(f"| {k} | {v['per_packet'] or 0:.0f} |")
+if res["app"]:
+    lines += ["", "The application path: tailmark-perf --loop (one process on core 0, sending from its arena to itself "
+              "through tailmarkd --mode service on lcore 1, zero-copy tx) against the generator's loopback (every role on "
+              "lcore 1, copy tx), both over net_ring, 1 flow, --verify off; medians of interleaved runs.", "",
+              "| size | generator msgs/s | application msgs/s | application/generator | Gbps (generator) | Gbps (application) |",
+              "|---:|---:|---:|---:|---:|---:|"]
+    for r in res["app"]:
+        lines.append(f"| {r['msg_size']} | {r['generator_msgs_per_s']:.0f} | {r['app_msgs_per_s']:.0f} | {r['ratio']:.2f}x | "
+                     f"{r['generator_gbps']:.2f} | {r['app_gbps']:.2f} |")
 if res["loss"]:
     lines += ["", "Recovery cost: loopback over net_ring, 4 flows, the fault shim dropping 1% of packets (0%: shim idle).", "",
               "| size | completion | loss | msgs/s | Gbps | vs 0% | packets dropped | retransmitted | p99 ns |",
