@@ -11,7 +11,7 @@ int rx_tsc_register() {
     if (g_rx_tsc_offset >= 0)
         return g_rx_tsc_offset;
     rte_mbuf_dynfield desc{};
-    snprintf(desc.name, sizeof(desc.name), "%s", kRxTscDynfieldName);
+    snprintf(desc.name, sizeof(desc.name), "%s", kRxTscDynfieldName); // set-up only
     desc.size = sizeof(uint64_t);
     desc.align = alignof(uint64_t);
     desc.flags = 0;

@@ -1763,8 +1763,9 @@ Results Runtime::results() const {
     const Totals t = totals();
     r.mode = opt_.mode;
     r.completion = completion();
-    r.flows = opt_.flows;
-    r.msg_size = opt_.msg_size;
+    // Service: the flows the applications' sessions opened; their sizes are theirs.
+    r.flows = opt_.mode == Mode::Service ? static_cast<uint32_t>(flows_.size()) : opt_.flows;
+    r.msg_size = opt_.mode == Mode::Service ? 0 : opt_.msg_size;
     r.messages_per_flow = opt_.messages;
     r.messages_sent = t.sent;
     r.messages_completed = t.completed;

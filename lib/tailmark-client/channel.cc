@@ -29,7 +29,7 @@ const char* default_socket() {
 void fmt_ip(uint32_t ip, char* out, size_t n) {
     const uint32_t be = htonl(ip);
     if (inet_ntop(AF_INET, &be, out, static_cast<socklen_t>(n)) == nullptr)
-        snprintf(out, n, "?");
+        snprintf(out, n, "?"); // set-up only (control path)
 }
 
 } // namespace
@@ -46,7 +46,7 @@ int tm_channel::attach(const tm_attach_opts* opts) {
     if (rc == 0)
         rc = hello(opts);
     if (rc < 0)
-        snprintf(attach_msg_, sizeof(attach_msg_), "%s", err.get());
+        snprintf(attach_msg_, sizeof(attach_msg_), "%s", err.get()); // set-up only (control path)
     return rc;
 }
 
@@ -54,7 +54,7 @@ int tm_channel::attach_fd(Fd sock, const tm_attach_opts* opts) {
     sock_.adopt(std::move(sock));
     const int rc = hello(opts);
     if (rc < 0)
-        snprintf(attach_msg_, sizeof(attach_msg_), "%s", err.get());
+        snprintf(attach_msg_, sizeof(attach_msg_), "%s", err.get()); // set-up only (control path)
     return rc;
 }
 
@@ -74,7 +74,7 @@ int tm_channel::hello(const tm_attach_opts* opts) {
     h.arena_bytes = arena.size();
     h.page_size = arena.page_size();
     const char* name = opts != nullptr && opts->name != nullptr ? opts->name : program_invocation_short_name;
-    snprintf(h.name, sizeof(h.name), "%s", name != nullptr ? name : "");
+    snprintf(h.name, sizeof(h.name), "%s", name != nullptr ? name : ""); // set-up only (control path)
     const int fds[2] = {arena.fd(), bell_.wake_fd()};
     SocketMessage r;
     if (int rc = sock_.request(&h, sizeof(h), fds, r, kRequestMs, "HELLO", err); rc < 0)
@@ -224,7 +224,7 @@ int tm_channel::connect(const char* ipv4, uint16_t port, const tm_connect_opts* 
         memcpy(m.secret, o.secret, sizeof(m.secret));
     }
     char what[48];
-    snprintf(what, sizeof(what), "CONNECT %s:%u", ipv4, port);
+    snprintf(what, sizeof(what), "CONNECT %s:%u", ipv4, port); // set-up only (control path)
     const int wait_ms = o.timeout_ms != 0 ? static_cast<int>(std::min<uint32_t>(o.timeout_ms, 1u << 30)) + kConnectSlackMs
                                           : kConnectDefaultMs;
     SocketMessage r;
@@ -276,7 +276,7 @@ int tm_channel::listen(uint16_t port, const tm_listen_opts* opts) {
         }
     }
     char what[32];
-    snprintf(what, sizeof(what), "LISTEN %u", port);
+    snprintf(what, sizeof(what), "LISTEN %u", port); // set-up only (control path)
     SocketMessage r;
     int rc = sock_.request(&m, sizeof(m), {}, r, kRequestMs, what, err);
     if (rc == 0 && r.header().type != ch::TM_MSG_OK)
@@ -293,7 +293,7 @@ int tm_channel::unlisten(uint16_t port) {
     m.h.type = ch::TM_MSG_UNLISTEN;
     m.service = port;
     char what[32];
-    snprintf(what, sizeof(what), "UNLISTEN %u", port);
+    snprintf(what, sizeof(what), "UNLISTEN %u", port); // set-up only (control path)
     SocketMessage r;
     int rc = sock_.request(&m, sizeof(m), {}, r, kRequestMs, what, err);
     if (rc == 0 && r.header().type != ch::TM_MSG_OK)
@@ -411,7 +411,7 @@ int tm_channel::close(tm_session s) {
         c.h.type = ch::TM_MSG_CLOSE;
         c.session = s;
         char what[32];
-        snprintf(what, sizeof(what), "CLOSE %u", s);
+        snprintf(what, sizeof(what), "CLOSE %u", s); // set-up only (control path)
         SocketMessage r;
         int rc = sock_.request(&c, sizeof(c), {}, r, kRequestMs, what, err);
         if (rc == -ENOENT) { // the daemon has let it go already: its ENDED is on its way or gone

@@ -73,7 +73,7 @@ int SocketChannel::connect(const char* path, LastError& err) {
 int SocketChannel::fail_broken(int e, LastError& err, const char* fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(broken_msg_, sizeof(broken_msg_), fmt, ap);
+    vsnprintf(broken_msg_, sizeof(broken_msg_), fmt, ap); // set-up only (control path)
     va_end(ap);
     broken_err_ = e;
     return err.set(e, "%s", broken_msg_);

@@ -79,7 +79,7 @@ public:
     void close() { fd_.reset(); }
     // Breaks the socket for good (a daemon that does not speak the
     // protocol): every later call returns -e with this message.
-    int fail_broken(int e, LastError& err, const char* fmt, ...) __attribute__((format(printf, 4, 5)));
+    int fail_broken(int e, LastError& err, const char* fmt, ...) __attribute__((format(printf, 4, 5))); // set-up only
 
 private:
     int read_one(SocketMessage& out, LastError& err);

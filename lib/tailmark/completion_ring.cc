@@ -10,7 +10,7 @@ namespace tailmark {
 
 std::string ring_name(uint16_t flow) {
     char buf[RTE_MEMZONE_NAMESIZE];
-    snprintf(buf, sizeof(buf), "tailmark_ring_%u", flow);
+    snprintf(buf, sizeof(buf), "tailmark_ring_%u", flow); // set-up only
     return buf;
 }
 
@@ -26,7 +26,7 @@ std::unique_ptr<CompletionRing> CompletionRing::create(uint16_t flow, uint32_t r
     if (mz == nullptr)
         return nullptr;
     lay_out(mz->addr, l, flow, ring_size, region_size, mz->socket_id);
-    return std::unique_ptr<CompletionRing>(new CompletionRing(mz, mz->addr, mz->len, true));
+    return std::unique_ptr<CompletionRing>(new CompletionRing(mz, mz->addr, mz->len, true)); // set-up only
 }
 
 void CompletionRing::lay_out(void* mem, const RingLayout& l, uint16_t flow, uint32_t ring_size,
@@ -57,7 +57,7 @@ std::unique_ptr<CompletionRing> CompletionRing::create_at(void* mem, uint64_t le
         return nullptr;
     }
     lay_out(mem, ring_layout(ring_size, region_size), flow, ring_size, region_size, SOCKET_ID_ANY);
-    return std::unique_ptr<CompletionRing>(new CompletionRing(nullptr, mem, len, false));
+    return std::unique_ptr<CompletionRing>(new CompletionRing(nullptr, mem, len, false)); // set-up only
 }
 
 std::unique_ptr<CompletionRing> CompletionRing::attach(uint16_t flow) {
@@ -75,7 +75,7 @@ std::unique_ptr<CompletionRing> CompletionRing::attach(uint16_t flow) {
         rte_errno = EPROTO;
         return nullptr;
     }
-    return std::unique_ptr<CompletionRing>(new CompletionRing(mz, mz->addr, mz->len, false));
+    return std::unique_ptr<CompletionRing>(new CompletionRing(mz, mz->addr, mz->len, false)); // set-up only
 }
 
 CompletionRing::CompletionRing(const rte_memzone* mz, void* base_addr, uint64_t len, bool owner)

@@ -58,7 +58,7 @@ Receiver::Receiver(const ReceiverConfig& cfg) : cfg_(cfg), placer_(cfg.parser, c
     flows_.reserve(kMaxRecvFlows);
     acking_.reserve(kMaxRecvFlows);
     char name[RTE_RING_NAMESIZE];
-    snprintf(name, sizeof(name), "%s_nq", cfg.name);
+    snprintf(name, sizeof(name), "%s_nq", cfg.name); // set-up only
     nack_q_ = rte_ring_create_elem(name, sizeof(Nack), 1024, cfg.socket, RING_F_SP_ENQ | RING_F_SC_DEQ);
     table_ = static_cast<RecvFlow**>(rte_zmalloc_socket("tm_recv_table", sizeof(RecvFlow*) * 65536, 64, cfg.socket));
     ok_ = nack_q_ != nullptr && table_ != nullptr && cfg.pool != nullptr;

@@ -155,11 +155,11 @@ Sender::Sender(const SenderConfig& cfg)
     jobs_.resize(cfg.jobs ? cfg.jobs : 1);
     comp_.resize(rte_align32pow2(cfg.completions ? cfg.completions : 1)); // a mask, not a division, per message
     char name[RTE_RING_NAMESIZE];
-    snprintf(name, sizeof(name), "%s_wi", cfg.name);
+    snprintf(name, sizeof(name), "%s_wi", cfg.name); // set-up only
     wire_in_ = rte_ring_create(name, 1024, cfg.socket, RING_F_SC_DEQ);
-    snprintf(name, sizeof(name), "%s_li", cfg.name);
+    snprintf(name, sizeof(name), "%s_li", cfg.name); // set-up only
     local_in_ = rte_ring_create_elem(name, sizeof(Control), 1024, cfg.socket, RING_F_SC_DEQ);
-    snprintf(name, sizeof(name), "%s_co", cfg.name);
+    snprintf(name, sizeof(name), "%s_co", cfg.name); // set-up only
     ctl_out_ = rte_ring_create(name, 1024, cfg.socket, RING_F_SC_DEQ);
     ok_ = table_ != nullptr && wire_in_ != nullptr && local_in_ != nullptr && ctl_out_ != nullptr;
 }

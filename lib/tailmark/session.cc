@@ -15,7 +15,7 @@ namespace tailmark {
 
 std::string to_string(const Endpoint& e) {
     char b[32];
-    snprintf(b, sizeof(b), "%u.%u.%u.%u:%u", e.ip >> 24, (e.ip >> 16) & 255, (e.ip >> 8) & 255, e.ip & 255, e.port);
+    snprintf(b, sizeof(b), "%u.%u.%u.%u:%u", e.ip >> 24, (e.ip >> 16) & 255, (e.ip >> 8) & 255, e.ip & 255, e.port); // set-up only
     return b;
 }
 
@@ -175,7 +175,7 @@ void SessionTable::template_to(const Session& s, uint8_t (&l2l4)[kEthLen + kIpLe
 
 void SessionTable::make_link(Session& s) {
     if (s.link == nullptr) {
-        void* mem = rte_zmalloc("tm_session_link", sizeof(SessionLink), 64);
+        void* mem = rte_zmalloc("tm_session_link", sizeof(SessionLink), 64); // set-up only
         if (mem == nullptr)
             return;
         s.link = new (mem) SessionLink();

@@ -30,6 +30,10 @@
 #     flow failed but those of cases 5 and 6.
 # 11. an idle session: the acceptor's frames on the wire over 5 s are its
 #     keep-alive answers, about one a second (1..7).
+# 12. forged control packets (forge.py, as in sessions.sh case 3b) toward a
+#     daemon whose application is sending, on a fresh pair of daemons: every
+#     byte arrives, and that daemon's drops are exactly the forgeries, reason
+#     by reason (control_bad_auth for every one that reached the MAC).
 # TM_ONLY="2 5": a subset.
 source "$(dirname "$0")/lib.sh"
 tm_require_daemon
@@ -333,10 +337,79 @@ else
     tm_show da
     tm_show db
 fi
+sent=0
+only 2 && sent=1 # (a subset may send nothing)
 for d in da db; do
     tm_check "$d" \
         "d['mode'] == 'service'" \
         "d['tx_dropped'] == 0" \
-        "d['messages_sent'] > 0"
+        "d['messages_sent'] > 0 or not $sent"
 done
+
+# 12. Forged control packets toward a sending application's daemon.
+if only 12; then
+    PY=/usr/bin/python3
+    [ -x $PY ] || PY=python3
+    FORGE="$(cd "$(dirname "$0")" && pwd)/forge.py"
+    rm -f "$SA" "$SB"
+    tm_start fa 300 ns "$NA" -- $VDEV_A -l 0 -- --mode service --src-ip $IP_A --control-socket "$SA" \
+        --secret $TM_SECRET --stats-period 0.2 --peer-timeout-ms 30000
+    PID_A=$TM_PID
+    tm_start fb 300 ns "$NB" -- $VDEV_B -l 1 -- --mode service --src-ip $IP_B --control-socket "$SB" \
+        --secret $TM_SECRET --stats-period 0 --peer-timeout-ms 30000
+    PID_B=$TM_PID
+    up_fa() { grep -q "applications attach on" "$TM_WORK/fa.err" 2>/dev/null && [ -S "$SA" ]; }
+    up_fb() { grep -q "applications attach on" "$TM_WORK/fb.err" 2>/dev/null && [ -S "$SB" ]; }
+    tm_await fa "$PID_A" 30 up_fa "the daemon never listened on its socket"
+    tm_await fb "$PID_B" 30 up_fb "the daemon never listened on its socket"
+    rm -f "$TM_WORK/f12.ready"
+    ip netns exec "$NB" $PY "$FORGE" vethB "$TM_WORK/f12.json" --state established --own-mac "$MAC_B" \
+        --sender-mac "$MAC_A" --own-ip $IP_B --sender-ip $IP_A --secret $TM_SECRET --seed $RANDOM \
+        --ready "$TM_WORK/f12.ready" --pps 2000 --rounds 2 >"$TM_WORK/f12.out" 2>&1 &
+    FPID=$!
+    tm_wait_for 20 test -e "$TM_WORK/f12.ready" || tm_fail "forge.py did not start: $(cat "$TM_WORK/f12.out")"
+    head -c $((4 << 20)) /dev/urandom >"$TM_WORK/f12.bin"
+    mkfifo "$TM_WORK/f12.fifo"
+    listen_cat "$SB" fb 7081 "$TM_WORK/f12.rx"
+    lp=$LPID
+    timeout -k 5 120 "$CAT" --socket "$SA" --connect $IP_B:7081 --quiet <"$TM_WORK/f12.fifo" 2>"$TM_WORK/f12.send.err" &
+    sp=$!
+    # The stream stays open while the forger works: the session and its flows stay up.
+    (cat "$TM_WORK/f12.bin"; sleep 90) >"$TM_WORK/f12.fifo" &
+    feeder=$!
+    wait $FPID || tm_fail "forge.py failed: $(cat "$TM_WORK/f12.out")"
+    n=$(python3 -c "import json;print(json.load(open('$TM_WORK/f12.json'))['frames'])")
+    drops_now() { # the latest stats line's drops of fa
+        local v
+        v=$(grep -o ' drops=[0-9]*' "$TM_WORK/fa.out" 2>/dev/null | tail -n 1 | cut -d= -f2)
+        [ "${v:-0}" -ge "$n" ]
+    }
+    tm_wait_for 30 drops_now || tm_fail "fa did not count all $n forged packets"
+    tm_wait_for 30 size_ge "$TM_WORK/f12.rx" $((4 << 20)) || tm_fail "the 4 MiB never arrived"
+    kill -INT "$PID_A" # the session still up, as in sessions.sh 3b
+    wait "$PID_A"
+    ra=$?
+    kill "$feeder" 2>/dev/null
+    pkill -KILL -f -- "^$CAT .*--connect $IP_B:7081" 2>/dev/null
+    wait "$sp" "$lp" 2>/dev/null
+    kill -INT "$PID_B"
+    wait "$PID_B"
+    [ $ra -eq 0 ] || tm_fail "fa: exit $ra"
+    same f12 "$TM_WORK/f12.bin" "$TM_WORK/f12.rx"
+    if out=$(python3 - "$TM_WORK/fa.json" "$TM_WORK/f12.json" <<'EOF'
+import json, sys
+d, f = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+got = {k: v for k, v in d["drops"].items() if v}
+want = f["expect"]
+ok = got == want and d["drops_total"] == f["frames"] and d["flows_failed"] == 0 and want.get("control_bad_auth", 0) > 0
+print(f"drops {got} (total {d['drops_total']}), forged {want} (total {f['frames']}), flows failed {d['flows_failed']}")
+sys.exit(0 if ok else 1)
+EOF
+    ); then
+        tm_log "ok: $n forged control packets toward a sending application's daemon, counted exactly; every byte arrived: $out"
+    else
+        tm_fail "forged: $out"
+    fi
+fi
 tm_finish
+

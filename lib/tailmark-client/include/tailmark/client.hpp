@@ -4,7 +4,7 @@
 // else a negative errno) and Channel::error() says why.
 //
 //   tailmark::Channel ch;
-//   if (ch.attach() < 0) { fprintf(stderr, "%s\n", ch.error().data()); ... }
+//   if (ch.attach() < 0) { fprintf(stderr, "%s\n", ch.error().data()); ... } (an example; set-up only)
 //   tailmark::Session s;
 //   ch.connect("10.0.0.2", 7000, {}, s);
 //   tailmark::Buffer b = ch.alloc(4096);
