@@ -25,11 +25,13 @@ void apply(LcoreCtx& l, Request& r) {
         r.obj = f;
         break;
     }
-    case Request::Op::FailSend:
+    case Request::Op::FailSend: // what the peer said before it ended is heard first
+        static_cast<Sender*>(r.engine)->hear_all(rte_rdtsc());
         static_cast<Sender*>(r.engine)->fail(r.id, r.why);
         r.ok = true;
         break;
     case Request::Op::FailLink:
+        static_cast<Sender*>(r.engine)->hear_all(rte_rdtsc());
         static_cast<Sender*>(r.engine)->fail_link(static_cast<const SessionLink*>(r.obj), r.why);
         r.ok = true;
         break;

@@ -96,6 +96,7 @@ struct SendFlow {
     uint32_t retries = 0;
     uint32_t seen_acked = 0, seen_released = 0;
     bool graced = false;  // one late firing forgiven since the last progress
+    bool unrecorded = false; // the active message has no record (see new_data)
     uint32_t index = 0;   // in the round robin
 };
 
@@ -246,6 +247,7 @@ void Sender::fail_flow(SendFlow& f, FailReason why) {
     if (f.active) { // cut short: its remaining packets are never built
         f.active = false;
         active_--;
+        f.unrecorded = false; // nothing to report of it: it reports nothing
     }
     f.deadline = 0;
     retire(f);
@@ -674,10 +676,17 @@ uint32_t Sender::new_data(uint32_t burst, uint32_t n, uint64_t now) {
                     const uint64_t len = m.length();
                     // submit()'s checks; the flow and the window are known good here.
                     have = len <= f.spec.max_msg && plan_group(len, f.spec.tx.stride).ok();
-                    if (likely(have))
-                        enqueue(f, m, len, cookie);
-                    else
+                    // An unreliable flow that reports nothing, and bytes nobody
+                    // holds: nothing will ever read a record of this message
+                    // (no retransmission, no completion, no reference to let
+                    // go). It is cut straight from m, its cursors moved at its
+                    // LAST (a third of the tx path's per-message bookkeeping at 64 B).
+                    f.unrecorded = have && !f.spec.reliable && !f.spec.report && m.chain == nullptr &&
+                                   m.shinfo == nullptr;
+                    if (unlikely(!have))
                         refuse(m); // larger than the region: the source's mistake
+                    else if (!f.unrecorded)
+                        enqueue(f, m, len, cookie);
                     fresh = have;
                 }
             }
@@ -708,7 +717,8 @@ uint32_t Sender::new_data(uint32_t burst, uint32_t n, uint64_t now) {
             // The CRC32C is folded into the copy as the packets are built
             // (final once the LAST is); checked at submit: the plan fits.
             marker(f).prepare_streamed(f.spec.tx, f.msg);
-            o.pkt_count = f.msg.plan.pkt_count;
+            if (!f.unrecorded)
+                o.pkt_count = f.msg.plan.pkt_count;
             f.next_pkt = 0;
             f.active = true;
             active_++;
@@ -726,19 +736,26 @@ uint32_t Sender::new_data(uint32_t burst, uint32_t n, uint64_t now) {
         f.next_pkt += k;
         turn_bytes_ += static_cast<uint64_t>(k) * f.msg.plan.stride; // about: the LAST carries less
         if (f.next_pkt == f.msg.plan.pkt_count) {
-            OutMsg& o = f.out[f.sent & f.mask];
-            o.crc32c = f.msg.crc32c; // final: the LAST is built
-            o.sent_tsc = now;
             f.active = false;
             active_--;
-            queued_--;
-            publish(f.sent, f.sent + 1);
             bump(ctr_.msgs_sent);
             bump(ctr_.bytes_sent, f.msg.plan.msg_len);
-            if (!f.spec.reliable)
-                retire(f);
-            else if (f.deadline == 0)
-                restart(f, now);
+            if (f.unrecorded) { // submitted, sent and done at once
+                f.unrecorded = false;
+                publish(f.submitted, f.submitted + 1);
+                publish(f.sent, f.sent + 1);
+                publish(f.reported, f.reported + 1);
+            } else {
+                OutMsg& o = f.out[f.sent & f.mask];
+                o.crc32c = f.msg.crc32c; // final: the LAST is built
+                o.sent_tsc = now;
+                queued_--;
+                publish(f.sent, f.sent + 1);
+                if (!f.spec.reliable)
+                    retire(f);
+                else if (f.deadline == 0)
+                    restart(f, now);
+            }
         }
         if (!f.active || (f.msg.plan.msg_len > cfg_.tx_quantum && turn_bytes_ >= cfg_.tx_quantum)) {
             next_turn();
@@ -747,22 +764,28 @@ uint32_t Sender::new_data(uint32_t burst, uint32_t n, uint64_t now) {
     return n;
 }
 
-bool Sender::poll(uint64_t now) {
-    bool work = false;
-    // Intake: ACK/NACK frames (verified here), local receivers' records.
+// Intake: ACK/NACK frames (verified here), local receivers' records.
+bool Sender::intake(uint64_t now) {
     rte_mbuf* in[TxMarker::kMaxBurst];
     unsigned k = rte_ring_sc_dequeue_burst(wire_in_, reinterpret_cast<void**>(in), TxMarker::kMaxBurst, nullptr);
     for (unsigned i = 0; i < k; i++)
         on_wire_control(in[i], now);
-    if (k) {
+    if (k)
         rte_pktmbuf_free_bulk(in, k);
-        work = true;
-    }
     Control cs[16];
-    k = rte_ring_sc_dequeue_burst_elem(local_in_, cs, sizeof(Control), 16, nullptr);
-    for (unsigned i = 0; i < k; i++)
+    const unsigned l = rte_ring_sc_dequeue_burst_elem(local_in_, cs, sizeof(Control), 16, nullptr);
+    for (unsigned i = 0; i < l; i++)
         on_control(cs[i], now);
-    work |= k != 0;
+    return k + l != 0;
+}
+
+void Sender::hear_all(uint64_t now) {
+    while (intake(now)) {
+    }
+}
+
+bool Sender::poll(uint64_t now) {
+    bool work = intake(now);
     // Completions a full queue held back.
     if (backlog_ && comp_count_ < comp_.size()) {
         backlog_ = false;

@@ -164,6 +164,12 @@ public:
     // it still has messages in flight or completions to report (fail it
     // first, then ask again).
     SendFlow* remove(uint16_t id);
+    // Takes in every control packet waiting in the inboxes. Before failing a
+    // flow because its session ended: the peer's last ACK came before its
+    // CLOSE (one tx ring, in order), but the ACK went to this Sender's inbox
+    // and the CLOSE to the control loop, which may be quicker to ask for the
+    // failure; what the peer's consumer released is then delivered, not failed.
+    void hear_all(uint64_t now);
     void fail(uint16_t id, FailReason why);
     void fail_link(const SessionLink* link, FailReason why); // every flow of a session
 
@@ -219,6 +225,7 @@ public:
 private:
     void enqueue(SendFlow& f, const Message& m, uint64_t len, uint64_t cookie);
     void refuse(const Message& m);
+    bool intake(uint64_t now);
     uint32_t serve_jobs(uint32_t burst, uint32_t n);
     uint32_t new_data(uint32_t burst, uint32_t n, uint64_t now);
     void timers(uint64_t now);

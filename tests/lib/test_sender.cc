@@ -845,6 +845,42 @@ TEST_CASE("ACK intake refuses forged, stale and impossible control packets, each
     check_completions(c, 0, 0, SendStatus::Delivered);
 }
 
+TEST_CASE("hear_all before a failure: the peer's last ACK, waiting in the inbox, delivers what it released",
+          "[sender]") {
+    Rig r;
+    r.add(r.spec(8));
+    const auto b = tmtest::pattern(100, 3);
+    for (uint32_t i = 0; i < 4; i++)
+        REQUIRE(r.s->submit(kFlow, bytes_msg(b), i) == 0);
+    r.s->poll(100);
+    REQUIRE(take(r.port).size() == 4);
+    // The peer released 3, said so, then closed: its ACK is in the inbox when
+    // the control loop (which got the CLOSE) asks for the failure.
+    rte_mbuf* ack = build_ack(r.pool.mp, r.link.l2l4, kKey, r.ctl(3, 4));
+    REQUIRE(rte_ring_enqueue(r.s->wire_inbox(), ack) == 0);
+    r.s->hear_all(200);
+    r.s->fail(kFlow, FailReason::Closed);
+    auto c = r.done();
+    REQUIRE(c.size() == 4);
+    check_completions({c.begin(), c.begin() + 3}, 0, 0, SendStatus::Delivered);
+    check_completions({c.begin() + 3, c.end()}, 3, 3, SendStatus::Failed, FailReason::Closed);
+    CHECK(rte_ring_empty(r.s->wire_inbox()));
+    // Without it the ACK would come too late: the flow failed, it is dropped.
+    Rig r2;
+    r2.add(r2.spec(8));
+    for (uint32_t i = 0; i < 4; i++)
+        REQUIRE(r2.s->submit(kFlow, bytes_msg(b), i) == 0);
+    r2.s->poll(100);
+    take(r2.port);
+    REQUIRE(rte_ring_enqueue(r2.s->wire_inbox(), build_ack(r2.pool.mp, r2.link.l2l4, kKey, r2.ctl(3, 4))) == 0);
+    r2.s->fail(kFlow, FailReason::Closed);
+    r2.s->poll(200);
+    c = r2.done();
+    REQUIRE(c.size() == 4);
+    check_completions(c, 0, 0, SendStatus::Failed, FailReason::Closed);
+    CHECK(r2.drops(R::FlowFailed) == 1);
+}
+
 TEST_CASE("fail and remove: outstanding messages fail once each; remove waits for every report", "[sender]") {
     Opts o;
     o.completions = 2;
@@ -955,6 +991,68 @@ TEST_CASE("unreliable flows: status Sent at the NIC, credits from the record rin
     CHECK(r.s->counters().delivered == 0);
     CHECK(r.ack(1000001, 12, 12) == R::Control); // nobody acknowledges an unreliable flow
     CHECK(r.s->busy() == 0);
+}
+
+TEST_CASE("unreliable, reporting nothing, bytes nobody holds: no record, the same packets, cursors moved at the LAST",
+          "[sender]") {
+    Opts o;
+    o.burst = 2; // a 3-packet message is cut over two polls
+    Rig r(o);
+    SendFlowSpec sp = r.spec(4);
+    sp.reliable = false;
+    sp.report = false;
+    sp.link = nullptr;
+    SendFlow* f = r.add(sp);
+    struct Scratch {
+        std::vector<uint8_t> buf;
+        uint32_t made = 0, limit = 0;
+        static bool fn(void* ctx, void*, uint32_t msg_id, Message& m, uint64_t& cookie) {
+            auto& s = *static_cast<Scratch*>(ctx);
+            if (s.made == s.limit)
+                return false;
+            s.buf = tmtest::pattern(2 * kStride, msg_id); // one buffer, rewritten per message
+            m.bytes = s.buf;
+            cookie = msg_id;
+            s.made++;
+            return true;
+        }
+    } src;
+    src.limit = 3;
+    r.s->set_source(&Scratch::fn, &src);
+    std::vector<Pkt> all;
+    for (uint64_t t = 100; t < 110; t++) {
+        r.s->poll(t);
+        for (Pkt& p : take(r.port))
+            all.push_back(std::move(p));
+        const Sender::FlowView v = Sender::view(f);
+        CHECK(v.sent == v.submitted); // never one without the other
+    }
+    REQUIRE(all.size() == 9);
+    for (uint32_t m = 0; m < 3; m++) {
+        const auto want = tmtest::pattern(2 * kStride, m);
+        CHECK(all[3 * m].h.msg_id == m);
+        CHECK(all[3 * m].payload == slice(want, 0, kStride));
+        CHECK(all[3 * m + 1].payload == slice(want, kStride, kStride));
+        CHECK(all[3 * m + 2].is(Flags::Last));
+        CHECK(all[3 * m + 2].t.crc32c == crc32c(want));
+    }
+    const Sender::FlowView v = Sender::view(f);
+    CHECK(v.submitted == 3);
+    CHECK(v.sent == 3);
+    CHECK(r.s->counters().msgs_sent == 3);
+    CHECK(r.done().empty());
+    CHECK(r.s->busy() == 0);
+    // Failed while a message is half cut: nothing to report, the flow comes out.
+    src.limit = 4;
+    r.s->poll(200); // 2 of its 3 packets
+    CHECK(take(r.port).size() == 2);
+    CHECK(r.s->busy() != 0);
+    r.s->fail(kFlow, FailReason::Closed);
+    r.s->poll(201);
+    CHECK(take(r.port).empty());
+    CHECK(r.done().empty());
+    CHECK(r.s->busy() == 0);
+    CHECK(r.s->remove(kFlow) == f); // (the Rig frees it)
 }
 
 TEST_CASE("local peer: acks and releases read from its words at the flow's turn and on its timer",
