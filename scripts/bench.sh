@@ -7,6 +7,10 @@
 #   scripts/bench.sh --instructions
 #                               also instructions per packet of the tx and rx
 #                               paths under valgrind's callgrind (noise-free)
+#   scripts/bench.sh --torch    only tailmark.torch against gloo: all_reduce
+#                               bus bandwidth, 64 KiB .. 256 MiB, 2 ranks in
+#                               namespaces (build/bench/torch.md, torch.json,
+#                               torch-allreduce.png)
 #   scripts/bench.sh --compare REV
 #                               only an A/B of this tree against git revision
 #                               REV (built in build-ab/): the core rows, both
@@ -31,12 +35,14 @@ source "$(dirname "$0")/lib/common.sh"
 quick=0
 instructions=0
 compare=
+torch=0
 while [ $# -gt 0 ]; do
     case $1 in
     --quick) quick=1 ;;
     --instructions) instructions=1 ;;
     --compare) compare=${2:-}; shift ;;
-    *) echo "usage: scripts/bench.sh [--quick] [--instructions] [--compare REV]" >&2; exit 2 ;;
+    --torch) torch=1 ;;
+    *) echo "usage: scripts/bench.sh [--quick] [--instructions] [--compare REV] [--torch]" >&2; exit 2 ;;
     esac
     shift
 done
@@ -50,6 +56,11 @@ tm_ensure_packages || exit 1
 tm_setup_hugepages
 tm_build "$TM_BUILD" || exit 1
 daemon=$(tm_daemon) || { tm_say "tailmarkd was not built"; exit 1; }
+if [ $torch -eq 1 ]; then
+    source "$TM_ROOT/scripts/lib/bench_torch.sh"
+    bench_torch "$out"
+    exit $?
+fi
 read -r -a MEM <<<"${TAILMARK_EAL_MEM---no-huge -m 1024}"
 [ ${#MEM[@]} -eq 0 ] || MEM=(--no-huge -m 2048)
 TESTPMD=$(command -v dpdk-testpmd)

@@ -300,6 +300,12 @@ struct alignas(64) LcoreCtx {
     rte_ring* req = nullptr;  // control plane -> lcore (SP/SC)
     rte_ring* resp = nullptr; // lcore -> control plane (SP/SC)
     LcoreCycles cycles;
+    // --idle-sleep-us: after idle_after cycles with nothing to do, sleep
+    // idle_sleep_us per idle iteration (0: poll only, the default). Lets a
+    // daemon share a CPU with the applications it serves.
+    uint64_t idle_after = 0;
+    uint32_t idle_sleep_us = 0;
+    uint64_t idle_since = 0;
     bool any() const { return tx || rx || cons; }
 };
 
@@ -331,9 +337,18 @@ inline void run_roles_timed(LcoreCtx& l, uint64_t& prev) {
         timed(rx_step(*l.rx), cy.rx);
     if (l.cons)
         timed(consume_step(*l.cons), cy.cons);
-    if (!work)
-        rte_pause();
     const uint64_t now = rte_rdtsc();
+    if (!work) {
+        rte_pause();
+        if (l.idle_sleep_us != 0) {
+            if (l.idle_since == 0)
+                l.idle_since = now;
+            else if (now - l.idle_since > l.idle_after)
+                rte_delay_us_sleep(l.idle_sleep_us); // idle only: nothing is waiting on this lcore
+        }
+    } else {
+        l.idle_since = 0;
+    }
     bump(work ? cy.busy : cy.idle, now - prev);
     prev = now;
 }

@@ -85,6 +85,8 @@ LcoreCtx* Runtime::lcore_ctx(unsigned l) {
             return nullptr;
         c->plane = &plane_;
         c->lcore = l;
+        c->idle_sleep_us = static_cast<uint32_t>(opt_.idle_sleep_us);
+        c->idle_after = rte_get_tsc_hz() / 1000;
         char name[RTE_RING_NAMESIZE];
         snprintf(name, sizeof(name), "tm_req_%u", l);
         c->req = rte_ring_create_elem(name, sizeof(Request), kRequestRing, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);

@@ -620,6 +620,7 @@ void Service::on_hello(SvcApp& app, const tm_msg_hello& m, const int* fds, int n
     w.max_flows = kMaxFlowsPerSession;
     w.control_bytes = clen;
     w.mtu = rt_.opt_.mtu;
+    w.local_ip = rt_.opt_.src_ip;
     send_msg(app, &w, sizeof(w), cfd);
     close(cfd);
     TM_LOG(INFO, app, "service: %s attached: arena %" PRIu64 " MiB (%s pages)%s", app.label().c_str(),

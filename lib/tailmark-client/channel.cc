@@ -88,6 +88,7 @@ int tm_channel::hello(const tm_attach_opts* opts) {
     app_id = w.app_id;
     max_flows = w.max_flows;
     mtu = w.mtu;
+    local_ip = w.local_ip;
     attached_ = true;
     return handle_events();
 }

@@ -57,6 +57,7 @@ struct tm_channel {
     tailmark::client::LastError err;
     tailmark::client::Arena arena;
     uint32_t mtu = 0;
+    uint32_t local_ip = 0; // the daemon's address, host order
     uint32_t max_flows = 0;
     uint32_t app_id = 0;
 

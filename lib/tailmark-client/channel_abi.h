@@ -76,7 +76,7 @@ struct tm_msg_welcome {
     uint32_t max_flows;   // per session
     uint64_t control_bytes; // the control memfd's size
     uint32_t mtu;         // the daemon's port MTU
-    uint32_t reserved;
+    uint32_t local_ip;    // the daemon's --src-ip, host order (0 from older daemons)
 };
 
 struct tm_msg_connect {

@@ -82,6 +82,7 @@ const char* tm_last_error(const tm_channel* ch) {
 }
 
 uint32_t tm_mtu(const tm_channel* ch) { return ch != nullptr ? ch->mtu : 0; }
+uint32_t tm_local_ipv4(const tm_channel* ch) { return ch != nullptr ? ch->local_ip : 0; }
 uint32_t tm_max_flows(const tm_channel* ch) { return ch != nullptr ? ch->max_flows : 0; }
 
 int tm_connect(tm_channel* ch, const char* ipv4, uint16_t port, const tm_connect_opts* opts, tm_session* out) {

@@ -8,7 +8,8 @@ tm_say() { printf '[tailmark] %s\n' "$*" >&2; }
 
 # Debian packages the build and the test suites need.
 TM_PACKAGES=(dpdk dpdk-dev libdpdk-dev libnuma-dev catch2 meson ninja-build pkg-config g++
-             python3 iproute2 nftables procps tmux tshark valgrind)
+             python3 iproute2 nftables procps tmux tshark valgrind
+             python3-dev python3-torch libtorch-dev pybind11-dev)
 
 tm_ensure_packages() {
     local missing=() p

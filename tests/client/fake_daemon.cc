@@ -216,6 +216,7 @@ Attached attach_fake(size_t arena_bytes) {
     w.max_flows = 8;
     w.control_bytes = 4096;
     w.mtu = 1500;
+    w.local_ip = 0xC6120002;
     a.d.send(w, abi::TM_MSG_WELCOME, 1, a.control.fd.get()); // HELLO is request 1
     a.ch = new tm_channel;
     tm_attach_opts o{};

@@ -64,6 +64,7 @@ TEST_CASE("channel: attach over the fake daemon", "[channel]") {
     Attached a = tmtest::attach_fake();
     REQUIRE(a.rc == 0);
     CHECK(tm_mtu(a.ch) == 1500);
+    CHECK(tm_local_ipv4(a.ch) == 0xC6120002);
     CHECK(tm_max_flows(a.ch) == 8);
     const auto h = a.hello.as<abi::tm_msg_hello>();
     CHECK(std::string(h.name) == "tmtest");

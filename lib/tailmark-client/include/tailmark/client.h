@@ -62,6 +62,9 @@ const char *tm_last_error(const tm_channel *ch);
 /* The daemon's port MTU, and the most flows a session may have. */
 uint32_t tm_mtu(const tm_channel *ch);
 uint32_t tm_max_flows(const tm_channel *ch);
+/* The daemon's own IPv4 address (its --src-ip), host order: what peers
+ * tm_connect to. */
+uint32_t tm_local_ipv4(const tm_channel *ch);
 
 /* --- sessions ----------------------------------------------------------- */
 

@@ -181,6 +181,7 @@ public:
     tm_channel* get() const { return ch_; }
     std::string_view error() const { return tm_last_error(ch_); }
     uint32_t mtu() const { return tm_mtu(ch_); }
+    uint32_t local_ipv4() const { return tm_local_ipv4(ch_); }
     uint32_t max_flows() const { return tm_max_flows(ch_); }
 
     int connect(std::string_view ipv4, uint16_t port, const ConnectOptions& o, Session& out) {

@@ -1,0 +1,335 @@
+#include "engine.h"
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+
+namespace tailmark::torch_backend {
+
+using Clock = std::chrono::steady_clock;
+
+Engine::Engine(std::unique_ptr<Mesh> mesh, std::chrono::milliseconds timeout)
+    : mesh_(std::move(mesh)), ch_(mesh_->channel()), timeout_(timeout), rank_(mesh_->rank()),
+      size_(mesh_->size()), out_seq_(size_, 0), in_seq_(size_, 0), uses_(mesh_->nslots()) {
+    for (int i = mesh_->nslots() - 1; i >= 0; i--)
+        free_slots_.push_back(i);
+    thread_ = std::thread([this] { run(); });
+}
+
+Engine::~Engine() {
+    stop_.store(true);
+    cv_.notify_all();
+    if (thread_.joinable())
+        thread_.join();
+    // Ops still pending end with an error (their Work's wait() raises).
+    brk("the process group was destroyed with operations pending");
+}
+
+void Engine::submit(std::unique_ptr<Op> op) {
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        if (broken_.empty()) {
+            queue_.push_back(std::move(op));
+            has_queued_.store(true, std::memory_order_release);
+            cv_.notify_one();
+            return;
+        }
+    }
+    std::string why;
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        why = broken_;
+    }
+    if (op->on_done)
+        op->on_done(std::make_exception_ptr(std::runtime_error(why)));
+}
+
+void Engine::brk(const std::string& why) {
+    std::vector<std::unique_ptr<Op>> dead;
+    std::string msg;
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        if (broken_.empty())
+            broken_ = why;
+        msg = broken_;
+        for (auto& o : queue_)
+            dead.push_back(std::move(o));
+        queue_.clear();
+        has_queued_.store(false);
+    }
+    broken_local_ = true;
+    for (auto& o : active_)
+        dead.push_back(std::move(o));
+    active_.clear();
+    for (auto& o : dead)
+        if (o->on_done)
+            o->on_done(std::make_exception_ptr(std::runtime_error(msg)));
+}
+
+bool Engine::activate() {
+    if (!has_queued_.load(std::memory_order_acquire))
+        return false;
+    std::deque<std::unique_ptr<Op>> fresh;
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        fresh.swap(queue_);
+        has_queued_.store(false);
+    }
+    const auto now = Clock::now();
+    for (auto& op : fresh) {
+        for (auto& o : op->outs)
+            o.seq = ++out_seq_[o.peer];
+        for (auto& i : op->ins)
+            i.seq = ++in_seq_[i.peer];
+        op->deadline = now + timeout_;
+        active_.push_back(std::move(op));
+    }
+    return !fresh.empty();
+}
+
+bool Engine::ready(const Op& op, const OutPart& part) const {
+    if (part.dep < 0 || part.next < part.lag)
+        return true;
+    return op.ins[part.dep].next > part.next - part.lag;
+}
+
+bool Engine::pump_out(Op& op, int pi) {
+    OutPart& part = op.outs[pi];
+    bool moved = false;
+    while (part.next < part.pieces.size()) {
+        if (!ready(op, part))
+            break;
+        int s = part.pending_slot;
+        const OutPiece& piece = part.pieces[part.next];
+        if (s < 0) {
+            if (free_slots_.empty())
+                break;
+            s = free_slots_.back();
+            free_slots_.pop_back();
+            auto* h = reinterpret_cast<PieceHeader*>(mesh_->slot(s));
+            *h = PieceHeader{};
+            h->magic = PieceHeader::kMagic;
+            h->kind = static_cast<uint8_t>(op.kind);
+            h->seq = part.seq;
+            h->index = static_cast<uint32_t>(part.next);
+            h->count = static_cast<uint32_t>(part.pieces.size());
+            h->bytes = piece.len;
+            h->tag = op.tag;
+            if (piece.len != 0)
+                std::memcpy(mesh_->slot(s) + sizeof(PieceHeader), piece.src, piece.len);
+            uses_[s] = SlotUse{&op, pi};
+        }
+        const int rc = tm_send(ch_, mesh_->out(part.peer), 0, mesh_->slot(s), sizeof(PieceHeader) + piece.len,
+                               static_cast<uint64_t>(s));
+        if (rc == -EAGAIN) {
+            part.pending_slot = s;
+            break;
+        }
+        if (rc < 0) {
+            brk("tailmark (rank " + std::to_string(rank_) + "): " + op.what + ": sending to rank " +
+                std::to_string(part.peer) + " failed: " + tm_last_error(ch_));
+            return true;
+        }
+        part.pending_slot = -1;
+        part.next++;
+        moved = true;
+    }
+    return moved;
+}
+
+bool Engine::pump_in(Op& op, int pi) {
+    InPart& part = op.ins[pi];
+    bool moved = false;
+    while (part.next < part.pieces.size()) {
+        tm_message m{};
+        const int r = tm_recv(ch_, mesh_->in(part.peer), 0, &m);
+        if (r == 0)
+            break;
+        const std::string me = "tailmark (rank " + std::to_string(rank_) + "): ";
+        if (r < 0) {
+            brk(me + op.what + ": receiving from rank " + std::to_string(part.peer) + " failed: " +
+                tm_last_error(ch_));
+            return true;
+        }
+        const InPiece& piece = part.pieces[part.next];
+        PieceHeader h{};
+        if (m.len >= sizeof h)
+            std::memcpy(&h, m.data, sizeof h);
+        if (m.len < sizeof h || h.magic != PieceHeader::kMagic || h.kind != static_cast<uint8_t>(op.kind) ||
+            h.seq != part.seq || h.index != part.next || h.count != part.pieces.size() || h.bytes != piece.len ||
+            m.len != sizeof h + piece.len || h.tag != op.tag) {
+            const std::string got = m.len < sizeof h || h.magic != PieceHeader::kMagic
+                                        ? "a message of " + std::to_string(m.len) + " bytes that is no piece"
+                                        : std::string(kind_name(static_cast<Kind>(h.kind))) + " #" +
+                                              std::to_string(h.seq) + " piece " + std::to_string(h.index) + "/" +
+                                              std::to_string(h.count) + " of " + std::to_string(h.bytes) +
+                                              " bytes, tag " + std::to_string(h.tag);
+            tm_release(ch_, &m);
+            brk(me + op.what + ": rank " + std::to_string(part.peer) + " sent " + got + " where this rank expected " +
+                kind_name(op.kind) + " #" + std::to_string(part.seq) + " piece " + std::to_string(part.next) + "/" +
+                std::to_string(part.pieces.size()) + " of " + std::to_string(piece.len) + " bytes, tag " +
+                std::to_string(op.tag) + ": the ranks called different operations (or sizes)");
+            return true;
+        }
+        const auto* in = static_cast<const unsigned char*>(m.data) + sizeof h;
+        if (piece.len != 0) {
+            if (piece.a != nullptr)
+                reduce_into(op.dtype, op.red, piece.dst, piece.a, in, piece.len);
+            else
+                std::memcpy(piece.dst, in, piece.len);
+        }
+        tm_release(ch_, &m);
+        part.next++;
+        moved = true;
+    }
+    return moved;
+}
+
+bool Engine::progress() {
+    bool moved = false;
+    tm_completion c[64];
+    const int n = tm_poll_completions(ch_, c, 64);
+    if (n < 0) {
+        brk("tailmark (rank " + std::to_string(rank_) + "): the daemon: " + tm_last_error(ch_));
+        return true;
+    }
+    for (int i = 0; i < n; i++) {
+        const int s = static_cast<int>(c[i].cookie);
+        const SlotUse u = uses_[s];
+        uses_[s] = SlotUse{};
+        free_slots_.push_back(s);
+        if (u.op == nullptr)
+            continue;
+        if (c[i].status != TM_DELIVERED) {
+            brk("tailmark (rank " + std::to_string(rank_) + "): " + u.op->what + ": a message to rank " +
+                std::to_string(u.op->outs[u.part].peer) + " failed (" + tm_fail_reason_name(c[i].reason) + ")");
+            return true;
+        }
+        u.op->outs[u.part].delivered++;
+        moved = true;
+    }
+    // Each stream serves the oldest op that still has pieces for it.
+    for (int p = 0; p < size_ && !broken_local_; p++) {
+        if (p == rank_)
+            continue;
+        for (auto& op : active_) {
+            int found = -1;
+            for (size_t k = 0; k < op->outs.size(); k++)
+                if (op->outs[k].peer == p)
+                    found = static_cast<int>(k);
+            if (found < 0)
+                continue;
+            const OutPart& part = op->outs[found];
+            if (part.next == part.pieces.size())
+                continue;
+            moved |= pump_out(*op, found);
+            break;
+        }
+        if (broken_local_)
+            break;
+        for (auto& op : active_) {
+            int found = -1;
+            for (size_t k = 0; k < op->ins.size(); k++)
+                if (op->ins[k].peer == p)
+                    found = static_cast<int>(k);
+            if (found < 0)
+                continue;
+            if (op->ins[found].next == op->ins[found].pieces.size())
+                continue;
+            moved |= pump_in(*op, found);
+            break;
+        }
+    }
+    if (!broken_local_)
+        finish_done();
+    return moved;
+}
+
+void Engine::finish_done() {
+    for (auto it = active_.begin(); it != active_.end();) {
+        if (!(*it)->done()) {
+            ++it;
+            continue;
+        }
+        std::unique_ptr<Op> op = std::move(*it);
+        it = active_.erase(it);
+        std::exception_ptr ex;
+        try {
+            if (op->on_success)
+                op->on_success();
+        } catch (...) {
+            ex = std::current_exception();
+        }
+        if (op->on_done)
+            op->on_done(ex);
+    }
+}
+
+void Engine::check_health() {
+    const auto now = Clock::now();
+    if (now < next_health_)
+        return;
+    next_health_ = now + std::chrono::milliseconds(10);
+    const std::string me = "tailmark (rank " + std::to_string(rank_) + "): ";
+    for (auto& op : active_) {
+        for (const auto& o : op->outs) {
+            if (o.delivered == o.pieces.size())
+                continue;
+            if (const int st = tm_session_state(ch_, mesh_->out(o.peer)); st != 0) {
+                brk(me + op->what + ": the session to rank " + std::to_string(o.peer) + " ended (" +
+                    (st > 0 ? tm_end_reason_name(st) : tm_last_error(ch_)) + ")");
+                return;
+            }
+        }
+        for (const auto& i : op->ins) {
+            if (i.next == i.pieces.size())
+                continue;
+            if (const int st = tm_session_state(ch_, mesh_->in(i.peer)); st != 0) {
+                brk(me + op->what + ": the session from rank " + std::to_string(i.peer) + " ended (" +
+                    (st > 0 ? tm_end_reason_name(st) : tm_last_error(ch_)) + ")");
+                return;
+            }
+        }
+        if (now > op->deadline) {
+            std::string waiting;
+            for (const auto& i : op->ins)
+                if (i.next < i.pieces.size())
+                    waiting += " rank " + std::to_string(i.peer) + " (received " + std::to_string(i.next) + "/" +
+                               std::to_string(i.pieces.size()) + " pieces)";
+            for (const auto& o : op->outs)
+                if (o.delivered < o.pieces.size())
+                    waiting += " rank " + std::to_string(o.peer) + " (took " + std::to_string(o.delivered) + "/" +
+                               std::to_string(o.pieces.size()) + " pieces)";
+            brk(me + op->what + ": timed out after " + std::to_string(timeout_.count()) + " ms waiting for" +
+                waiting);
+            return;
+        }
+    }
+}
+
+void Engine::run() {
+    while (!stop_.load(std::memory_order_relaxed)) {
+        bool moved = activate();
+        if (broken_local_) {
+            std::unique_lock<std::mutex> lk(mu_);
+            cv_.wait_for(lk, std::chrono::milliseconds(100));
+            continue;
+        }
+        if (active_.empty()) {
+            std::unique_lock<std::mutex> lk(mu_);
+            cv_.wait_for(lk, std::chrono::milliseconds(50),
+                         [this] { return has_queued_.load() || stop_.load(); });
+            continue;
+        }
+        moved |= progress();
+        if (broken_local_)
+            continue;
+        if (!moved) {
+            check_health();
+            if (!broken_local_ && !active_.empty())
+                tm_wait(ch_, 1);
+        }
+    }
+}
+
+} // namespace tailmark::torch_backend

@@ -1,0 +1,74 @@
+// The one thread that moves a process group's bytes. Operations queue in
+// issue order; each peer's send stream and receive stream serve the oldest
+// operation that still has pieces for them, so a send to one rank and a
+// receive from another (isend/irecv) proceed together, and every rank
+// numbers each stream's operations alike. Any failure (a peer's session
+// ends, a message fails, a timeout, a mismatched header) breaks the group:
+// every pending and later operation ends with that error.
+#pragma once
+
+#include "mesh.h"
+#include "op.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace tailmark::torch_backend {
+
+class Engine {
+public:
+    Engine(std::unique_ptr<Mesh> mesh, std::chrono::milliseconds timeout);
+    ~Engine();
+    Engine(const Engine&) = delete;
+    Engine& operator=(const Engine&) = delete;
+
+    // Takes the op; its on_done runs on the engine's thread (or here, at
+    // once, when the group is already broken).
+    void submit(std::unique_ptr<Op> op);
+    const Mesh& mesh() const { return *mesh_; }
+
+private:
+    struct SlotUse {
+        Op* op = nullptr;
+        int part = -1;
+    };
+
+    void run();
+    bool activate();
+    bool progress();
+    bool pump_out(Op& op, int part);
+    bool pump_in(Op& op, int part);
+    void check_health();
+    void finish_done();
+    void brk(const std::string& why);
+    bool ready(const Op& op, const OutPart& part) const;
+
+    std::unique_ptr<Mesh> mesh_;
+    tm_channel* ch_;
+    const std::chrono::milliseconds timeout_;
+    const int rank_, size_;
+
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::deque<std::unique_ptr<Op>> queue_; // under mu_
+    std::string broken_;                    // under mu_ once set
+    std::atomic<bool> has_queued_{false};
+    std::atomic<bool> stop_{false};
+
+    // The engine thread's own.
+    std::deque<std::unique_ptr<Op>> active_;
+    std::vector<uint64_t> out_seq_, in_seq_;
+    std::vector<int> free_slots_;
+    std::vector<SlotUse> uses_;
+    std::chrono::steady_clock::time_point next_health_{};
+    bool broken_local_ = false;
+    std::thread thread_;
+};
+
+} // namespace tailmark::torch_backend

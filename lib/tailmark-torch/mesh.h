@@ -1,0 +1,66 @@
+// Every rank's sessions with every other rank, through the local tailmarkd
+// (--mode service): rank r connects one session to each peer's listener
+// (what it sends) and accepts one from each (what it receives). Endpoints
+// and the job's session secret travel through the c10d store, so nothing
+// else needs configuring.
+#pragma once
+
+#include <tailmark/client.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace tailmark::torch_backend {
+
+// The store, as the mesh needs it (torch-free, so this file is too).
+struct Rendezvous {
+    std::function<void(const std::string& key, const std::string& value)> set;
+    std::function<std::string(const std::string& key)> get; // blocks until set
+};
+
+struct MeshOptions {
+    uint16_t base_port = 7300;  // the first port tried for this rank's listener
+    uint32_t max_msg = 1 << 20; // a message: header + payload
+    uint32_t ring_size = 16;    // messages in flight per session
+    std::chrono::milliseconds timeout{std::chrono::minutes(30)};
+    static MeshOptions from_env(); // TAILMARK_TORCH_PORT, _MSG, _RING
+};
+
+class Mesh {
+public:
+    // Throws std::runtime_error naming what failed (the daemon, a peer, ...).
+    Mesh(int rank, int size, const Rendezvous& rv, const MeshOptions& opt);
+    ~Mesh();
+    Mesh(const Mesh&) = delete;
+    Mesh& operator=(const Mesh&) = delete;
+
+    tm_channel* channel() const { return ch_; }
+    int rank() const { return rank_; }
+    int size() const { return size_; }
+    tm_session out(int peer) const { return out_[peer]; }
+    tm_session in(int peer) const { return in_[peer]; }
+    // Bytes of tensor data a message carries (max_msg less the header).
+    size_t payload() const { return payload_; }
+    // Send slots in the arena: header + payload each.
+    int nslots() const { return nslots_; }
+    unsigned char* slot(int i) const { return slots_ + static_cast<size_t>(i) * slot_bytes_; }
+    std::string describe() const;
+
+private:
+    [[noreturn]] void fail(const std::string& what) const;
+    void exchange_hellos(const MeshOptions& opt);
+
+    int rank_, size_;
+    tm_channel* ch_ = nullptr;
+    std::vector<tm_session> out_, in_;
+    std::vector<std::string> endpoints_;
+    uint16_t port_ = 0;
+    size_t payload_ = 0, slot_bytes_ = 0;
+    int nslots_ = 0;
+    unsigned char* slots_ = nullptr;
+};
+
+} // namespace tailmark::torch_backend

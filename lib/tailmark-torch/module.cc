@@ -1,0 +1,23 @@
+// tailmark.torch._c: the process group's constructor, for
+// tailmark/torch.py to register as the backend "tailmark".
+#include "process_group.h"
+
+#include <pybind11/chrono.h>
+#include <torch/csrc/utils/pybind.h>
+
+namespace py = pybind11;
+
+PYBIND11_MODULE(_c, m) {
+    m.doc() = "tailmark's torch.distributed backend (see tailmark.torch)";
+    // Import torch.distributed first, so pybind11 knows its Store and
+    // ProcessGroup types (what this function takes and returns).
+    py::module_::import("torch.distributed");
+    m.def(
+        "create_process_group",
+        [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout) {
+            return tailmark::torch_backend::ProcessGroupTailmark::create(store, rank, size, timeout);
+        },
+        py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
+        py::call_guard<py::gil_scoped_release>(),
+        "A tailmark process group (what torch.distributed.init_process_group('tailmark') makes)");
+}

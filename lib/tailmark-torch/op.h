@@ -1,0 +1,75 @@
+// One operation as the engine runs it: per peer, the pieces it sends and
+// the pieces it receives, in the order both ranks agree on. A collective is
+// only a plan of these (process_group.cc makes them); the engine moves the
+// bytes and knows nothing of tensors.
+#pragma once
+
+#include "piece.h"
+#include "reduce.h"
+
+#include <chrono>
+#include <cstddef>
+#include <exception>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace tailmark::torch_backend {
+
+struct OutPiece {
+    const void* src; // copied into a send slot when the piece goes
+    size_t len;
+};
+
+struct InPiece {
+    void* dst;       // a == nullptr: dst = in; else dst = a (op) in
+    const void* a;
+    size_t len;
+};
+
+struct OutPart {
+    int peer;
+    std::vector<OutPiece> pieces;
+    // Piece j may go only once the op's ins[dep] has taken piece j - lag
+    // (a ring forwards what it received a step earlier; a chain, lag 0,
+    // what it just received). dep < 0: every piece is ready at once.
+    int dep = -1;
+    size_t lag = 0;
+    // Engine state.
+    uint64_t seq = 0;
+    size_t next = 0;       // pieces handed to the daemon
+    size_t delivered = 0;  // pieces the peer's application released
+    int pending_slot = -1; // piece `next`, filled, refused with EAGAIN
+};
+
+struct InPart {
+    int peer;
+    std::vector<InPiece> pieces;
+    uint64_t seq = 0;
+    size_t next = 0;       // pieces taken
+};
+
+struct Op {
+    Kind kind;
+    int64_t tag = 0;
+    DType dtype = DType::F32;
+    RedOp red = RedOp::Sum;
+    std::vector<OutPart> outs;
+    std::vector<InPart> ins;
+    std::function<void()> on_success; // post-processing (the average's division, ...)
+    std::function<void(std::exception_ptr)> on_done; // nullptr: success
+    std::string what;      // for messages: "all_reduce of 4096 x float32"
+    std::chrono::steady_clock::time_point deadline{};
+
+    bool done() const {
+        for (const auto& o : outs)
+            if (o.delivered < o.pieces.size())
+                return false;
+        for (const auto& i : ins)
+            if (i.next < i.pieces.size())
+                return false;
+        return true;
+    }
+};
+
+} // namespace tailmark::torch_backend

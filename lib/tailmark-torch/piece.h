@@ -1,0 +1,42 @@
+// What the backend puts in front of each message's bytes: which operation
+// (per direction of a pair of ranks, in issue order), which piece of it and
+// how long. The receiver checks all of it, so ranks that call different
+// collectives, or one with different sizes, get an error instead of each
+// other's bytes.
+#pragma once
+
+#include <cstdint>
+
+namespace tailmark::torch_backend {
+
+enum class Kind : uint8_t { Hello = 1, Send, Broadcast, AllReduce, AllGather, ReduceScatter, Barrier };
+
+inline const char* kind_name(Kind k) {
+    switch (k) {
+    case Kind::Hello: return "hello";
+    case Kind::Send: return "send";
+    case Kind::Broadcast: return "broadcast";
+    case Kind::AllReduce: return "all_reduce";
+    case Kind::AllGather: return "all_gather";
+    case Kind::ReduceScatter: return "reduce_scatter";
+    case Kind::Barrier: return "barrier";
+    }
+    return "?";
+}
+
+// 64 bytes, so the payload after it keeps the slot's 64-byte alignment.
+struct PieceHeader {
+    static constexpr uint32_t kMagic = 0x544d5054; // "TMPT"
+    uint32_t magic;
+    uint8_t kind;      // Kind
+    uint8_t pad[3];
+    uint64_t seq;      // the op's number on this sender -> receiver stream (Hello: 0)
+    uint32_t index;    // this piece's number within the op on this stream (Hello: the rank)
+    uint32_t count;    // pieces of the op on this stream (Hello: the world size)
+    uint64_t bytes;    // payload after the header
+    int64_t tag;       // send/recv tag; 0 for collectives
+    uint64_t reserved[3];
+};
+static_assert(sizeof(PieceHeader) == 64);
+
+} // namespace tailmark::torch_backend

@@ -1,0 +1,2 @@
+"""tailmark: Python bindings. `import tailmark.torch` registers the
+torch.distributed backend "tailmark"."""

@@ -1,0 +1,26 @@
+"""torch.distributed over tailmark.
+
+    import tailmark.torch            # registers the backend "tailmark"
+    dist.init_process_group("tailmark", init_method=..., rank=r, world_size=n)
+
+Each rank talks to its host's `tailmarkd --mode service` through
+libtailmark-client: the socket in $TAILMARK_SOCKET (else
+/run/tailmark/tailmarkd.sock). Ranks find each other, and agree on the
+job's session secret, through the c10d store; nothing else is configured.
+Optional: TAILMARK_TORCH_PORT (the first listener port tried, 7300),
+TAILMARK_TORCH_MSG (bytes per message, 1 MiB), TAILMARK_TORCH_RING
+(messages in flight per peer, 16).
+"""
+import torch.distributed as _dist
+
+from . import _c
+
+BACKEND = "tailmark"
+
+
+def _create(store, rank, world_size, timeout):
+    return _c.create_process_group(store, rank, world_size, timeout)
+
+
+if BACKEND.upper() not in _dist.Backend._plugins:
+    _dist.Backend.register_backend(BACKEND, _create)

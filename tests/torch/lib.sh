@@ -1,0 +1,107 @@
+# Shared by the torch suites: source it after tests/integration/lib.sh.
+# tt_mesh N: N ranks, each in its own network namespace with its own
+# `tailmarkd --mode service` on net_af_packet over a veth whose other end
+# is a port of one bridge (in a namespace of its own). Every rank's veth
+# also carries a kernel address (10.77.0.R+1/24: gloo's TCP, for the
+# comparisons); tailmark's address is another (198.18.1.R+1), which the
+# kernel neither owns nor answers ARP for.
+# Sets TT_NS[r], TT_SOCK[r], TT_IP[r] (tailmark), TT_KIP[r] (kernel),
+# TT_PID[r] (the daemon's `timeout`).
+# shellcheck shell=bash
+TT_PY=${TAILMARK_PYTHON:-/usr/bin/python3}
+TT_PYPATH=${TAILMARK_PYTHONPATH:-$TM_SRC/build/lib/tailmark-torch}
+TT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+tt_require() {
+    if ! "$TT_PY" -c 'import torch.distributed' 2>/dev/null; then
+        tm_log "torch is not installed for $TT_PY (scripts/test.sh installs python3-torch)"
+        exit 1
+    fi
+    if ! PYTHONPATH=$TT_PYPATH "$TT_PY" -c 'import tailmark.torch' 2>"$TM_WORK/import.err"; then
+        tm_log "tailmark.torch does not import from $TT_PYPATH: $(tail -3 "$TM_WORK/import.err")"
+        exit 1
+    fi
+}
+
+tt_mesh() {
+    local n=$1 r
+    TT_N=$n
+    TT_BR=tm_tb_$$
+    TM_NETNS+=("$TT_BR")
+    ip netns add "$TT_BR" || { tm_fail "bridge namespace"; tm_finish; }
+    ip netns exec "$TT_BR" ip link add br0 type bridge || { tm_fail "bridge"; tm_finish; }
+    ip netns exec "$TT_BR" ip link set br0 up
+    ip netns exec "$TT_BR" sysctl -qw net.ipv6.conf.all.disable_ipv6=1
+    for ((r = 0; r < n; r++)); do
+        TT_NS[r]=tm_tr${r}_$$
+        TM_NETNS+=("${TT_NS[r]}")
+        ip netns add "${TT_NS[r]}" || { tm_fail "namespace ${TT_NS[r]}"; tm_finish; }
+        ip netns exec "${TT_NS[r]}" sysctl -qw net.ipv6.conf.all.disable_ipv6=1
+        ip netns exec "${TT_NS[r]}" sysctl -qw net.ipv6.conf.default.disable_ipv6=1
+        ip link add eth0 netns "${TT_NS[r]}" type veth peer name p$r netns "$TT_BR" ||
+            { tm_fail "veth of rank $r"; tm_finish; }
+        ip netns exec "$TT_BR" ip link set p$r master br0
+        ip netns exec "$TT_BR" ip link set p$r up
+        ip netns exec "${TT_NS[r]}" ip link set lo up
+        TT_KIP[r]=10.77.0.$((r + 1))
+        TT_IP[r]=198.18.1.$((r + 1))
+        ip netns exec "${TT_NS[r]}" ip addr add "${TT_KIP[r]}/24" dev eth0
+        ip netns exec "${TT_NS[r]}" ip link set eth0 up
+    done
+    for ((r = 0; r < n; r++)); do
+        TT_SOCK[r]=$TM_WORK/r$r.sock
+        # Two vCPUs: the daemons take turns on them (their busy loops are
+        # what the scheduler shares with the ranks).
+        tm_start d$r 900 ns "${TT_NS[r]}" -- --vdev=net_af_packet0,iface=eth0,framecnt=4096 -l $((r % 2)) -- \
+            --mode service --src-ip "${TT_IP[r]}" --control-socket "${TT_SOCK[r]}" --secret "$TM_SECRET" \
+            --stats-period 0 --peer-timeout-ms 5000 --idle-sleep-us ${TT_IDLE_SLEEP_US:-50}
+        TT_PID[r]=$TM_PID
+    done
+    for ((r = 0; r < n; r++)); do
+        local sock=${TT_SOCK[r]} err=$TM_WORK/d$r.err
+        # shellcheck disable=SC2317
+        up() { grep -q "applications attach on" "$err" 2>/dev/null && [ -S "$sock" ]; }
+        tm_await d$r "${TT_PID[r]}" 30 up "the daemon never listened on its socket"
+    done
+}
+
+# tt_run NAME TIMEOUT SCRIPT ARGS...: the script once per rank, each in its
+# rank's namespace, with RANK, WORLD_SIZE, TT_STORE (a FileStore path: the
+# rendezvous), TAILMARK_SOCKET and the kernel address (TT_KIP). Waits for
+# all; sets TT_RC[r]; output in $TM_WORK/NAME.r.out.
+tt_run() {
+    local name=$1 tmo=$2 script=$3 r
+    shift 3
+    local store=$TM_WORK/$name.store
+    rm -f "$store"
+    local pids=()
+    for ((r = 0; r < TT_N; r++)); do
+        ip netns exec "${TT_NS[r]}" env RANK=$r WORLD_SIZE=$TT_N TT_STORE="$store" \
+            TAILMARK_SOCKET="${TT_SOCK[r]}" TT_KIP="${TT_KIP[r]}" TT_MASTER="${TT_KIP[0]}" \
+            GLOO_SOCKET_IFNAME=eth0 PYTHONPATH="$TT_PYPATH" OMP_NUM_THREADS=1 \
+            timeout -k 5 "$tmo" "$TT_PY" "$script" "$@" >"$TM_WORK/$name.$r.out" 2>&1 &
+        pids[r]=$!
+    done
+    for ((r = 0; r < TT_N; r++)); do
+        wait "${pids[r]}"
+        TT_RC[r]=$?
+    done
+}
+
+# tt_show NAME: every rank's output tail.
+tt_show() {
+    local r
+    for ((r = 0; r < TT_N; r++)); do
+        tm_log "--- $1 rank $r (exit ${TT_RC[r]:-?})"
+        tail -n 12 "$TM_WORK/$1.$r.out" | sed 's/^/    /'
+    done
+}
+
+# tt_all_ok NAME: every rank exited 0.
+tt_all_ok() {
+    local r
+    for ((r = 0; r < TT_N; r++)); do
+        [ "${TT_RC[r]}" -eq 0 ] || return 1
+    done
+    return 0
+}

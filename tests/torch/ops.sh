@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Every operation (send/recv, broadcast, all_reduce sum/avg/min/max,
+# all_gather, reduce_scatter, barrier) in every dtype (float32, float64,
+# bfloat16, int32, int64) at element counts 1, 1023, 4096, 1M+7 and 16M,
+# with 2 ranks and with 3: ranks in their own namespaces, each with its own
+# tailmarkd --mode service, joined by veth and a bridge. Integer-valued
+# data: every element is checked for equality (ops.py).
+# TT_COUNTS / TT_DTYPES / TT_WORLDS: a subset.
+source "$(dirname "$0")/../integration/lib.sh"
+source "$(dirname "$0")/lib.sh"
+tm_require_daemon
+tm_require_root
+tt_require
+COUNTS=${TT_COUNTS:-1,1023,4096,1048583,16777216}
+DTYPES=${TT_DTYPES:-float32,float64,bfloat16,int32,int64}
+for world in ${TT_WORLDS:-2 3}; do
+    tt_mesh "$world"
+    start=$SECONDS
+    tt_run ops$world 900 "$TT_DIR/ops.py" "$COUNTS" "$DTYPES"
+    if tt_all_ok; then
+        tm_log "ok: $world ranks, every op and dtype at $COUNTS: $(tail -1 "$TM_WORK/ops$world.0.out") ($((SECONDS - start)) s)"
+    else
+        tm_fail "$world ranks: a rank failed"
+        tt_show ops$world
+    fi
+    for ((r = 0; r < world; r++)); do kill -INT "${TT_PID[r]}" 2>/dev/null; done
+    for ((r = 0; r < world; r++)); do wait "${TT_PID[r]}"; done
+    for ns in "${TT_NS[@]}" "$TT_BR"; do ip netns del "$ns" 2>/dev/null; done
+done
+tm_finish
