@@ -8,6 +8,17 @@ namespace tailmark::torch_backend {
 
 using Clock = std::chrono::steady_clock;
 
+namespace {
+// The op's part on peer p's stream (an op has at most one each way), or -1.
+template <typename Part>
+int part_for(const std::vector<Part>& parts, int p) {
+    for (size_t k = 0; k < parts.size(); k++)
+        if (parts[k].peer == p)
+            return static_cast<int>(k);
+    return -1;
+}
+} // namespace
+
 Engine::Engine(std::unique_ptr<Mesh> mesh, std::chrono::milliseconds timeout)
     : mesh_(std::move(mesh)), ch_(mesh_->channel()), timeout_(timeout), rank_(mesh_->rank()),
       size_(mesh_->size()), out_seq_(size_, 0), in_seq_(size_, 0), uses_(mesh_->nslots()) {
@@ -213,31 +224,20 @@ bool Engine::progress() {
         if (p == rank_)
             continue;
         for (auto& op : active_) {
-            int found = -1;
-            for (size_t k = 0; k < op->outs.size(); k++)
-                if (op->outs[k].peer == p)
-                    found = static_cast<int>(k);
-            if (found < 0)
-                continue;
-            const OutPart& part = op->outs[found];
-            if (part.next == part.pieces.size())
-                continue;
-            moved |= pump_out(*op, found);
-            break;
+            const int k = part_for(op->outs, p);
+            if (k >= 0 && op->outs[k].next < op->outs[k].pieces.size()) {
+                moved |= pump_out(*op, k);
+                break;
+            }
         }
         if (broken_local_)
             break;
         for (auto& op : active_) {
-            int found = -1;
-            for (size_t k = 0; k < op->ins.size(); k++)
-                if (op->ins[k].peer == p)
-                    found = static_cast<int>(k);
-            if (found < 0)
-                continue;
-            if (op->ins[found].next == op->ins[found].pieces.size())
-                continue;
-            moved |= pump_in(*op, found);
-            break;
+            const int k = part_for(op->ins, p);
+            if (k >= 0 && op->ins[k].next < op->ins[k].pieces.size()) {
+                moved |= pump_in(*op, k);
+                break;
+            }
         }
     }
     if (!broken_local_)

@@ -66,6 +66,24 @@ unsigned char* bytes(const at::Tensor& t) { return static_cast<unsigned char*>(t
 // Elements [c*n/parts, (c+1)*n/parts): balanced, each at most one apart.
 size_t split_at(size_t n, size_t parts, size_t c) { return static_cast<size_t>((__uint128_t)n * c / parts); }
 
+// N elements of es bytes at base, as P pieces to send, or to copy into.
+std::vector<OutPiece> out_pieces(const unsigned char* base, size_t N, size_t es, size_t P) {
+    std::vector<OutPiece> v;
+    for (size_t k = 0; k < P; k++) {
+        const size_t a = split_at(N, P, k), b = split_at(N, P, k + 1);
+        v.push_back({base + a * es, (b - a) * es});
+    }
+    return v;
+}
+std::vector<InPiece> in_pieces(unsigned char* base, size_t N, size_t es, size_t P) {
+    std::vector<InPiece> v;
+    for (size_t k = 0; k < P; k++) {
+        const size_t a = split_at(N, P, k), b = split_at(N, P, k + 1);
+        v.push_back({base + a * es, nullptr, (b - a) * es});
+    }
+    return v;
+}
+
 } // namespace
 
 TailmarkWork::TailmarkWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs, int source)
@@ -184,17 +202,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTailmark::broadcast(std::vector<at::T
         // as soon as it has it, so the root sends the tensor once.
         const size_t P = pieces_for(N, es);
         const int pos = (r - root + n) % n;
-        std::vector<OutPiece> outp;
-        std::vector<InPiece> inp;
-        for (size_t k = 0; k < P; k++) {
-            const size_t a = split_at(N, P, k), b = split_at(N, P, k + 1);
-            outp.push_back({base + a * es, (b - a) * es});
-            inp.push_back({base + a * es, nullptr, (b - a) * es});
-        }
         if (pos != 0)
-            op->ins.push_back(InPart{(r - 1 + n) % n, inp});
+            op->ins.push_back(InPart{(r - 1 + n) % n, in_pieces(base, N, es, P)});
         if (pos != n - 1)
-            op->outs.push_back(OutPart{(r + 1) % n, outp, pos != 0 ? 0 : -1, 0});
+            op->outs.push_back(OutPart{(r + 1) % n, out_pieces(base, N, es, P), pos != 0 ? 0 : -1, 0});
     }
     return run(std::move(op), c10d::OpType::BROADCAST, tensors, {});
 }
@@ -305,12 +316,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTailmark::send(std::vector<at::Tensor
     op->what = describe("send", t, op->dtype) + " to rank " + std::to_string(dst);
     const size_t es = t.element_size(), N = static_cast<size_t>(t.numel());
     const size_t P = pieces_for(N, es);
-    OutPart out{dst, {}};
-    for (size_t k = 0; k < P; k++) {
-        const size_t a = split_at(N, P, k), b = split_at(N, P, k + 1);
-        out.pieces.push_back({bytes(t) + a * es, (b - a) * es});
-    }
-    op->outs.push_back(std::move(out));
+    op->outs.push_back(OutPart{dst, out_pieces(bytes(t), N, es, P)});
     return run(std::move(op), c10d::OpType::SEND, {}, tensors);
 }
 
@@ -324,12 +330,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTailmark::recv(std::vector<at::Tensor
     op->what = describe("recv", t, op->dtype) + " from rank " + std::to_string(src);
     const size_t es = t.element_size(), N = static_cast<size_t>(t.numel());
     const size_t P = pieces_for(N, es);
-    InPart in{src, {}};
-    for (size_t k = 0; k < P; k++) {
-        const size_t a = split_at(N, P, k), b = split_at(N, P, k + 1);
-        in.pieces.push_back({bytes(t) + a * es, nullptr, (b - a) * es});
-    }
-    op->ins.push_back(std::move(in));
+    op->ins.push_back(InPart{src, in_pieces(bytes(t), N, es, P)});
     return run(std::move(op), c10d::OpType::RECV, tensors, {}, src);
 }
 

@@ -20,17 +20,20 @@ def main():
     rank, world = init(backend, timeout_s=300)
     for size in sizes:
         t = torch.ones(size // 4, dtype=torch.float32)
+        t0 = time.perf_counter()
         dist.all_reduce(t)  # warm-up (and the sessions' first use)
+        # Every rank must run the same number of operations: agree on the
+        # count from the slowest warm-up.
+        warm = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
+        dist.all_reduce(warm, op=dist.ReduceOp.MAX)
+        runs = int(min(50, max(3, budget / max(warm.item(), 1e-6))))
         times = []
-        spent = 0.0
-        while len(times) < 3 or (spent < budget and len(times) < 50):
+        for _ in range(runs):
             # Everyone starts together, so the time is the operation's.
             dist.barrier()
             t0 = time.perf_counter()
             dist.all_reduce(t)
-            dt = time.perf_counter() - t0
-            times.append(dt)
-            spent += dt
+            times.append(time.perf_counter() - t0)
         # Agree on one figure: the slowest rank's median.
         med = torch.tensor([statistics.median(times)], dtype=torch.float64)
         dist.all_reduce(med, op=dist.ReduceOp.MAX)
