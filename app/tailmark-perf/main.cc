@@ -68,6 +68,17 @@ double now_s() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// Takes up to 256 completions into cs: each buffer (its index is the
+// cookie) back on the free list, each failure counted. Returns the count.
+int reap(tm_channel* ch, tm_completion* cs, std::vector<uint32_t>& free_list, uint64_t& failed) {
+    const int n = tm_poll_completions(ch, cs, 256);
+    for (int i = 0; i < n; i++) {
+        failed += cs[i].status != TM_DELIVERED;
+        free_list.push_back(static_cast<uint32_t>(cs[i].cookie));
+    }
+    return n;
+}
+
 int fail(tm_channel* ch, const char* what, int rc) {
     fprintf(stderr, "tailmark-perf: %s: %s (%s)\n", what, ch ? tm_last_error(ch) : "", strerror(-rc));
     tm_detach(ch);
@@ -193,13 +204,9 @@ int sender(const Args& a, tm_channel* ch) {
             free_list.pop_back();
             sent++;
         }
-        const int n = tm_poll_completions(ch, cs, 256);
+        const int n = reap(ch, cs, free_list, failed);
         if (n < 0)
             return fail(ch, "completions", n);
-        for (int i = 0; i < n; i++) {
-            failed += cs[i].status != TM_DELIVERED;
-            free_list.push_back(static_cast<uint32_t>(cs[i].cookie));
-        }
         done += static_cast<uint64_t>(n);
         if (failed != 0)
             break;
@@ -277,13 +284,9 @@ int looper(const Args& a, tm_channel* ch) {
         }
         if (rc < 0)
             return fail(ch, "recv", rc);
-        const int n = tm_poll_completions(ch, cs, 256);
+        const int n = reap(ch, cs, free_list, failed);
         if (n < 0)
             return fail(ch, "completions", n);
-        for (int i = 0; i < n; i++) {
-            failed += cs[i].status != TM_DELIVERED;
-            free_list.push_back(static_cast<uint32_t>(cs[i].cookie));
-        }
         done += static_cast<uint64_t>(n);
         if (failed != 0)
             break;

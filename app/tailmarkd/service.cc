@@ -1098,8 +1098,14 @@ void Service::connected(SvcSession& ss) {
     m.cq_size = ss.cq_size;
     m.send_bytes = ss.mem.len;
     m.flow_stride = ss.flow_stride;
-    if (!send_msg(*ss.app, &m, sizeof(m), ss.memfd))
-        TM_LOG(WARNING, app, "service: %s: CONNECTED not delivered", ss.app->label().c_str());
+    hand_over(ss, &m, sizeof(m), "CONNECTED");
+}
+
+// Sends m with the session's memfd; the daemon's copy of the fd goes (the
+// mapping stays), so the memory is the application's and ours alone.
+void Service::hand_over(SvcSession& ss, const void* m, size_t len, const char* what) {
+    if (!send_msg(*ss.app, m, len, ss.memfd))
+        TM_LOG(WARNING, app, "service: %s: %s not delivered", ss.app->label().c_str(), what);
     close(ss.memfd);
     ss.memfd = -1;
 }
@@ -1120,10 +1126,7 @@ void Service::accepted(SvcSession& ss, uint64_t now) {
     m.max_msg = ss.max_msg;
     m.recv_bytes = ss.mem.len;
     m.flow_stride = ss.flow_stride;
-    if (!send_msg(*ss.app, &m, sizeof(m), ss.memfd))
-        TM_LOG(WARNING, app, "service: %s: ACCEPTED not delivered", ss.app->label().c_str());
-    close(ss.memfd);
-    ss.memfd = -1;
+    hand_over(ss, &m, sizeof(m), "ACCEPTED");
 }
 
 void Service::ended(SvcSession& ss) {

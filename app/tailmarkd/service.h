@@ -101,6 +101,7 @@ private:
     void reap(uint64_t now);
     void wake(uint64_t now);
     bool send_msg(SvcApp& app, const void* msg, size_t len, int fd = -1);
+    void hand_over(SvcSession& ss, const void* msg, size_t len, const char* what);
     void reply_ok(SvcApp& app, uint64_t req);
     void reply_error(SvcApp& app, uint64_t req, int err, const std::string& text);
 
