@@ -85,6 +85,24 @@ int fail(tm_channel* ch, const char* what, int rc) {
     return 1;
 }
 
+// Two windows of send buffers per flow (one in flight, one being refilled),
+// all free; filled with 0x5A when `fill`. 0, or fail()'s exit code (the
+// channel detached) when the arena has no room.
+int alloc_buffers(const Args& a, tm_channel* ch, bool fill, std::vector<uint8_t*>& bufs,
+                  std::vector<uint32_t>& free_list) {
+    const uint32_t nbuf = a.ring * 2 * a.flows;
+    bufs.assign(nbuf, nullptr);
+    for (uint32_t i = 0; i < nbuf; i++) {
+        bufs[i] = static_cast<uint8_t*>(tm_buf_alloc(ch, a.size ? a.size : 1));
+        if (bufs[i] == nullptr)
+            return fail(ch, "tm_buf_alloc (raise the arena: TAILMARK_ARENA_MB)", -ENOMEM);
+        if (fill)
+            memset(bufs[i], 0x5A, a.size);
+        free_list.push_back(i);
+    }
+    return 0;
+}
+
 // Every session that arrives is served at once (tm_recv_any spans all of
 // them); each ends with one 0-byte message per flow, and gets its line.
 int receiver(const Args& a, tm_channel* ch) {
@@ -170,18 +188,10 @@ int sender(const Args& a, tm_channel* ch) {
     tm_session s = 0;
     if (int rc = tm_connect(ch, a.host.c_str(), a.port, &co, &s); rc < 0)
         return fail(ch, "connect", rc);
-    // Two windows of buffers per flow: one in flight, one being refilled.
-    const uint32_t nbuf = a.ring * 2 * a.flows;
-    std::vector<uint8_t*> bufs(nbuf);
+    std::vector<uint8_t*> bufs;
     std::vector<uint32_t> free_list;
-    for (uint32_t i = 0; i < nbuf; i++) {
-        bufs[i] = static_cast<uint8_t*>(tm_buf_alloc(ch, a.size ? a.size : 1));
-        if (bufs[i] == nullptr)
-            return fail(ch, "tm_buf_alloc (raise the arena: TAILMARK_ARENA_MB)", -ENOMEM);
-        if (!a.verify)
-            memset(bufs[i], 0x5A, a.size);
-        free_list.push_back(i);
-    }
+    if (int rc = alloc_buffers(a, ch, !a.verify, bufs, free_list); rc != 0)
+        return rc;
     uint64_t sent = 0, done = 0, failed = 0;
     const uint64_t total = a.count + a.flows; // and one end marker per flow
     tm_completion cs[256];
@@ -243,16 +253,10 @@ int looper(const Args& a, tm_channel* ch) {
     }
     if (rc < 0)
         return fail(ch, "accept", rc);
-    const uint32_t nbuf = a.ring * 2 * a.flows;
-    std::vector<uint8_t*> bufs(nbuf);
+    std::vector<uint8_t*> bufs;
     std::vector<uint32_t> free_list;
-    for (uint32_t i = 0; i < nbuf; i++) {
-        bufs[i] = static_cast<uint8_t*>(tm_buf_alloc(ch, a.size ? a.size : 1));
-        if (bufs[i] == nullptr)
-            return fail(ch, "tm_buf_alloc (raise the arena: TAILMARK_ARENA_MB)", -ENOMEM);
-        memset(bufs[i], 0x5A, a.size);
-        free_list.push_back(i);
-    }
+    if (int rc = alloc_buffers(a, ch, true, bufs, free_list); rc != 0)
+        return rc;
     uint64_t sent = 0, done = 0, failed = 0, got = 0, errors = 0;
     tm_completion cs[256];
     tm_message m{};

@@ -271,18 +271,25 @@ struct SvcSession {
 
 Service::Service(Runtime& rt) : rt_(rt) {}
 
+// A session's send flows (their shared infos and return rings) and the
+// memfd it has not handed over yet. Only once nothing references them.
+void Service::free_send_memory(SvcSession& ss) {
+    for (SvcSendFlow* f : ss.send) {
+        rte_ring_free(f->free_shinfo);
+        rte_free(f->shinfo);
+        rte_free(f);
+    }
+    ss.send.clear();
+    if (ss.memfd >= 0)
+        close(ss.memfd);
+    ss.memfd = -1;
+}
+
 Service::~Service() {
     // The lcores are joined, the ports closed and the Senders gone (every
     // hold on the arenas dropped): everything is let go.
-    for (auto& ss : sessions_) {
-        for (SvcSendFlow* f : ss->send) {
-            rte_ring_free(f->free_shinfo);
-            rte_free(f->shinfo);
-            rte_free(f);
-        }
-        if (ss->memfd >= 0)
-            close(ss->memfd);
-    }
+    for (auto& ss : sessions_)
+        free_send_memory(*ss);
     sessions_.clear();
     auto free_app = [](SvcApp& a) {
         if (a.registered)
@@ -1213,13 +1220,7 @@ void Service::reap(uint64_t now) {
             i++;
             continue;
         }
-        for (SvcSendFlow* f : ss->send) {
-            rte_ring_free(f->free_shinfo);
-            rte_free(f->shinfo);
-            rte_free(f);
-        }
-        if (ss->memfd >= 0)
-            close(ss->memfd);
+        free_send_memory(*ss);
         if (ss->a != nullptr)
             ss->a->svc = nullptr;
         if (ss->local_peer != nullptr)

@@ -102,6 +102,7 @@ private:
     void wake(uint64_t now);
     bool send_msg(SvcApp& app, const void* msg, size_t len, int fd = -1);
     void hand_over(SvcSession& ss, const void* msg, size_t len, const char* what);
+    static void free_send_memory(SvcSession& ss);
     void reply_ok(SvcApp& app, uint64_t req);
     void reply_error(SvcApp& app, uint64_t req, int err, const std::string& text);
 

@@ -278,8 +278,14 @@ int tm_channel::listen(uint16_t port, const tm_listen_opts* opts) {
     }
     char what[32];
     snprintf(what, sizeof(what), "LISTEN %u", port); // set-up only (control path)
+    return request_ok(&m, sizeof(m), what);
+}
+
+// A request the daemon answers with OK (anything else breaks the channel),
+// then whatever events came with the answer.
+int tm_channel::request_ok(void* m, size_t len, const char* what) {
     SocketMessage r;
-    int rc = sock_.request(&m, sizeof(m), {}, r, kRequestMs, what, err);
+    int rc = sock_.request(m, len, {}, r, kRequestMs, what, err);
     if (rc == 0 && r.header().type != ch::TM_MSG_OK)
         rc = sock_.fail_broken(EPROTO, err, "%s: the daemon answered %s, not OK", what, msg_type_name(r.header().type));
     if (!sock_.broken())
@@ -295,13 +301,7 @@ int tm_channel::unlisten(uint16_t port) {
     m.service = port;
     char what[32];
     snprintf(what, sizeof(what), "UNLISTEN %u", port); // set-up only (control path)
-    SocketMessage r;
-    int rc = sock_.request(&m, sizeof(m), {}, r, kRequestMs, what, err);
-    if (rc == 0 && r.header().type != ch::TM_MSG_OK)
-        rc = sock_.fail_broken(EPROTO, err, "%s: the daemon answered %s, not OK", what, msg_type_name(r.header().type));
-    if (!sock_.broken())
-        (void)handle_events();
-    return rc;
+    return request_ok(&m, sizeof(m), what);
 }
 
 int tm_channel::accept(int timeout_ms, tm_session_info* info) {

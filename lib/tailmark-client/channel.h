@@ -81,6 +81,7 @@ private:
     // still learns that the daemon is gone or a session ended.
     int idle_pump() { return (++idle_ & 1023) == 0 ? pump() : 0; }
     int handle_events();
+    int request_ok(void* m, size_t len, const char* what);
     bool ready();
     Session* find(tm_session s);
     int open_accepted(PendingAccept& p, tm_session_info* info);
