@@ -171,7 +171,6 @@ Mesh::Mesh(int rank, int size, const Rendezvous& rv, const MeshOptions& opt)
                 fail("connect to rank " + std::to_string(p) + " at " + endpoints_[p]);
         }
         exchange_hellos(opt);
-        (void)deadline;
     } catch (...) {
         tm_detach(ch_);
         ch_ = nullptr;
