@@ -87,6 +87,14 @@ std::unique_ptr<Port> Port::open(uint16_t pid, const PortSetup& s, std::string& 
         conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
     if (info.rx_offload_capa & RTE_ETH_RX_OFFLOAD_IPV4_CKSUM)
         conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_IPV4_CKSUM;
+    if (s.l4_checksum && (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_UDP_CKSUM)) {
+        conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_UDP_CKSUM;
+        p->tx_udp_cksum_ = true;
+    }
+    if (s.l4_checksum && (info.rx_offload_capa & RTE_ETH_RX_OFFLOAD_UDP_CKSUM)) {
+        conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_UDP_CKSUM;
+        p->rx_udp_cksum_ = true;
+    }
 
     // 2. dev_configure
     int rc = rte_eth_dev_configure(pid, s.nb_rxq, s.nb_txq, &conf);

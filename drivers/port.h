@@ -30,6 +30,7 @@ struct PortSetup {
     bool rss = false;          // spread UDP/IPv4 over the rx queues by RSS (nb_rxq > 1)
     bool promiscuous = true;
     bool stamp_rx_tsc = true;  // rx_tsc_stamp_cb on every rx queue
+    bool l4_checksum = false;  // UDP checksums in the NIC where it offers them (tx fill, rx verify)
     rte_mempool* pool = nullptr; // rx buffers
 };
 
@@ -49,6 +50,10 @@ public:
     uint16_t nb_txq() const { return nb_txq_; }
     uint32_t mtu() const { return mtu_; }
     bool rss_active() const { return !reta_.empty(); }
+    // l4_checksum asked for, and the port fills UDP checksums (RTE_ETH_TX_OFFLOAD_UDP_CKSUM) /
+    // verifies them (RTE_ETH_RX_OFFLOAD_UDP_CKSUM: the rx checksum flags).
+    bool tx_udp_checksum() const { return tx_udp_cksum_; }
+    bool rx_udp_checksum() const { return rx_udp_cksum_; }
 
     // RSS: the rx queue the NIC picks for this UDP/IPv4 tuple (host order),
     // computed in software (rte_softrss) from the port's key and RETA.
@@ -69,6 +74,7 @@ private:
     uint32_t mtu_ = 0;
     bool configured_ = false;
     bool started_ = false;
+    bool tx_udp_cksum_ = false, rx_udp_cksum_ = false;
     rte_ether_addr mac_{};
     std::string driver_;
     std::vector<const rte_eth_rxtx_callback*> rx_cbs_; // index = queue

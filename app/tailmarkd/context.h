@@ -109,6 +109,7 @@ struct FlowCtx {
     AppSession* session = nullptr;      // the one it is shown under (recv: its receiving session)
     uint32_t ring_size = 0;
     uint32_t pkts_per_msg = 0; // the group plan of --msg-size
+    uint64_t fixed_len = 0;    // recv: a session of smaller messages (its largest, < --msg-size): every message that size
     // Send side (loopback, send).
     Sender* sender = nullptr;
     SendFlow* send = nullptr;
@@ -147,6 +148,8 @@ inline uint64_t send_req(uint32_t size, uint32_t count) { return uint64_t(size) 
 
 // The length the consumer expects for msg_id of flow f.
 inline uint64_t expected_length(const FlowCtx& f, uint32_t msg_id, uint64_t def) {
+    if (f.fixed_len != 0)
+        return f.fixed_len;
     if (f.sizes == nullptr)
         return def;
     const uint64_t e = __atomic_load_n(&f.sizes[msg_id & (f.ring_size - 1)], __ATOMIC_ACQUIRE);
@@ -215,6 +218,11 @@ struct alignas(64) TxCtx {
     uint64_t replay_msgs = 0;           // --replay: messages whose every packet was queued
     uint64_t replay_opened = 0;         // --replay: messages begun (bumped before replay_msgs)
     uint64_t completions = 0;           // Sender completions taken
+    uint64_t paced_until = 0;           // the last step sent nothing: its senders' pacers hold them until then (0: none)
+    // --mode send: each generator message's cookie is its submit TSC, and its
+    // delivery (the peer's release, heard in an ACK) a latency sample.
+    bool delivery_latency = false;
+    LatencyHist hist;                   // TSC cycles, submit to delivered
 };
 
 // --- rx role ------------------------------------------------------------------
@@ -341,10 +349,14 @@ inline void run_roles_timed(LcoreCtx& l, uint64_t& prev) {
     if (!work) {
         rte_pause();
         if (l.idle_sleep_us != 0) {
+            // Idle for a while, or a pacer holds the tx role for longer than
+            // a sleep: nothing is waiting on this lcore (a paced session at
+            // 100 Mbit/s leaves a CPU mostly free for its neighbours).
+            const uint64_t nap = l.idle_after / 1000 * l.idle_sleep_us; // idle_after is 1 ms
             if (l.idle_since == 0)
                 l.idle_since = now;
-            else if (now - l.idle_since > l.idle_after)
-                rte_delay_us_sleep(l.idle_sleep_us); // idle only: nothing is waiting on this lcore
+            if (now - l.idle_since > l.idle_after || (l.tx && l.tx->paced_until > now + 2 * nap))
+                rte_delay_us_sleep(l.idle_sleep_us);
         }
     } else {
         l.idle_since = 0;

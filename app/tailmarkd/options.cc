@@ -390,9 +390,24 @@ const OptDef kOpts[] = {
          return {};
      }},
     {"udp-checksum", "on|off",
-     "off (default): UDP checksum 0, the trailer's CRC32C covers the message; on: fill it on tx, verify it on rx, "
-     "so a corrupted packet is dropped alone (and retransmitted) rather than failing its whole message's CRC",
+     "on (default): fill the UDP checksum on tx (the NIC where the port offers it, else software) and verify it on "
+     "rx, so a corrupted packet is dropped alone (and retransmitted) rather than failing its whole message's CRC; "
+     "off: checksum 0, only the trailer's CRC32C covers the message (benchmarks)",
      [](Options& o, std::string_view v) { return parse_bool(v, o.udp_checksum); }},
+    {"cc", "on|off",
+     "congestion control per session (default on): a paced rate from the queueing delay ACKs echo, loss and "
+     "timeouts as backstops; off: as fast as credits allow. Sessions with a peer in this process have none",
+     [](Options& o, std::string_view v) { return parse_bool(v, o.cc); }},
+    {"cc-target-us", "US", "congestion control: queueing delay tolerated above the path's base RTT (default 500)",
+     U64_OPT(cc_target_us, 10, 1000000, false)},
+    {"cc-start-mbps", "MBPS", "congestion control: a session's first rate in Mbit/s, then slow start (default 50)",
+     U64_OPT(cc_start_mbps, 1, 400000, false)},
+    {"cc-max-mbps", "MBPS", "congestion control: the highest rate in Mbit/s (default 0: the port's link speed)",
+     U64_OPT(cc_max_mbps, 0, 400000, false)},
+    {"ack-feedback-us", "US",
+     "receiver: while data arrives, an ACK at least this often, echoing a send stamp for the sender's RTT "
+     "(default 200; 0 = only when messages complete)",
+     U64_OPT(ack_feedback_us, 0, 1000000, false)},
     {"secret", "HEX",
      "the session secret, 128 bits as 32 hex digits, the same on both ends: every control packet (handshake, "
      "ACK, NACK, keep-alive) carries a SipHash-2-4 MAC keyed by it; it never travels. send and recv need it "
@@ -692,6 +707,11 @@ std::string dump_ini(const Options& o) {
       << "payload = " << (o.fixed_payload ? "fixed" : "fresh") << "\n"
       << "rate = " << o.rate << "\n"
       << "udp-checksum = " << (o.udp_checksum ? "on" : "off") << "\n"
+      << "cc = " << (o.cc ? "on" : "off") << "\n"
+      << "cc-target-us = " << o.cc_target_us << "\n"
+      << "cc-start-mbps = " << o.cc_start_mbps << "\n"
+      << "cc-max-mbps = " << o.cc_max_mbps << "\n"
+      << "ack-feedback-us = " << o.ack_feedback_us << "\n"
       << "rto-us = " << o.rto_us << "\n"
       << "rto-max-us = " << o.rto_max_us << "\n"
       << "retry-limit = " << o.retry_limit << "\n"

@@ -63,7 +63,13 @@ struct Options {
     uint64_t rto_max_us = 200000;    // back-off cap
     uint32_t retry_limit = 8;        // timeouts in a row without progress before a flow fails
     uint64_t nack_delay_us = 200;    // receiver: a gap waits this long (reordering) before its NACK
-    bool udp_checksum = false;       // senders fill the UDP checksum, receivers verify non-zero ones
+    bool udp_checksum = true;        // senders fill the UDP checksum (NIC or software), receivers verify non-zero ones
+    // Congestion control (lib/tailmark/congestion.h), per session of a remote peer.
+    bool cc = true;
+    uint64_t cc_target_us = 500;     // queueing delay tolerated above the base RTT
+    uint64_t cc_start_mbps = 50;     // a session's first rate, then slow start
+    uint64_t cc_max_mbps = 0;        // 0: the port's link speed (100 Gbit/s when unknown)
+    uint64_t ack_feedback_us = 200;  // receiver: while data arrives, an ACK (an RTT sample) at least this often
     bool replay = false;             // --replay: tx resends ready-made packets (rx benchmarks)
     bool fixed_payload = false;      // --payload fixed: every message of a flow carries message 0's bytes
     bool verify = true;              // --verify off: consumers only take completions (benchmarks)

@@ -245,6 +245,7 @@ bool Runtime::open_ports(SetupError& e) {
 
     drivers::PortSetup ps;
     ps.mtu = opt_.mtu;
+    ps.l4_checksum = opt_.udp_checksum;
     ps.rss = rss_;
     if (same) {
         ps.nb_rxq = rx_nrxq;
@@ -313,6 +314,8 @@ bool Runtime::make_engines(SetupError& e) {
         c->plane = &plane_;
         c->lcore = tx_lcores_[t];
         c->service = opt_.mode == Mode::Service;
+        c->delivery_latency = opt_.mode == Mode::Send;
+        c->hist.clear();
         LcoreCtx* l = lcore_ctx(c->lcore);
         if (l == nullptr)
             return oom("request rings");
@@ -328,6 +331,7 @@ bool Runtime::make_engines(SetupError& e) {
         sc.udp_port = opt_.udp_port;
         sc.pool = tx_pool_;
         sc.udp_checksum = opt_.udp_checksum;
+        sc.udp_checksum_offload = tx_port_->tx_udp_checksum();
         sc.burst = opt_.burst;
         sc.tx_quantum = opt_.tx_quantum;
         sc.rto = tsc_hz_ * opt_.rto_us / 1000000;
@@ -337,6 +341,13 @@ bool Runtime::make_engines(SetupError& e) {
         sc.max_flows = 65536 / tx_nq_ + 1;
         sc.name = name;
         sc.socket = tx_socket_;
+        sc.cc.enabled = opt_.cc;
+        sc.cc.tsc_hz = tsc_hz_;
+        sc.cc.target_us = opt_.cc_target_us;
+        sc.cc.start_bps = static_cast<double>(opt_.cc_start_mbps) * 1e6;
+        sc.cc.max_bps = static_cast<double>(cc_max_mbps()) * 1e6;
+        if (sc.cc.start_bps > sc.cc.max_bps)
+            sc.cc.start_bps = sc.cc.max_bps;
         auto* s = new (std::nothrow) Sender(sc);
         if (s == nullptr || !s->ok()) {
             delete s;
@@ -425,6 +436,8 @@ bool Runtime::make_engines(SetupError& e) {
         rc.pool = tx_pool_;
         rc.nack_delay = tsc_hz_ * opt_.nack_delay_us / 1000000;
         rc.ack_min = tsc_hz_ * kAckMinUs / 1000000;
+        rc.ack_feedback = opt_.cc ? tsc_hz_ * opt_.ack_feedback_us / 1000000 : 0;
+        rc.tsc_hz = tsc_hz_;
         rc.routes.sender_of = sender_of_;
         rc.routes.wire_in = wire_in_.data();
         rc.routes.local_in = local_in_.data();
@@ -833,12 +846,14 @@ AcceptDecision Runtime::decide(Session& s, const FlowParams& p) {
     };
     if (p.nflows != opt_.flows)
         return refuse(RefuseReason::Flows, opt_.flows, p.nflows);
-    if (p.max_msg != opt_.msg_size)
+    // recv takes a sender whose messages are smaller (the 64 B session next to
+    // a bulk one, into one receiver); its messages are all that size.
+    if (p.max_msg > opt_.msg_size || (p.max_msg != opt_.msg_size && opt_.mode != Mode::Recv))
         return refuse(RefuseReason::MsgSize, opt_.msg_size, p.max_msg);
     if (p.ring_size != opt_.ring_size)
         return refuse(RefuseReason::RingSize, opt_.ring_size, p.ring_size);
     const uint32_t mtu = std::min(p.mtu, opt_.mtu);
-    if (!plan_group(opt_.msg_size, stride_for_mtu(mtu)).ok())
+    if (!plan_group(p.max_msg, stride_for_mtu(mtu)).ok())
         return refuse(RefuseReason::Mtu, opt_.mtu, p.mtu);
     if (p.keys_given)
         for (uint16_t i = 0; i < p.nflows; i++)
@@ -849,6 +864,7 @@ AcceptDecision Runtime::decide(Session& s, const FlowParams& p) {
         return refuse(RefuseReason::NoRoom, 65536, p.nflows);
     d.agreed = proposal();
     d.agreed.mtu = mtu;
+    d.agreed.max_msg = p.max_msg;
     d.agreed.keys_given = false;
     d.local_base = static_cast<uint16_t>(base);
     d.defer = true; // ACCEPT once the lcores hold the flows: nothing that follows it is dropped
@@ -864,7 +880,7 @@ AcceptDecision Runtime::decide(Session& s, const FlowParams& p) {
     const size_t first_new = flows_.size();
     std::string err;
     bool ok = true;
-    const GroupPlan plan = plan_group(opt_.msg_size, stride_for_mtu(mtu));
+    const GroupPlan plan = plan_group(p.max_msg, stride_for_mtu(mtu));
     for (uint16_t i = 0; i < p.nflows && ok; i++) {
         FlowCtx* f;
         if (opt_.mode == Mode::Loopback) {
@@ -884,6 +900,7 @@ AcceptDecision Runtime::decide(Session& s, const FlowParams& p) {
             f->gen_id = i;
             f->ring_size = opt_.ring_size;
             f->pkts_per_msg = plan.pkt_count;
+            f->fixed_len = p.max_msg < opt_.msg_size ? p.max_msg : 0;
             flows_.push_back(f); // reserved: the other threads' view stays valid
         }
         f->recv_session = a.get();
@@ -932,7 +949,9 @@ void Runtime::install_send(AppSession& a, Session& s) {
         sp.ring_size = s.params.ring_size;
         sp.max_msg = s.params.max_msg;
         sp.reliable = true;
-        sp.report = false; // the generator counts; no per-message completion
+        // The generator counts; send mode takes a completion per message for
+        // its delivery latency (submit to the peer's release).
+        sp.report = opt_.mode == Mode::Send;
         sp.link = s.link;
         if (peer_side != nullptr && i < peer_side->flows.size() && peer_side->flows[i]->recv != nullptr) {
             sp.local_acked = Receiver::acked_word(peer_side->flows[i]->recv);
@@ -1414,6 +1433,17 @@ void Runtime::close_sessions(uint64_t now) {
             sessions_->close(s, now);
 }
 
+// Congestion control's ceiling: --cc-max-mbps, else the tx port's link speed.
+uint64_t Runtime::cc_max_mbps() const {
+    if (opt_.cc_max_mbps != 0)
+        return opt_.cc_max_mbps;
+    rte_eth_link link{};
+    if (rte_eth_link_get_nowait(tx_port_->id(), &link) == 0 && link.link_speed != RTE_ETH_SPEED_NUM_NONE &&
+        link.link_speed != RTE_ETH_SPEED_NUM_UNKNOWN)
+        return link.link_speed;
+    return 100000;
+}
+
 Sender::FlowView Runtime::send_view(const FlowCtx& f) const {
     if (f.send != nullptr)
         return Sender::view(f.send);
@@ -1780,6 +1810,10 @@ Results Runtime::results() const {
     r.bytes_payload = t.bytes;
     r.tx_dropped = t.tx_dropped;
     r.fault_shim = !shims_.empty();
+    if (opt_.udp_checksum) {
+        r.udp_checksum_tx = tx_port_->tx_udp_checksum() ? "offload" : "software";
+        r.udp_checksum_rx = rx_port_->rx_udp_checksum() ? "offload" : "software";
+    }
     r.fault = fault_counters();
     for (const Sender* s : senders_) {
         const SenderCounters& c = s->counters();
@@ -1791,6 +1825,12 @@ Results Runtime::results() const {
         r.rel.rto_expired += c.rto_expired;
         r.rel.stale_reqs += c.stale_reqs;
         r.rel.nacks_rx += c.nacks_rx;
+        r.cc.samples += c.cc_samples;
+        r.cc.increases += c.cc_increases;
+        r.cc.decreases += c.cc_decreases;
+        r.cc.loss_decreases += c.cc_loss_decreases;
+        r.cc.timeouts += c.cc_timeouts;
+        r.cc.paced += c.cc_paced;
     }
     r.drops = drop_totals();
     for (const TxCtx* c : txs_)
@@ -1848,6 +1888,8 @@ Results Runtime::results() const {
     if (h) {
         for (const ConsCtx* c : conss_)
             h->merge(c->hist);
+        for (const TxCtx* c : txs_) // send mode: delivery latency
+            h->merge(c->hist);
         const double ns = 1e9 / double(tsc_hz_);
         r.latency_samples = h->samples();
         r.lat_p50_ns = double(h->quantile(0.50)) * ns;
@@ -1879,6 +1921,11 @@ Results Runtime::results() const {
         if (f->send != nullptr || f->detached || opt_.mode != Mode::Recv) {
             const Sender::FlowView v = send_view(*f);
             x.sent = v.sent;
+            if (v.cc_rate_bps / 1e6 > r.cc.rate_mbps) { // the fastest session's controller
+                r.cc.rate_mbps = v.cc_rate_bps / 1e6;
+                r.cc.srtt_us = static_cast<double>(v.cc_srtt) * 1e6 / static_cast<double>(tsc_hz_);
+                r.cc.base_rtt_us = static_cast<double>(v.cc_base_rtt) * 1e6 / static_cast<double>(tsc_hz_);
+            }
             if (opt_.mode == Mode::Send) {
                 x.acked = v.acked;
                 x.released = v.released;

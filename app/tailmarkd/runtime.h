@@ -193,6 +193,7 @@ private:
     // run
     bool launched_ = false;
     uint64_t tsc_hz_ = 1;
+    uint64_t cc_max_mbps() const;
     uint64_t launch_tsc_ = 0, start_tsc_ = 0, end_tsc_ = 0, work_end_tsc_ = 0;
     uint64_t deadline_tsc_ = 0, drain_deadline_ = 0, drain_start_ = 0, close_deadline_ = 0;
     uint64_t next_stats_ = 0, last_stats_tsc_ = 0;

@@ -77,6 +77,13 @@ bool write_summary_json(const Results& r, const std::string& path, std::string& 
             "\"stale_reqs\": %lu, \"nacks_tx\": %lu, \"nacks_rx\": %lu, \"retx_rx\": %lu, \"nack_reqs\": %lu},\n",
             l.retx_pkts, l.retx_reqs, l.probes, l.rto_expired, l.stale_reqs, l.nacks_tx, l.nacks_rx, l.retx_rx,
             l.nack_reqs);
+    fprintf(f, "  \"udp_checksum\": {\"tx\": \"%s\", \"rx\": \"%s\"},\n", r.udp_checksum_tx.c_str(),
+            r.udp_checksum_rx.c_str());
+    fprintf(f,
+            "  \"congestion\": {\"samples\": %lu, \"increases\": %lu, \"decreases\": %lu, \"loss_decreases\": %lu, "
+            "\"timeouts\": %lu, \"paced\": %lu, \"rate_mbps\": %.1f, \"srtt_us\": %.1f, \"base_rtt_us\": %.1f},\n",
+            r.cc.samples, r.cc.increases, r.cc.decreases, r.cc.loss_decreases, r.cc.timeouts, r.cc.paced,
+            r.cc.rate_mbps, r.cc.srtt_us, r.cc.base_rtt_us);
     fprintf(f, "  \"cycles\": {\"tx_per_packet\": %.1f, \"rx_per_packet\": %.1f, \"consumer_per_message\": %.1f},\n",
             r.tx_cycles_per_packet, r.rx_cycles_per_packet, r.consumer_cycles_per_message);
     fprintf(f, "  \"memory_bytes\": %lu,\n", r.memory_bytes);

@@ -44,6 +44,15 @@ struct Results {
         uint64_t retx_rx = 0;     // RETX data packets that reached the placer
         uint64_t nack_reqs = 0;   // NACK requests the placers raised
     } rel;
+    // Congestion control (tailmark/congestion.h), all sessions of the senders.
+    struct Congestion {
+        uint64_t samples = 0, increases = 0, decreases = 0, loss_decreases = 0, timeouts = 0, paced = 0;
+        double rate_mbps = 0;   // the sessions' paced rates, summed, at the end
+        double srtt_us = 0;     // the largest smoothed RTT of a session
+        double base_rtt_us = 0; // ... and its base RTT
+    } cc;
+    std::string udp_checksum_tx = "off"; // "offload" (the NIC fills it), "software", "off"
+    std::string udp_checksum_rx = "off"; // "offload" (the NIC's verdict in the rx flags), "software", "off"
     // Per flow: messages sent, acknowledged (completed at the receiver) and
     // released (consumed); a failed flow's unreleased messages are failed.
     struct Flow {

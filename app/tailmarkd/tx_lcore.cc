@@ -95,7 +95,7 @@ bool gen_source(void* ctx, void* user, uint32_t msg_id, Message& m, uint64_t& co
     }
     if (f.sizes != nullptr) // before any packet of it leaves: the consumer checks the length
         __atomic_store_n(&f.sizes[msg_id & (f.ring_size - 1)], uint64_t(msg_id) << 32 | len, __ATOMIC_RELEASE);
-    cookie = msg_id;
+    cookie = c.delivery_latency ? rte_rdtsc() : msg_id;
     bump(c.gen_msgs);
     return true;
 }
@@ -190,19 +190,29 @@ bool replay_queue(TxCtx& c, ReplayQueue& rq, uint64_t now) {
 bool tx_step(TxCtx& c) {
     const uint64_t now = rte_rdtsc();
     bool work = false;
+    uint64_t paced = 0;
     for (Sender* s : c.senders) {
         work |= s->poll(now);
+        const uint64_t p = s->paced_until();
+        paced = p != 0 && (paced == 0 || p < paced) ? p : paced;
         SendCompletion done[32]; // the generator's flows report none; others' are counted
         const uint32_t k = s->take_completions(done, 32);
         if (k) {
             bump(c.completions, k);
-            if (c.service) // an application's: into its completion ring
+            if (c.service) { // an application's: into its completion ring
                 for (uint32_t i = 0; i < k; i++)
                     svc_complete(done[i]);
+            } else if (c.delivery_latency) {
+                const uint64_t t = rte_rdtsc();
+                for (uint32_t i = 0; i < k; i++)
+                    if (done[i].status == SendStatus::Delivered)
+                        c.hist.add(t > done[i].cookie ? t - done[i].cookie : 0);
+            }
         }
     }
     for (ReplayQueue& rq : c.replay)
         work |= replay_queue(c, rq, now);
+    c.paced_until = work ? 0 : paced;
     return work;
 }
 

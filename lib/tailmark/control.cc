@@ -99,10 +99,11 @@ rte_mbuf* build_ack(rte_mempool* pool, const uint8_t (&l2l4)[kEthLen + kIpLen + 
     put32(b + 8, c.sender_epoch);
     put32(b + 12, c.receiver_epoch);
     put16(b + 16, static_cast<uint16_t>(nranges));
-    put16(b + 18, 0);
+    put16(b + 18, c.hold_ns == kNoEcho ? 0 : c.echo);
+    put32(b + 20, c.hold_ns);
     for (uint32_t i = 0; i < nranges; i++) {
-        put16(b + 20 + 4 * i, c.n.ranges[i].first);
-        put16(b + 22 + 4 * i, c.n.ranges[i].count);
+        put16(b + kAckFixedLen + 4 * i, c.n.ranges[i].first);
+        put16(b + kAckFixedLen + 2 + 4 * i, c.n.ranges[i].count);
     }
     sign(hdr, body, key);
     return m;
@@ -124,7 +125,7 @@ DropReason parse_ack(const rte_mbuf* m, const ParsedPacket& p, const SipKey& key
     const uint16_t nranges = get16(b + 16);
     const bool nack = has(p.hdr.flags, Flags::Nack);
     if (has(p.hdr.flags, Flags::Ack) == nack || has(p.hdr.flags, Flags::Retx) || has(p.hdr.flags, Flags::Session) ||
-        get16(b + 18) != 0 || p.body_len != kAckBodyLen + 4u * nranges || (!nack && nranges != 0) ||
+        p.body_len != kAckBodyLen + 4u * nranges || (!nack && nranges != 0) ||
         (nack && nranges == 0) || p.hdr.pkt_idx != 0 || p.hdr.offset != 0)
         return DropReason::ControlMalformed;
     out.nack = nack;
@@ -132,14 +133,16 @@ DropReason parse_ack(const rte_mbuf* m, const ParsedPacket& p, const SipKey& key
     out.acked_upto = get32(b + 4);
     out.sender_epoch = get32(b + 8);
     out.receiver_epoch = get32(b + 12);
-    if (out.sender_epoch == 0 || out.receiver_epoch == 0 || (!nack && p.hdr.msg_id != out.acked_upto))
+    out.echo = get16(b + 18);
+    out.hold_ns = get32(b + 20);
+    if ((out.hold_ns == kNoEcho && out.echo != 0) || out.sender_epoch == 0 || out.receiver_epoch == 0 || (!nack && p.hdr.msg_id != out.acked_upto))
         return DropReason::ControlMalformed;
     out.n.flow = p.hdr.flow;
     out.n.msg_id = p.hdr.msg_id;
     out.n.nranges = nranges;
     for (uint32_t i = 0; i < nranges; i++) {
-        out.n.ranges[i].first = get16(b + 20 + 4 * i);
-        out.n.ranges[i].count = get16(b + 22 + 4 * i);
+        out.n.ranges[i].first = get16(b + kAckFixedLen + 4 * i);
+        out.n.ranges[i].count = get16(b + kAckFixedLen + 2 + 4 * i);
     }
     return DropReason::None;
 }

@@ -18,8 +18,12 @@
 //    8  u32 sender_epoch   the session's epochs: a packet of another
 //   12  u32 receiver_epoch incarnation of the session is stale, not news
 //   16  u16 nranges        NACK: 1..32 ranges follow; ACK: 0
-//   18  u16 reserved       0
-//   20  nranges x {u16 first, u16 count}: packets [first, first + count) of
+//   18  u16 echo           the IPv4 identification of the newest data packet
+//                          of the flow placed here: the sender's send stamp
+//                          (congestion control's RTT sample)
+//   20  u32 hold_ns        nanoseconds from that packet's arrival to this
+//                          packet; 0xFFFFFFFF: no echo (nothing placed yet)
+//   24  nranges x {u16 first, u16 count}: packets [first, first + count) of
 //                          msg_id are missing; count 0: to the end of the group
 //
 // SESSION (handshake, keep-alive, reset, close). Header: flow = the
@@ -72,8 +76,9 @@ struct NackRange {
 
 inline constexpr uint32_t kMaxNackRanges = 32;
 inline constexpr uint32_t kMacLen = 8;
-inline constexpr uint32_t kAckFixedLen = 20;
-inline constexpr uint32_t kAckBodyLen = kAckFixedLen + kMacLen; // 28: an ACK
+inline constexpr uint32_t kAckFixedLen = 24;
+inline constexpr uint32_t kAckBodyLen = kAckFixedLen + kMacLen; // 32: an ACK
+inline constexpr uint32_t kNoEcho = 0xFFFFFFFF; // hold_ns of a packet that echoes nothing
 inline constexpr uint32_t kMaxAckBodyLen = kAckBodyLen + 4 * kMaxNackRanges;
 
 // One retransmission request for one message: what a NACK carries, and what
@@ -94,6 +99,8 @@ struct Control {
     uint32_t acked_upto = 0;
     uint32_t sender_epoch = 0;
     uint32_t receiver_epoch = 0;
+    uint32_t hold_ns = kNoEcho; // the echo's age at the receiver (kNoEcho: none)
+    uint16_t echo = 0;          // a data packet's send stamp (its IPv4 identification)
     Nack n{};
 };
 static_assert(sizeof(Control) % 4 == 0);

@@ -60,6 +60,7 @@ DropReason parse_packet(const rte_mbuf* m, const ParserConfig& cfg, ParsedPacket
         return DropReason::IpBadChecksum;
     if (ip.next_proto_id != IPPROTO_UDP)
         return DropReason::NotUdp;
+    out.ip_id = ip.packet_id; // the sender's send stamp, as it came (echoed verbatim)
 
     if (ip_len < kIpLen + kUdpLen)
         return DropReason::FrameTooShort;

@@ -23,6 +23,7 @@ struct ParsedPacket {
     Trailer trailer;          // valid only when is_last()
     uint32_t payload_off = 0; // byte offset of the payload in the frame
     uint32_t body_len = 0;    // UDP payload after the Header (control packets)
+    uint16_t ip_id = 0;       // IPv4 identification, network order: a data packet's send stamp
 
     bool is_last() const { return has(hdr.flags, Flags::Last); }
     // ACK, NACK or SESSION: never data (the parser refuses them with LAST).

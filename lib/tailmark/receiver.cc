@@ -5,6 +5,7 @@
 #include <new>
 
 #include <rte_branch_prediction.h>
+#include <rte_cycles.h>
 #include <rte_malloc.h>
 #include <rte_ring_elem.h>
 
@@ -22,6 +23,7 @@ struct RecvFlow {
     uint32_t released_sent = 0;  // the cursors of the last ACK sent
     uint32_t acked_sent = 0;
     uint64_t ack_tsc = 0;
+    uint64_t echo_sent_tsc = 0;  // arrival of the packet the last ACK echoed
 };
 
 uint16_t Receiver::id_of(const RecvFlow* f) { return f->spec.id; }
@@ -53,6 +55,8 @@ void Receiver::free_flow(RecvFlow* f) {
 }
 
 Receiver::Receiver(const ReceiverConfig& cfg) : cfg_(cfg), placer_(cfg.parser, cfg.socket) {
+    if (cfg_.tsc_hz == 0)
+        cfg_.tsc_hz = rte_get_tsc_hz();
     placer_.set_mode(cfg.mode);
     placer_.set_nack_delay(cfg.nack_delay);
     flows_.reserve(kMaxRecvFlows);
@@ -152,6 +156,17 @@ bool Receiver::emit(RecvFlow& f, Control& c, uint64_t now) {
     c.n.flow = f.spec.peer_flow;
     c.sender_epoch = link->peer_epoch;
     c.receiver_epoch = link->local_epoch;
+    uint16_t stamp = 0;
+    uint64_t arrived = 0;
+    if (!link->local_peer && placer_.echo_of(f.spec.id, stamp, arrived) && now >= arrived) {
+        const uint64_t ns = (now - arrived) * 1000000000ull / cfg_.tsc_hz; // < 2^64 for holds under ~2 s at 4 GHz
+        c.echo = stamp;
+        c.hold_ns = ns < kNoEcho ? static_cast<uint32_t>(ns) : kNoEcho - 1;
+        f.echo_sent_tsc = arrived;
+    } else {
+        c.echo = 0;
+        c.hold_ns = kNoEcho;
+    }
     bool ok;
     if (link->local_peer) {
         const uint8_t s = cfg_.routes.sender_of ? cfg_.routes.sender_of[c.n.flow] : kNoSender;
@@ -172,6 +187,16 @@ bool Receiver::emit(RecvFlow& f, Control& c, uint64_t now) {
     if (!link->local_peer)
         bump(ctr_.ctl_packets);
     return true;
+}
+
+// Data arrived since the last ACK's echo, and the sender has heard nothing
+// for ack_feedback: its congestion control needs a fresh RTT sample.
+inline bool Receiver::feedback_due(const RecvFlow& f, uint64_t now) const {
+    if (cfg_.ack_feedback == 0 || now - f.ack_tsc < cfg_.ack_feedback)
+        return false;
+    uint16_t stamp;
+    uint64_t arrived;
+    return placer_.echo_of(f.spec.id, stamp, arrived) && arrived != f.echo_sent_tsc;
 }
 
 bool Receiver::poll(uint64_t now) {
@@ -203,7 +228,7 @@ bool Receiver::poll(uint64_t now) {
         const uint32_t adv_r = released - f.released_sent, adv_a = acked - f.acked_sent;
         const uint32_t adv = adv_r > adv_a ? adv_r : adv_a;
         const bool asked = placer_.take_ack_request(f.spec.id);
-        if (!(asked || adv >= f.batch || (adv != 0 && now - f.ack_tsc >= cfg_.ack_min)))
+        if (!(asked || adv >= f.batch || (adv != 0 && now - f.ack_tsc >= cfg_.ack_min) || feedback_due(f, now)))
             continue;
         c.nack = false;
         c.n.nranges = 0;

@@ -57,6 +57,11 @@ struct ReceiverConfig {
     uint64_t ack_min = 0;        // cycles: a moved cursor is ACKed within this
     uint32_t ack_batch_div = 4;  // ... and at once after ring size / div messages
     uint32_t ack_scan = 64;      // flows the ACK scheduler visits per poll
+    // While data arrives, an ACK at least this often (cycles), echoing the
+    // newest packet's send stamp: the sender's congestion control lives on
+    // these RTT samples. 0: only when the cursors move.
+    uint64_t ack_feedback = 0;
+    uint64_t tsc_hz = 0;         // for the echo's hold time in ns (0: rte_get_tsc_hz())
     ReceiverRoutes routes;
     CompletionMode mode = CompletionMode::Message;
     const char* name = "tm_rcv"; // prefix of its rings' names (unique per Receiver)
@@ -112,6 +117,7 @@ public:
 
 private:
     bool emit(RecvFlow& f, Control& c, uint64_t now);
+    bool feedback_due(const RecvFlow& f, uint64_t now) const;
     void route(rte_mbuf* m);
 
     ReceiverConfig cfg_;

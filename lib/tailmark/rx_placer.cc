@@ -74,6 +74,8 @@ struct RxPlacer::FlowRx {
     uint32_t hi_msg;   // one past the highest msg_id any packet was placed for
     bool any;          // hi_msg is valid
     bool owned;        // made by add_flow: the placer frees it (install()ed flows are the caller's)
+    uint16_t echo;     // IPv4 identification of the newest packet placed (network order): its send stamp
+    uint64_t echo_tsc; // when it arrived (0: nothing placed yet)
     alignas(64) uint32_t acked;   // cum, published (atomic) for the ACK sender
     uint32_t ack_req;             // atomic: a RETX came for a completed message
 };
@@ -181,6 +183,15 @@ uint32_t RxPlacer::acked_upto(uint16_t flow) const {
 }
 
 const uint32_t* RxPlacer::acked_word(const FlowRx* f) { return &f->acked; }
+
+bool RxPlacer::echo_of(uint16_t flow, uint16_t& stamp, uint64_t& arrived) const {
+    const FlowRx* f = table_ != nullptr ? table_[flow] : nullptr;
+    if (f == nullptr || f->echo_tsc == 0)
+        return false;
+    stamp = rte_be_to_cpu_16(f->echo);
+    arrived = f->echo_tsc;
+    return true;
+}
 
 bool RxPlacer::take_ack_request(uint16_t flow) {
     FlowRx* f = table_ != nullptr ? table_[flow] : nullptr;
@@ -295,6 +306,10 @@ inline DropReason RxPlacer::process_as(const rte_mbuf* m, uint64_t now_tsc, bool
                 ctr_.retx++;
             FlowRx* f = table_[p.hdr.flow];
             r = f == nullptr ? DropReason::UnknownFlow : place<kMode>(*f, m, p, now_tsc);
+            if (r == DropReason::None) { // congestion control's RTT sample: echoed by the next ACK
+                f->echo = p.ip_id;
+                f->echo_tsc = now_tsc;
+            }
         }
     }
     if (r != DropReason::None)

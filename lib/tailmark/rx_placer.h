@@ -103,6 +103,10 @@ public:
     uint32_t acked_upto(uint16_t flow) const;
     // The same, as a word another lcore of this process reads (acquire).
     static const uint32_t* acked_word(const FlowRx* f);
+    // The send stamp (IPv4 identification) of the newest packet placed for
+    // the flow and when it arrived: the ACK echoes it (congestion control's
+    // RTT). False before the first. The owner lcore.
+    bool echo_of(uint16_t flow, uint16_t& stamp, uint64_t& arrived) const;
     // True once after a retransmitted packet came for a message already
     // completed: the sender missed an ACK, send one now. Any lcore.
     bool take_ack_request(uint16_t flow);

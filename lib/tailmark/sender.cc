@@ -98,6 +98,7 @@ struct SendFlow {
     bool graced = false;  // one late firing forgiven since the last progress
     bool unrecorded = false; // the active message has no record (see new_data)
     uint32_t index = 0;   // in the round robin
+    Congestion* cc = nullptr; // its session's (nullptr: not congestion-controlled)
 };
 
 SendFlow* Sender::make_flow(const SendFlowSpec& spec, int socket) {
@@ -139,16 +140,24 @@ Sender::FlowView Sender::view(const SendFlow* f) {
     v.failed = peek(f->failed);
     v.retx_pkts = peek(f->retx_pkts);
     v.failed_msgs = peek(f->failed_msgs);
+    // Relaxed reads of the owner's doubles and words: a summary's figures.
+    v.cc_rate_bps = f->cc ? f->cc->rate_bps() : 0;
+    v.cc_srtt = f->cc ? f->cc->srtt() : 0;
+    v.cc_base_rtt = f->cc ? f->cc->base_rtt() : 0;
     return v;
 }
 
 Sender::Sender(const SenderConfig& cfg)
     : cfg_(cfg), marker_(cfg.pool, PayloadMode::Copy), marker_zc_(cfg.pool, PayloadMode::ZeroCopy),
       tx_(cfg.port, cfg.queue, cfg.stall), pend_(tx_.slots()) {
-    marker_.set_udp_checksum(cfg.udp_checksum);
-    marker_zc_.set_udp_checksum(cfg.udp_checksum);
+    marker_.set_udp_checksum(cfg.udp_checksum, cfg.udp_checksum_offload);
+    marker_zc_.set_udp_checksum(cfg.udp_checksum, cfg.udp_checksum_offload);
     pcfg_.udp_port = cfg.udp_port;
     pcfg_.verify_udp_checksum = cfg.udp_checksum;
+    if (cfg_.cc.tsc_hz == 0)
+        cfg_.cc.tsc_hz = rte_get_tsc_hz();
+    stamp_shift_ = Congestion::stamp_shift(cfg_.cc.tsc_hz);
+    cc_.resize(cfg.max_flows < kMaxCcSessions ? (cfg.max_flows ? cfg.max_flows : 1) : kMaxCcSessions);
     if (cfg_.burst == 0 || cfg_.burst > TxMarker::kMaxBurst)
         cfg_.burst = TxMarker::kMaxBurst;
     table_ = static_cast<SendFlow**>(rte_zmalloc_socket("tm_send_table", sizeof(SendFlow*) * 65536, 64, cfg.socket));
@@ -191,7 +200,34 @@ bool Sender::install(SendFlow* f) {
     f->index = static_cast<uint32_t>(flows_.size());
     flows_.push_back(f); // reserved: no allocation
     table_[f->spec.id] = f;
+    const SessionLink* link = f->spec.link;
+    f->cc = cfg_.cc.enabled && f->spec.reliable && link != nullptr && !link->local_peer &&
+                    f->spec.local_released == nullptr
+                ? cc_for(link)
+                : nullptr;
     return true;
+}
+
+// The session's controller, shared by its flows here; a fresh one for the
+// session's first flow (slots: one per flow at most, so one is free).
+Congestion* Sender::cc_for(const SessionLink* link) {
+    CcSlot* free_slot = nullptr;
+    for (CcSlot& c : cc_) {
+        if (c.users != 0 && c.link == link) {
+            c.users++;
+            return &c.cc;
+        }
+        if (c.users == 0 && free_slot == nullptr)
+            free_slot = &c;
+    }
+    if (free_slot == nullptr) {
+        bump(ctr_.cc_no_slot); // more sessions than controllers: this one goes unpaced
+        return nullptr;
+    }
+    free_slot->link = link;
+    free_slot->users = 1;
+    free_slot->cc.init(cfg_.cc, stamp_shift_, 0);
+    return &free_slot->cc;
 }
 
 SendFlow* Sender::remove(uint16_t id) {
@@ -208,6 +244,10 @@ SendFlow* Sender::remove(uint16_t id) {
             j.nranges = 0; // stale when its turn comes
     }
     table_[id] = nullptr;
+    if (f->cc != nullptr) // the slot outlives it: view() may still read the session's last rate
+        for (CcSlot& c : cc_)
+            if (&c.cc == f->cc)
+                c.users--;
     SendFlow* last = flows_.back();
     flows_[f->index] = last;
     last->index = f->index;
@@ -380,6 +420,14 @@ DropReason Sender::apply(SendFlow& f, const Control& c, uint64_t now) {
         publish(f.released, c.released_upto);
         retire(f);
     }
+    if (f.cc != nullptr) {
+        if (c.hold_ns != kNoEcho) {
+            bump(ctr_.cc_samples);
+            on_cc_event(f.cc->on_echo(now, c.echo, c.hold_ns));
+        }
+        if (c.nack)
+            f.cc->on_loss();
+    }
     if (c.nack) {
         if (!push_job(c.n))
             return DropReason::NackQueueFull;
@@ -444,17 +492,20 @@ bool Sender::push_job(const Nack& n) {
     return true;
 }
 
-// Takes up the next request: only for a message the flow still owes (fully
-// sent, not yet released) and ranges inside its group. False: none left.
+// Takes up the next request: only for a message the flow still owes (sent,
+// not yet released) and ranges inside its group; of the message being cut,
+// the packets already sent (a paced 1 MiB message is out for many RTTs, and
+// its gaps are NACKed meanwhile). False: none left.
 bool Sender::start_job() {
     while (job_count_ > 0) {
         job_ = jobs_[job_head_];
         job_head_ = (job_head_ + 1) % static_cast<uint32_t>(jobs_.size());
         job_count_--;
         SendFlow* f = table_[job_.flow];
+        const bool cutting = f != nullptr && f->active && !f->unrecorded && job_.msg_id == f->sent;
         bool ok = f != nullptr && f->failed == FailReason::None && job_.nranges != 0 &&
                   job_.nranges <= kMaxNackRanges && !before(job_.msg_id, f->released) &&
-                  before(job_.msg_id, f->sent);
+                  (before(job_.msg_id, f->sent) || cutting);
         if (ok) {
             const OutMsg& o = f->out[job_.msg_id & f->mask];
             ok = o.msg_id == job_.msg_id;
@@ -466,15 +517,16 @@ bool Sender::start_job() {
                 job_msg_.iova = o.iova;
                 job_msg_.plan = plan_group(o.len, f->spec.tx.stride);
                 job_msg_.crc32c = o.crc32c;
-                job_msg_.crc_pending = false;
-                // The first range with packets in the group.
+                job_msg_.crc_pending = false; // only a LAST carries it, and the LAST of a message being cut is not out
+                job_limit_ = cutting ? f->next_pkt : o.pkt_count;
+                // The first range with packets in the group (sent ones).
                 for (job_r_ = 0; job_r_ < job_.nranges; job_r_++) {
                     const NackRange& r = job_.ranges[job_r_];
-                    if (r.first >= o.pkt_count)
+                    if (r.first >= job_limit_)
                         continue;
                     job_pos_ = r.first;
-                    job_end_ = r.count == 0 || r.first + uint32_t(r.count) > o.pkt_count ? o.pkt_count
-                                                                                           : r.first + r.count;
+                    job_end_ = r.count == 0 || r.first + uint32_t(r.count) > job_limit_ ? job_limit_
+                                                                                          : r.first + r.count;
                     break;
                 }
                 ok = job_r_ < job_.nranges;
@@ -489,8 +541,35 @@ bool Sender::start_job() {
     return false;
 }
 
+void Sender::on_cc_event(CcEvent e) {
+    switch (e) {
+    case CcEvent::None: break;
+    case CcEvent::Increase: bump(ctr_.cc_increases); break;
+    case CcEvent::Decrease: bump(ctr_.cc_decreases); break;
+    case CcEvent::LossDecrease: bump(ctr_.cc_loss_decreases); break;
+    }
+}
+
+// The session's pacer holds the flow back for now.
+inline bool Sender::paced(SendFlow& f, uint64_t now) {
+    if (f.cc == nullptr || f.cc->may_send(now))
+        return false;
+    bump(ctr_.cc_paced);
+    if (paced_until_ == 0 || f.cc->next_send() < paced_until_)
+        paced_until_ = f.cc->next_send();
+    return true;
+}
+
+// Packets pend_[first, first + k) of a paced flow were built: their frames' bytes.
+inline void Sender::pace(SendFlow& f, uint64_t now, uint32_t first, uint32_t k) {
+    uint64_t bytes = 0;
+    for (uint32_t i = first; i < first + k; i++)
+        bytes += rte_pktmbuf_pkt_len(pend_[i]);
+    f.cc->sent(now, bytes);
+}
+
 // Retransmissions into pend_[n..), before any new message.
-uint32_t Sender::serve_jobs(uint32_t burst, uint32_t n) {
+uint32_t Sender::serve_jobs(uint32_t burst, uint32_t n, uint64_t now) {
     while (n < burst) {
         if (!job_on_ && !(job_on_ = start_job()))
             break;
@@ -502,20 +581,27 @@ uint32_t Sender::serve_jobs(uint32_t burst, uint32_t n) {
             job_on_ = false;
             continue;
         }
+        if (paced(f, now))
+            break; // its turn comes with the pacer's (requests are served in order)
         uint32_t k = job_end_ - job_pos_;
         if (k > burst - n)
             k = burst - n;
+        if (f.cc != nullptr && k * f.spec.tx.stride > f.cc->step_bytes())
+            k = f.cc->step_bytes() / f.spec.tx.stride + 1;
+        job_msg_.stamp = stamp_;
         const int rc = marker(f).build(f.spec.tx, job_msg_, job_pos_, k, pend_ + n, Flags::Retx);
         if (unlikely(rc < 0)) {
             bump(ctr_.alloc_fail);
             break;
         }
+        if (f.cc != nullptr)
+            pace(f, now, n, k);
         n += k;
         bump(ctr_.retx_pkts, k);
         publish(f.retx_pkts, f.retx_pkts + k);
         job_pos_ += k;
         if (job_pos_ == job_end_) { // the next range of the request
-            const uint32_t count = job_msg_.plan.pkt_count;
+            const uint32_t count = job_limit_;
             job_on_ = false;
             for (job_r_++; job_r_ < job_.nranges; job_r_++) {
                 const NackRange& r = job_.ranges[job_r_];
@@ -544,6 +630,9 @@ void Sender::restart(SendFlow& f, uint64_t now) {
     f.retries = 0;
     f.graced = false;
     f.rto = cfg_.rto;
+    // A path with a queue: no timeout before three smoothed RTTs.
+    if (f.cc != nullptr && 3 * f.cc->srtt() > f.rto)
+        f.rto = 3 * f.cc->srtt() < cfg_.rto_max ? 3 * f.cc->srtt() : cfg_.rto_max;
     arm(f, now, f.rto);
 }
 
@@ -597,6 +686,11 @@ void Sender::on_timer(SendFlow& f, uint64_t now) {
                           f.spec.link->peer_ctl_tsc.load(std::memory_order_relaxed) > f.armed_tsc;
     if (f.acked != f.sent || !answered) {
         bump(ctr_.rto_expired);
+        // The path fell silent for a timeout: slow down. (A timeout while
+        // ACKs still bring RTT samples is a lost packet's, which the
+        // probe's NACK repairs; the delay speaks for the path.)
+        if (f.cc != nullptr && f.acked != f.sent && f.cc->on_timeout(now, f.rto))
+            bump(ctr_.cc_timeouts);
         if (++f.retries > cfg_.retry_limit) {
             fail_flow(f, FailReason::RetryLimit);
             return;
@@ -723,15 +817,25 @@ uint32_t Sender::new_data(uint32_t burst, uint32_t n, uint64_t now) {
             f.active = true;
             active_++;
         }
+        if (paced(f, now)) { // the session's pacer: the next flow's turn
+            next_turn();
+            idle++;
+            continue;
+        }
         idle = 0;
         uint32_t k = f.msg.plan.pkt_count - f.next_pkt;
         if (k > burst - n)
             k = burst - n;
+        if (f.cc != nullptr && k * f.msg.plan.stride > f.cc->step_bytes())
+            k = f.cc->step_bytes() / f.msg.plan.stride + 1;
+        f.msg.stamp = stamp_;
         const int rc = marker(f).build(f.spec.tx, f.msg, f.next_pkt, k, pend_ + n);
         if (unlikely(rc < 0)) {
             bump(ctr_.alloc_fail);
             break; // pool empty: next round
         }
+        if (f.cc != nullptr)
+            pace(f, now, n, k);
         n += k;
         f.next_pkt += k;
         turn_bytes_ += static_cast<uint64_t>(k) * f.msg.plan.stride; // about: the LAST carries less
@@ -794,17 +898,20 @@ bool Sender::poll(uint64_t now) {
     }
     timers(now);
 
+    paced_until_ = 0;
     if (tx_.flush(now)) {
         const uint32_t burst = __atomic_load_n(&cfg_.burst, __ATOMIC_RELAXED);
         uint32_t n = rte_ring_sc_dequeue_burst(ctl_out_, reinterpret_cast<void**>(pend_), burst / 2 ? burst / 2 : 1,
                                                nullptr);
         bump(ctr_.ctl_tx, n);
-        n = serve_jobs(burst, n);
+        stamp_ = rte_cpu_to_be_16(static_cast<uint16_t>(now >> stamp_shift_));
+        n = serve_jobs(burst, n, now);
         if (!flows_.empty())
             n = new_data(burst, n, now);
         if (n != 0) {
             tx_.send(n, now);
             work = true;
+            paced_until_ = 0;
         }
     }
     const uint32_t busy = active_ + queued_ + tx_.pending() + job_count_ + (job_on_ ? 1 : 0);

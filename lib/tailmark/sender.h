@@ -27,6 +27,7 @@
 #include <rte_mempool.h>
 #include <rte_ring.h>
 
+#include "tailmark/congestion.h"
 #include "tailmark/control.h"
 #include "tailmark/drop_reason.h"
 #include "tailmark/packet_parser.h"
@@ -105,6 +106,7 @@ struct SenderConfig {
     uint16_t udp_port = kDefaultUdpPort; // ACKs and NACKs arrive on it
     rte_mempool* pool = nullptr; // headers and copies
     bool udp_checksum = false;
+    bool udp_checksum_offload = false; // the tx queue fills it (RTE_ETH_TX_OFFLOAD_UDP_CKSUM)
     uint32_t burst = 32;
     uint64_t tx_quantum = 1 << 20;  // payload bytes one flow sends per round-robin turn
     uint64_t rto = 0;               // cycles: first retransmission timeout
@@ -116,6 +118,9 @@ struct SenderConfig {
     uint32_t jobs = 1024;           // retransmission requests queued
     const char* name = "tm_snd";    // prefix of its rings' names (unique per Sender)
     int socket = 0;
+    // Congestion control, per session (flows with a remote peer; a peer in
+    // this process has no path to share). tsc_hz 0: rte_get_tsc_hz().
+    CongestionConfig cc;
 };
 
 struct SenderCounters {
@@ -134,6 +139,14 @@ struct SenderCounters {
     uint64_t delivered = 0;   // messages delivered (reliable)
     uint64_t failed = 0;      // messages failed
     uint64_t source_refused = 0; // messages the source produced that could not be sent (bytes handed back)
+    // Congestion control (all sessions of this Sender)
+    uint64_t cc_samples = 0;   // RTT samples taken from ACK/NACK echoes
+    uint64_t cc_increases = 0;
+    uint64_t cc_decreases = 0; // for queueing delay above the target
+    uint64_t cc_loss_decreases = 0; // for a loss with the delay agreeing
+    uint64_t cc_timeouts = 0;  // rate halved by a retransmission timeout
+    uint64_t cc_paced = 0;     // turns a flow waited for its session's pacer
+    uint64_t cc_no_slot = 0;   // flows of a session beyond kMaxCcSessions: not congestion-controlled
     DropCounters drops{};     // control packets refused
 };
 
@@ -210,6 +223,10 @@ public:
     uint32_t flows() const { return static_cast<uint32_t>(flows_.size()); }
     // Messages in progress, queued or packets pending (the control loop's drain).
     uint32_t busy() const { return __atomic_load_n(&busy_, __ATOMIC_RELAXED); }
+    // After a poll that sent nothing because every session with data waited
+    // for its pacer: when the earliest may send (0: not held by a pacer).
+    // The owner lcore may sleep until then instead of spinning.
+    uint64_t paced_until() const { return paced_until_; }
     void set_burst(uint32_t b) { __atomic_store_n(&cfg_.burst, b, __ATOMIC_RELAXED); }
 
     // Per flow, any thread (relaxed): for summaries and the shell.
@@ -219,6 +236,9 @@ public:
         FailReason failed;
         uint64_t retx_pkts;
         uint64_t failed_msgs;
+        double cc_rate_bps;   // its session's paced rate (0: not congestion-controlled)
+        uint64_t cc_srtt;     // cycles
+        uint64_t cc_base_rtt; // cycles
     };
     static FlowView view(const SendFlow* f);
 
@@ -226,7 +246,11 @@ private:
     void enqueue(SendFlow& f, const Message& m, uint64_t len, uint64_t cookie);
     void refuse(const Message& m);
     bool intake(uint64_t now);
-    uint32_t serve_jobs(uint32_t burst, uint32_t n);
+    uint32_t serve_jobs(uint32_t burst, uint32_t n, uint64_t now);
+    bool paced(SendFlow& f, uint64_t now);
+    void pace(SendFlow& f, uint64_t now, uint32_t first, uint32_t k);
+    void on_cc_event(CcEvent e);
+    Congestion* cc_for(const SessionLink* link);
     uint32_t new_data(uint32_t burst, uint32_t n, uint64_t now);
     void timers(uint64_t now);
     void on_timer(SendFlow& f, uint64_t now);
@@ -264,6 +288,7 @@ private:
     Nack job_{};
     bool job_on_ = false;
     uint32_t job_r_ = 0, job_pos_ = 0, job_end_ = 0;
+    uint32_t job_limit_ = 0; // packets of job_'s message that exist (sent)
     TxMessage job_msg_;
     // Completions not taken yet: a circular queue.
     std::vector<SendCompletion> comp_;
@@ -274,6 +299,17 @@ private:
     rte_ring* local_in_ = nullptr;
     rte_ring* ctl_out_ = nullptr;
     ParserConfig pcfg_;
+    // Congestion control: one per session with flows here, shared by them.
+    struct CcSlot {
+        const SessionLink* link = nullptr;
+        uint32_t users = 0;
+        Congestion cc;
+    };
+    static constexpr uint32_t kMaxCcSessions = 256; // controllers per Sender (4 KiB of send history each)
+    std::vector<CcSlot> cc_; // allocated at construction
+    unsigned stamp_shift_ = 11;
+    uint16_t stamp_ = 0;   // this round's send stamp (network order): every data packet's IPv4 ID
+    uint64_t paced_until_ = 0; // see paced_until()
 };
 
 } // namespace tailmark

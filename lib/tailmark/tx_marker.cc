@@ -37,7 +37,7 @@ bool TxFlow::make(TxFlow& out, uint16_t id, uint32_t key, uint32_t ring_size, ui
     ip->version_ihl = RTE_IPV4_VHL_DEF; // version 4, IHL 5
     ip->type_of_service = 0;
     ip->total_length = 0;                // per packet
-    ip->packet_id = 0;                   // DF set: the ID is unused (RFC 6864)
+    ip->packet_id = 0;                   // per packet: the send stamp (DF set: the ID is free, RFC 6864)
     ip->fragment_offset = RTE_BE16(RTE_IPV4_HDR_DF_FLAG);
     ip->time_to_live = 64;
     ip->next_proto_id = IPPROTO_UDP;
@@ -125,6 +125,18 @@ uint32_t chain_pieces(rte_mbuf* chain, uint32_t off, uint32_t len) {
     return n;
 }
 
+// The UDP checksum: by the NIC (the pseudo-header's sum in the field, the
+// request in ol_flags, l2/l3 lengths set), or here over the pseudo-header,
+// UDP header and payload (the field 0 while summing).
+inline void fill_udp_checksum(rte_mbuf* m, rte_ipv4_hdr* ip, rte_udp_hdr* udp, bool offload) {
+    if (offload) {
+        m->ol_flags |= RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_UDP_CKSUM;
+        udp->dgram_cksum = rte_ipv4_phdr_cksum(ip, m->ol_flags);
+    } else {
+        udp->dgram_cksum = rte_ipv4_udptcp_cksum_mbuf(m, ip, kEthLen + kIpLen);
+    }
+}
+
 inline uint16_t fold_add(uint16_t sum, uint16_t v) {
     uint32_t s = static_cast<uint32_t>(sum) + v;
     s = (s & 0xFFFF) + (s >> 16);
@@ -156,14 +168,15 @@ namespace {
 
 // L2-L4 from the template, then the lengths and the IPv4 checksum; the header.
 // Returns the UDP header (its checksum is filled last, over the whole packet).
-inline rte_udp_hdr* write_headers(uint8_t* p, const TxFlow& flow, const Header& h, bool last) {
+inline rte_udp_hdr* write_headers(uint8_t* p, const TxFlow& flow, const Header& h, bool last, uint16_t stamp) {
     rte_memcpy(p, flow.l2l4, sizeof(flow.l2l4));
     const uint32_t udp_len = kUdpLen + kHeaderLen + h.pay_len + (last ? kTrailerLen : 0);
     const uint16_t ip_len = static_cast<uint16_t>(kIpLen + udp_len);
     auto* ip = reinterpret_cast<rte_ipv4_hdr*>(p + kEthLen);
     auto* udp = reinterpret_cast<rte_udp_hdr*>(p + kEthLen + kIpLen);
     ip->total_length = rte_cpu_to_be_16(ip_len);
-    ip->hdr_checksum = static_cast<uint16_t>(~fold_add(flow.ip_sum, rte_cpu_to_be_16(ip_len)));
+    ip->packet_id = stamp;
+    ip->hdr_checksum = static_cast<uint16_t>(~fold_add(fold_add(flow.ip_sum, rte_cpu_to_be_16(ip_len)), stamp));
     udp->dgram_len = rte_cpu_to_be_16(static_cast<uint16_t>(udp_len));
     encode(h, reinterpret_cast<WireHeader*>(p + kEthLen + kIpLen + kUdpLen));
     return udp;
@@ -196,7 +209,7 @@ inline Trailer trailer_for(const TxMessage& msg, const TxFlow& flow) {
 // segment arithmetic. kStream: the CRC32C is folded into the copy (a
 // separate instance, so the plain one pays nothing for it).
 template <bool kStream>
-int build_single(rte_mempool* pool, bool udp_checksum, const TxFlow& flow, TxMessage& msg, uint32_t first,
+int build_single(rte_mempool* pool, bool udp_checksum, bool offload, const TxFlow& flow, TxMessage& msg, uint32_t first,
                  uint32_t n, rte_mbuf** out, Flags extra) {
     if (rte_pktmbuf_alloc_bulk(pool, out, n) != 0)
         return -ENOMEM;
@@ -207,7 +220,7 @@ int build_single(rte_mempool* pool, bool udp_checksum, const TxFlow& flow, TxMes
         const Header h = header_for(msg, flow, idx, last, extra);
         rte_mbuf* m = out[i];
         uint8_t* p = rte_pktmbuf_mtod(m, uint8_t*);
-        rte_udp_hdr* udp = write_headers(p, flow, h, last);
+        rte_udp_hdr* udp = write_headers(p, flow, h, last, msg.stamp);
         const uint8_t* src = msg.bytes.data() + h.offset;
         if (kStream && h.offset == msg.crc_upto) { // in order: copy and checksum in one pass
             msg.crc_state = crc32c_copy(msg.crc_state, p + kFrameOverhead, {src, h.pay_len});
@@ -232,8 +245,7 @@ int build_single(rte_mempool* pool, bool udp_checksum, const TxFlow& flow, TxMes
         m->l2_len = kEthLen;
         m->l3_len = kIpLen;
         if (udp_checksum)
-            udp->dgram_cksum = rte_ipv4_udptcp_cksum_mbuf(m, reinterpret_cast<rte_ipv4_hdr*>(p + kEthLen),
-                                                          kEthLen + kIpLen);
+            fill_udp_checksum(m, reinterpret_cast<rte_ipv4_hdr*>(p + kEthLen), udp, offload);
     }
     return static_cast<int>(n);
 }
@@ -253,8 +265,8 @@ int TxMarker::build(const TxFlow& flow, TxMessage& msg, uint32_t first, uint32_t
     // A full packet's payload, or a tail and the trailer (never more than a
     // stride together: plan_group), fits one mbuf.
     if (single_segment(msg))
-        return msg.crc_pending ? build_single<true>(pool_, udp_checksum_, flow, msg, first, n, out, extra)
-                               : build_single<false>(pool_, udp_checksum_, flow, msg, first, n, out, extra);
+        return msg.crc_pending ? build_single<true>(pool_, udp_checksum_, udp_offload_, flow, msg, first, n, out, extra)
+                               : build_single<false>(pool_, udp_checksum_, udp_offload_, flow, msg, first, n, out, extra);
     if (msg.crc_pending) // not streamed on this path: the whole message first
         checksum(msg);
     uint32_t segs[kMaxBurst];
@@ -286,7 +298,7 @@ int TxMarker::build(const TxFlow& flow, TxMessage& msg, uint32_t first, uint32_t
         };
 
         uint8_t* p = rte_pktmbuf_mtod(head, uint8_t*);
-        rte_udp_hdr* udp = write_headers(p, flow, header_for(msg, flow, idx, last, extra), last);
+        rte_udp_hdr* udp = write_headers(p, flow, header_for(msg, flow, idx, last, extra), last, msg.stamp);
         head->data_len = static_cast<uint16_t>(kFrameOverhead);
 
         if (mode_ == PayloadMode::Copy) {
@@ -361,9 +373,8 @@ int TxMarker::build(const TxFlow& flow, TxMessage& msg, uint32_t first, uint32_t
         head->pkt_len = pkt_len;
         head->l2_len = kEthLen;
         head->l3_len = kIpLen;
-        if (udp_checksum_) // over the pseudo-header, UDP header and payload (field 0 while summing)
-            udp->dgram_cksum = rte_ipv4_udptcp_cksum_mbuf(head, rte_pktmbuf_mtod_offset(head, rte_ipv4_hdr*, kEthLen),
-                                                          kEthLen + kIpLen);
+        if (udp_checksum_)
+            fill_udp_checksum(head, rte_pktmbuf_mtod_offset(head, rte_ipv4_hdr*, kEthLen), udp, udp_offload_);
         out[i] = head;
     }
     return static_cast<int>(n);

@@ -54,6 +54,10 @@ struct TxMessage {
     // (memory it DMA-mapped itself); RTE_BAD_IOVA: looked up per segment
     // (rte_mem_virt2iova, which in IOVA-as-PA mode reads /proc/self/pagemap).
     rte_iova_t iova = RTE_BAD_IOVA;
+    // The send stamp every packet built next carries as its IPv4
+    // identification (network order; congestion control's RTT, see
+    // congestion.h). DF is set, so the ID is free (RFC 6864).
+    uint16_t stamp = 0;
     // Filled by TxMarker::prepare.
     GroupPlan plan;
     uint32_t crc32c = 0;
@@ -99,7 +103,12 @@ public:
     // receiver that verifies finds a damaged packet by itself, so a corrupting
     // link costs a packet's retransmission instead of the whole message's
     // (the trailer's CRC32C only says that some byte of the message is wrong).
-    void set_udp_checksum(bool on) { udp_checksum_ = on; }
+    // offload: the NIC fills it (RTE_ETH_TX_OFFLOAD_UDP_CKSUM on the queue):
+    // the packet carries the pseudo-header sum and the request flags.
+    void set_udp_checksum(bool on, bool offload = false) {
+        udp_checksum_ = on;
+        udp_offload_ = on && offload;
+    }
 
 private:
     static void checksum(TxMessage& msg); // msg.crc32c over the whole message
@@ -111,6 +120,7 @@ private:
     uint32_t room_; // data room per mbuf, after the headroom (read once: it is in the pool's private area)
     PayloadMode mode_;
     bool udp_checksum_ = false;
+    bool udp_offload_ = false;
 };
 
 } // namespace tailmark

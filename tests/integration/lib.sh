@@ -139,6 +139,45 @@ tm_veth_pair() {
     MAC_B=$(ip netns exec "$nb" cat /sys/class/net/vethB/address)
 }
 
+# tm_bridged NA NM NB: three network namespaces, NA and NB joined through a
+# Linux bridge br0 in NM: vethA (NA) - mA [br0 in NM] mB - vethB (NB). Loss,
+# shaping (tc) and nftables chains go on the bridge's ports in NM, where they
+# are real loss to both ends (not the endpoints' own veths: an af_packet
+# socket sees a frame before any ingress hook, and af_packet retries a drop
+# in an egress one). IPv6 off, remembered for the cleanup. Sets MAC_A, MAC_B.
+tm_bridged() {
+    local ns
+    TM_NETNS+=("$1" "$2" "$3")
+    for ns in "$1" "$2" "$3"; do
+        ip netns add "$ns" || return 1
+        ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 || return 1
+        ip netns exec "$ns" sysctl -qw net.ipv6.conf.default.disable_ipv6=1 || return 1
+    done
+    ip link add vethA netns "$1" type veth peer name mA netns "$2" || return 1
+    ip link add vethB netns "$3" type veth peer name mB netns "$2" || return 1
+    ip -n "$2" link add br0 type bridge mcast_snooping 0 || return 1 # no IGMP reports of its own
+    ip -n "$2" link set mA master br0 && ip -n "$2" link set mB master br0 || return 1
+    ip -n "$2" link set mA up && ip -n "$2" link set mB up && ip -n "$2" link set br0 up || return 1
+    ip -n "$1" link set vethA up && ip -n "$3" link set vethB up || return 1
+    MAC_A=$(ip netns exec "$1" cat /sys/class/net/vethA/address)
+    MAC_B=$(ip netns exec "$3" cat /sys/class/net/vethB/address)
+}
+
+# tm_bridged_join NS NM DEV PORT: one more namespace NS on tm_bridged's br0
+# in NM: DEV (in NS) - PORT [br0 in NM], up, IPv6 off, remembered for the
+# cleanup. Prints DEV's MAC.
+tm_bridged_join() {
+    local ns=$1 nm=$2 dev=$3 port=$4
+    TM_NETNS+=("$ns")
+    ip netns add "$ns" || return 1
+    ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 || return 1
+    ip netns exec "$ns" sysctl -qw net.ipv6.conf.default.disable_ipv6=1 || return 1
+    ip link add "$dev" netns "$ns" type veth peer name "$port" netns "$nm" || return 1
+    ip -n "$nm" link set "$port" master br0 && ip -n "$nm" link set "$port" up || return 1
+    ip -n "$ns" link set "$dev" up || return 1
+    ip netns exec "$ns" cat "/sys/class/net/$dev/address"
+}
+
 # The session secret both ends of a two-process test share (--secret): 128
 # bits as 32 hex digits. Tests that want a mismatch use another.
 TM_SECRET=00112233445566778899aabbccddeeff

@@ -139,26 +139,9 @@ rules = [e['rule'] for e in json.load(sys.stdin)['nftables'] if 'rule' in e]
 cs = [x['counter']['packets'] for r in rules for x in r['expr'] if 'counter' in x]
 print(cs[$3])"
 }
-bridged() { # NA2 NM NB2: vethA (NA2) - mA [br0 in NM] mB - vethB (NB2)
-    local ns
-    TM_NETNS+=("$1" "$2" "$3")
-    for ns in "$1" "$2" "$3"; do
-        ip netns add "$ns" || return 1
-        ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 || return 1
-        ip netns exec "$ns" sysctl -qw net.ipv6.conf.default.disable_ipv6=1 || return 1
-    done
-    ip link add vethA netns "$1" type veth peer name mA netns "$2" || return 1
-    ip link add vethB netns "$3" type veth peer name mB netns "$2" || return 1
-    ip -n "$2" link add br0 type bridge mcast_snooping 0 || return 1 # no IGMP reports of its own
-    ip -n "$2" link set mA master br0 && ip -n "$2" link set mB master br0 || return 1
-    ip -n "$2" link set mA up && ip -n "$2" link set mB up && ip -n "$2" link set br0 up || return 1
-    ip -n "$1" link set vethA up && ip -n "$3" link set vethB up || return 1
-    MAC_A=$(ip netns exec "$1" cat /sys/class/net/vethA/address)
-    MAC_B=$(ip netns exec "$3" cat /sys/class/net/vethB/address)
-}
 if [ -n "${TM_ONLY:-}" ] && [[ " $TM_ONLY " != *" nft "* ]]; then
     :
-elif NA=tm_rlc_$$ NM=tm_rlm_$$ NB=tm_rld_$$ && bridged "$NA" "$NM" "$NB" &&
+elif NA=tm_rlc_$$ NM=tm_rlm_$$ NB=tm_rld_$$ && tm_bridged "$NA" "$NM" "$NB" &&
     ip netns exec "$NM" nft -f - < <(nft_rules mA) && ip netns exec "$NM" nft -f - < <(nft_rules mB); then
     pair nft
     if delivered nft; then

@@ -155,7 +155,7 @@ TEST_CASE("ACK round trip: cursors, epochs and flow come back exactly, the MAC o
     rte_mbuf* m = build_ack(pool.mp, flow.l2l4, kKey, c);
     REQUIRE(m != nullptr);
     CHECK(rte_pktmbuf_pkt_len(m) == kFrameOverhead + kAckBodyLen);
-    CHECK(kAckBodyLen == 28);
+    CHECK(kAckBodyLen == 32);
     Result r = parse_mbuf(m);
     REQUIRE(r.frame == R::None);
     CHECK(r.is_control);
@@ -174,8 +174,10 @@ TEST_CASE("ACK round trip: cursors, epochs and flow come back exactly, the MAC o
     CHECK(r.c.receiver_epoch == 0x11223344);
     CHECK(r.c.n.flow == 0x1234);
     CHECK(r.c.n.nranges == 0);
+    CHECK(r.c.hold_ns == kNoEcho); // nothing echoed
+    CHECK(r.c.echo == 0);
 
-    // The body, byte for byte (control.h): big-endian cursors, epochs, then the MAC.
+    // The body, byte for byte (control.h): big-endian cursors, epochs, no echo, then the MAC.
     auto f = tmtest::flat(m);
     CHECK(be32_at(f, kFrameOverhead + 0) == 0x01020304);
     CHECK(be32_at(f, kFrameOverhead + 4) == 0x05060708);
@@ -183,10 +185,37 @@ TEST_CASE("ACK round trip: cursors, epochs and flow come back exactly, the MAC o
     CHECK(be32_at(f, kFrameOverhead + 12) == 0x11223344);
     CHECK(be16_at(f, kFrameOverhead + 16) == 0);
     CHECK(be16_at(f, kFrameOverhead + 18) == 0);
-    CHECK(be64_at(f, kFrameOverhead + 20) == siphash24(kKey, {f.data() + kHdrOff, kHeaderLen + 20}));
+    CHECK(be32_at(f, kFrameOverhead + 20) == 0xFFFFFFFF);
+    CHECK(be64_at(f, kFrameOverhead + 24) == siphash24(kKey, {f.data() + kHdrOff, kHeaderLen + 24}));
     CHECK(rte_ipv4_cksum(tmtest::ip_of(f)) == 0);
     rte_pktmbuf_free(m);
     CHECK(pool.avail() == start);
+}
+
+TEST_CASE("ACK and NACK echo a send stamp and its hold time exactly", "[control]") {
+    tmtest::Pool pool(1023);
+    TxFlow flow = tmtest::make_flow(9, 1, 8);
+    Control c = ack(3, 5, 7);
+    c.echo = 0xBEEF;
+    c.hold_ns = 123456789;
+    auto f = frame_of(pool.mp, flow, c);
+    CHECK(be16_at(f, kFrameOverhead + 18) == 0xBEEF);
+    CHECK(be32_at(f, kFrameOverhead + 20) == 123456789);
+    Result r = parse_bytes(pool.mp, f);
+    REQUIRE(r.control == R::None);
+    CHECK(r.c.echo == 0xBEEF);
+    CHECK(r.c.hold_ns == 123456789);
+    Control n = nack(4, {{2, 3}}, 1, 3, 7);
+    n.echo = 1;
+    n.hold_ns = 0;
+    f = frame_of(pool.mp, flow, n);
+    CHECK(be16_at(f, kFrameOverhead + 24) == 2); // the ranges follow the echo
+    r = parse_bytes(pool.mp, f);
+    REQUIRE(r.control == R::None);
+    CHECK(r.c.echo == 1);
+    CHECK(r.c.hold_ns == 0);
+    CHECK(r.c.n.ranges[0].first == 2);
+    CHECK(r.c.n.ranges[0].count == 3);
 }
 
 TEST_CASE("NACK round trip with 1 and kMaxNackRanges ranges, and from chained mbufs", "[control]") {
@@ -209,9 +238,9 @@ TEST_CASE("NACK round trip with 1 and kMaxNackRanges ranges, and from chained mb
         CHECK(r.c.receiver_epoch == 4);
         CHECK(r.c.n.flow == 42);
         CHECK(be16_at(f, kFrameOverhead + 16) == 1);
-        CHECK(be16_at(f, kFrameOverhead + 20) == 17);
-        CHECK(be16_at(f, kFrameOverhead + 22) == 0);
-        CHECK(be64_at(f, kFrameOverhead + 24) == siphash24(kKey, {f.data() + kHdrOff, kHeaderLen + 24}));
+        CHECK(be16_at(f, kFrameOverhead + 24) == 17);
+        CHECK(be16_at(f, kFrameOverhead + 26) == 0);
+        CHECK(be64_at(f, kFrameOverhead + 28) == siphash24(kKey, {f.data() + kHdrOff, kHeaderLen + 28}));
     }
     SECTION("kMaxNackRanges ranges, the last one to the end") {
         std::vector<NackRange> rs;
@@ -338,6 +367,7 @@ TEST_CASE("a control body inconsistent with itself is malformed, even correctly 
     CHECK(with(a, flags(Flags::Ack | Flags::Retx)).control == R::ControlMalformed);
     CHECK(with(a, flags(Flags::Ack | Flags::Session)).control == R::ControlMalformed);
     CHECK(with(a, flags(Flags::Ack | Flags::Last)).frame == R::BadFlags);
+    // An echo without a hold time (kNoEcho says there is none).
     CHECK(with(a, [](auto& f) { put_be16(f, kFrameOverhead + 18, 1); }).control == R::ControlMalformed);
     CHECK(with(a, [](auto& f) { tmtest::hdr_of(f)->pkt_idx = RTE_BE16(1); }).control == R::ControlMalformed);
     CHECK(with(a, [](auto& f) { tmtest::hdr_of(f)->offset = RTE_BE32(4); }).control == R::ControlMalformed);

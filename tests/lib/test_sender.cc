@@ -80,6 +80,8 @@ struct Pkt {
     Header h;
     Trailer t; // LAST only
     std::vector<uint8_t> payload;
+    uint16_t ip_id = 0; // host order: the send stamp
+    uint32_t frame = 0;
     bool is(Flags f) const { return static_cast<uint8_t>(h.flags) == static_cast<uint8_t>(f); }
 };
 
@@ -95,6 +97,8 @@ std::vector<Pkt> take(RingPort& port) {
             Pkt k;
             k.h = p.hdr;
             k.t = p.trailer;
+            k.ip_id = rte_be_to_cpu_16(p.ip_id);
+            k.frame = rte_pktmbuf_pkt_len(ms[i]);
             k.payload.resize(p.hdr.pay_len);
             if (p.hdr.pay_len) {
                 const void* d = rte_pktmbuf_read(ms[i], p.payload_off, p.hdr.pay_len, k.payload.data());
@@ -147,6 +151,7 @@ struct Opts {
     uint32_t completions = 4096;
     unsigned tx_ring = 4096;
     PayloadMode payload = PayloadMode::Copy;
+    bool cc = false; // congestion control: its own cases below; off, the timings above are the reliability's alone
 };
 
 struct Rig {
@@ -173,6 +178,9 @@ struct Rig {
         c.retry_limit = o.retry_limit;
         c.stall = UINT64_MAX / 4; // a full tx ring keeps its packets: tests drain it
         c.completions = o.completions;
+        c.cc.enabled = o.cc;
+        c.cc.tsc_hz = 1000000000; // one cycle, one nanosecond
+        c.cc.start_bps = 200e6;   // 40 ns per byte
         c.name = name.c_str();
         s = std::make_unique<Sender>(c);
         REQUIRE(s->ok());
@@ -442,7 +450,7 @@ TEST_CASE("NACK service: exactly the ranges asked for, the held bytes again, fla
     CHECK(take(r.port).empty());
 }
 
-TEST_CASE("NACK service: a NACK for a message released, or not yet fully sent, is stale", "[sender]") {
+TEST_CASE("NACK service: a NACK for a message released, or for packets not yet sent, is stale", "[sender]") {
     Opts o;
     o.burst = 4;
     Rig r(o);
@@ -464,18 +472,39 @@ TEST_CASE("NACK service: a NACK for a message released, or not yet fully sent, i
     r.s->poll(200);
     auto p = take(r.port);
     REQUIRE(p.size() == 4); // msg 1 is being cut
-    // A NACK for it now (no receiver asks this; a forged or confused one) is stale.
+    // A NACK for it now: its gaps among the packets already out are served
+    // (a paced message is out for many RTTs, and a receiver NACKs what it
+    // misses meanwhile), before the rest of it.
     CHECK(r.s->on_control(r.nack(1, {{0, 2}}, 1, 1), 210) == R::None);
     r.s->poll(220);
     p = take(r.port);
+    REQUIRE(p.size() == 4);
+    CHECK(p[0].h.pkt_idx == 0);
+    CHECK(p[1].h.pkt_idx == 1);
+    CHECK(p[0].is(Flags::Retx));
+    CHECK(p[1].is(Flags::Retx));
+    CHECK(p[0].payload == slice(b1, 0, kStride));
+    CHECK(p[2].h.pkt_idx == 4);
+    CHECK(p[3].h.pkt_idx == 5);
+    CHECK(p[2].is(Flags::None));
+    CHECK(p[3].is(Flags::Last));
+    CHECK(r.s->counters().stale_reqs == 1);
+    CHECK(r.s->counters().retx_pkts == 2);
+    CHECK(r.s->counters().retx_reqs == 1);
+
+    // Packets not yet sent cannot be missed: a NACK for them is stale.
+    const auto b2 = tmtest::pattern(5 * kStride + 200, 3);
+    REQUIRE(r.s->submit(kFlow, bytes_msg(b2), 2) == 0);
+    r.s->poll(300);
+    REQUIRE(take(r.port).size() == 4);
+    CHECK(r.s->on_control(r.nack(2, {{4, 0}}, 1, 2), 310) == R::None);
+    r.s->poll(320);
+    p = take(r.port);
     REQUIRE(p.size() == 2);
     CHECK(p[0].h.pkt_idx == 4);
-    CHECK(p[1].h.pkt_idx == 5);
-    CHECK(p[0].is(Flags::None));
     CHECK(p[1].is(Flags::Last));
     CHECK(r.s->counters().stale_reqs == 2);
-    CHECK(r.s->counters().retx_pkts == 0);
-    CHECK(r.s->counters().retx_reqs == 0);
+    CHECK(r.s->counters().retx_pkts == 2);
 }
 
 TEST_CASE("NACK service: a retransmission in progress stops once its message is released or failed", "[sender]") {
@@ -1256,4 +1285,84 @@ TEST_CASE("source: asked only with credit and nothing queued; its messages sent 
     CHECK(src.ids.back() == 5); // the window (released 2 + ring 4) ends below msg_id 6: not asked for it
     CHECK(src.next == 7);
     CHECK(r.s->counters().msgs_sent == 6);
+}
+
+TEST_CASE("congestion control: a session's packets leave paced at its rate, stamped; echoes steer the rate",
+          "[sender]") {
+    Opts o;
+    o.cc = true;
+    Rig r(o);
+    SendFlowSpec sp = r.spec(8);
+    r.add(sp);
+    std::vector<uint8_t> b(64 * 1024);
+    for (size_t i = 0; i < b.size(); i++)
+        b[i] = static_cast<uint8_t>(i * 7);
+    REQUIRE(r.s->submit(kFlow, bytes_msg(b), 1) == 0);
+    // 200 Mbit/s (25 MB/s, 40 ns per byte), steps of 3000 B: three packets
+    // (3000 / 1456 + 1) per step, the next step 3 frames x 40 ns later.
+    uint64_t now = 1000000;
+    REQUIRE(r.s->poll(now));
+    auto p = take(r.port);
+    REQUIRE(p.size() == 3);
+    uint64_t bytes = 0;
+    for (const Pkt& k : p) {
+        CHECK(k.ip_id == static_cast<uint16_t>(now >> 9)); // the stamp: 512-ns units, low 16 bits
+        bytes += k.frame;
+    }
+    const uint64_t next = now - 50000 + bytes * 40; // the pacer starts 50 us (its slack) back
+    CHECK_FALSE(r.s->poll(next - 1));
+    CHECK(take(r.port).empty());
+    CHECK(r.s->counters().cc_paced > 0);
+    REQUIRE(r.s->poll(next));
+    p = take(r.port);
+    REQUIRE(p.size() == 3);
+    CHECK(p[0].h.pkt_idx == 3);
+    CHECK(p[0].ip_id == static_cast<uint16_t>(next >> 9));
+    // Every packet of the message, in order, exactly once.
+    uint32_t got = 6;
+    for (uint64_t t = next; got < 46 && t < next + 100000000; t += 1000) {
+        r.s->poll(t);
+        for (const Pkt& k : take(r.port)) {
+            CHECK(k.h.pkt_idx == got);
+            got++;
+        }
+    }
+    REQUIRE(got == 46);
+    CHECK(r.s->counters().msgs_sent == 1);
+    // An ACK echoing the first stamp, held 10 us: an RTT sample.
+    Control c = r.ctl(0, 1);
+    c.echo = static_cast<uint16_t>(now >> 9);
+    c.hold_ns = 10000;
+    CHECK(r.s->on_control(c, now + 200000) == R::None);
+    CHECK(r.s->counters().cc_samples == 1);
+    // Without an echo: no sample, the cursors still count.
+    Control d = r.ctl(1, 1);
+    CHECK(r.s->on_control(d, now + 300000) == R::None);
+    CHECK(r.s->counters().cc_samples == 1);
+    REQUIRE(r.done().size() == 1);
+    const Sender::FlowView v = Sender::view(r.made[0]);
+    CHECK(v.cc_rate_bps == 200e6);
+    CHECK(v.cc_base_rtt == (((now + 200000) >> 9) - (now >> 9)) * 512 - 10000); // now - stamp (512-ns units) - hold
+}
+
+TEST_CASE("congestion control: none for a peer in this process, nor without it (--cc off)", "[sender]") {
+    for (bool on : {false, true}) {
+        INFO("cc " << on);
+        Opts o;
+        o.cc = on;
+        Rig r(o);
+        SessionLink local;
+        local.key = r.link.key;
+        local.local_epoch = r.link.local_epoch;
+        local.peer_epoch = r.link.peer_epoch;
+        local.local_peer = true;
+        r.add(r.spec(8, kFlow, on ? &local : &r.link));
+        std::vector<uint8_t> b(64 * 1024, 1);
+        REQUIRE(r.s->submit(kFlow, bytes_msg(b), 1) == 0);
+        r.s->poll(1000000);
+        r.s->poll(1000000); // a burst of 32, then the other 14: no pacer between
+        CHECK(take(r.port).size() == 46);
+        CHECK(r.s->counters().cc_paced == 0);
+        CHECK(Sender::view(r.made[0]).cc_rate_bps == 0);
+    }
 }

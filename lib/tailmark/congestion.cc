@@ -1,0 +1,180 @@
+#include "tailmark/congestion.h"
+
+namespace tailmark {
+
+namespace {
+constexpr uint64_t kBaseWindowUs = 10000000; // the base RTT is the smallest of the last 10-20 s
+inline uint64_t us_to_cycles(uint64_t us, uint64_t hz) { return hz / 1000000 * us + hz % 1000000 * us / 1000000; }
+} // namespace
+
+unsigned Congestion::stamp_shift(uint64_t tsc_hz) {
+    unsigned s = 0;
+    while ((tsc_hz >> (s + 1)) >= 1000000)
+        s++;
+    return s; // 2^s cycles <= 1 us < 2^(s+1) cycles
+}
+
+void Congestion::init(const CongestionConfig& cfg, unsigned shift, uint64_t now) {
+    cfg_ = cfg;
+    shift_ = shift;
+    cut_tsc_ = 0;
+    sent_total_ = delivered_ = win_delivered_ = 0;
+    delivery_ = 0;
+    for (uint64_t& x : sent_at_)
+        x = 0;
+    target_ = us_to_cycles(cfg.target_us, cfg.tsc_hz);
+    interval_ = us_to_cycles(cfg.interval_us, cfg.tsc_hz);
+    slack_ = us_to_cycles(cfg.slack_us, cfg.tsc_hz);
+    next_tsc_ = now;
+    base_ = base_prev_ = UINT64_MAX;
+    base_roll_ = now + us_to_cycles(kBaseWindowUs, cfg.tsc_hz);
+    srtt_ = last_rtt_ = 0;
+    win_start_ = now;
+    win_min_ = UINT64_MAX;
+    win_sent_ = 0;
+    win_loss_ = false;
+    slow_start_ = true;
+    set_rate(cfg.start_bps);
+}
+
+void Congestion::set_rate(double bps) {
+    if (bps < cfg_.min_bps)
+        bps = cfg_.min_bps;
+    if (bps > cfg_.max_bps)
+        bps = cfg_.max_bps;
+    rate_ = bps;
+    const double bytes_per_s = bps / 8;
+    cpb_fp_ = static_cast<uint64_t>(static_cast<double>(cfg_.tsc_hz) * 65536.0 / bytes_per_s);
+    double step = bytes_per_s * static_cast<double>(cfg_.step_us) / 1e6;
+    if (step < 3000) // two full frames: a step of one packet would make every packet a poll round
+        step = 3000;
+    if (step > 64 * 1024)
+        step = 64 * 1024;
+    step_bytes_ = static_cast<uint32_t>(step);
+}
+
+CcEvent Congestion::on_echo(uint64_t now, uint16_t echo, uint32_t hold_ns) {
+    const uint64_t now_u = now >> shift_;
+    const uint64_t age_u = (now_u - echo) & 0xFFFF; // stamps are the low 16 bits
+    const uint64_t rtt = age_u << shift_;
+    const uint64_t hold = static_cast<uint64_t>(hold_ns) * cfg_.tsc_hz / 1000000000ull;
+    if (hold >= rtt)
+        return CcEvent::None; // a stamp older than the wrap, or clocks at odds: no sample
+    if (age_u < (uint64_t(kSlots - 1) << kSlotShift))
+        note_delivered(now, now_u - age_u);
+    return on_rtt(now, rtt - hold, now - rtt);
+}
+
+void Congestion::note_delivered(uint64_t now, uint64_t stamp_units) {
+    (void)now;
+    const uint64_t d = sent_at_[(stamp_units >> kSlotShift) & (kSlots - 1)];
+    if (d > delivered_ && d <= sent_total_)
+        delivered_ = d;
+}
+
+// Bits per second delivered since the window opened (0: too short to say).
+double Congestion::window_delivery(uint64_t now) const {
+    if (now - win_start_ < interval_ / 2 || delivered_ <= win_delivered_)
+        return 0;
+    return static_cast<double>(delivered_ - win_delivered_) * 8 * static_cast<double>(cfg_.tsc_hz) /
+           static_cast<double>(now - win_start_);
+}
+
+// A cut: to `bps`, but never above what the path delivered meanwhile (a rate
+// that overshot many times over, in slow start or behind a token bucket's
+// burst, comes down to the path's in one step instead of one halving per RTT).
+void Congestion::cut_to(uint64_t now, double bps) {
+    const double d = window_delivery(now);
+    if (d > 0)
+        delivery_ = d;
+    if (delivery_ > 0 && bps > delivery_)
+        bps = delivery_;
+    set_rate(bps);
+    slow_start_ = false;
+    cut_tsc_ = now;
+}
+
+CcEvent Congestion::on_rtt(uint64_t now, uint64_t rtt, uint64_t sent) {
+    if (srtt_ == 0) { // the first sample opens the first interval
+        win_start_ = now;
+        win_delivered_ = delivered_;
+    }
+    last_rtt_ = rtt;
+    sample_tsc_ = now;
+    srtt_ = srtt_ == 0 ? rtt : srtt_ - (srtt_ >> 3) + (rtt >> 3);
+    if (rtt < base_)
+        base_ = rtt;
+    if (now >= base_roll_) { // the path may have changed: forget the older half
+        base_prev_ = base_;
+        base_ = rtt;
+        base_roll_ = now + us_to_cycles(kBaseWindowUs, cfg_.tsc_hz);
+    }
+    // A packet sent before the last cut shows the queue that cut was for:
+    // it says nothing of the new rate (a deep queue drains for an RTT after
+    // the cut, and counting it again cut to the floor).
+    if (sent < cut_tsc_)
+        return CcEvent::None;
+    if (rtt < win_min_)
+        win_min_ = rtt;
+    // Slow start ends at the first sample that shows a queue of half the
+    // target, not at the interval's end: the rate doubled an interval ago
+    // and the queue grows by the whole excess until the cut. Back to the
+    // rate before that doubling, which the path was still carrying.
+    if (slow_start_ && rtt > base_rtt() + target_ / 2) {
+        cut_to(now, rate_ / 2);
+        win_start_ = now;
+        win_delivered_ = delivered_;
+        win_min_ = UINT64_MAX;
+        win_sent_ = 0;
+        win_loss_ = false;
+        return CcEvent::Decrease;
+    }
+    const uint64_t len = srtt_ > interval_ ? srtt_ : interval_;
+    return now - win_start_ >= len ? update(now) : CcEvent::None; // win_min_ holds this sample at least
+}
+
+CcEvent Congestion::update(uint64_t now) {
+    const uint64_t base = base_rtt();
+    const uint64_t q = win_min_ > base ? win_min_ - base : 0;
+    const double dt = static_cast<double>(now - win_start_) / static_cast<double>(cfg_.tsc_hz);
+    CcEvent ev = CcEvent::None;
+    if (q > target_) {
+        double md = cfg_.beta * static_cast<double>(q - target_) / static_cast<double>(win_min_);
+        if (md > cfg_.max_md)
+            md = cfg_.max_md;
+        cut_to(now, rate_ * (1 - md));
+        ev = CcEvent::Decrease;
+    } else if (win_loss_ && q > target_ / 2) {
+        cut_to(now, rate_ * (1 - cfg_.loss_md));
+        ev = CcEvent::LossDecrease;
+    } else if (static_cast<double>(win_sent_) * 8 >= rate_ * dt * 0.5) {
+        const double d = window_delivery(now);
+        if (d > 0)
+            delivery_ = d;
+        // Only while the rate limits: an application that sends less must not
+        // earn a rate it never tried (and then spend it as one burst).
+        set_rate(slow_start_ ? rate_ * 2 : rate_ + cfg_.ai_bps_per_ms * dt * 1000);
+        ev = CcEvent::Increase;
+    }
+    win_start_ = now;
+    win_delivered_ = delivered_;
+    win_min_ = UINT64_MAX;
+    win_sent_ = 0;
+    win_loss_ = false;
+    return ev;
+}
+
+bool Congestion::on_timeout(uint64_t now, uint64_t rto) {
+    if (sample_tsc_ != 0 && now - sample_tsc_ < rto)
+        return false;
+    slow_start_ = false;
+    set_rate(rate_ / 2);
+    win_start_ = cut_tsc_ = now;
+    win_delivered_ = delivered_;
+    win_min_ = UINT64_MAX;
+    win_sent_ = 0;
+    win_loss_ = false;
+    return true;
+}
+
+} // namespace tailmark

@@ -1,0 +1,140 @@
+// Congestion control of one session in one Sender: a paced rate, set from the
+// queueing delay that the receiver's ACKs let the sender measure, with loss
+// and retransmission timeouts as the backstops.
+//
+// Why delay, and why a rate (README, "Congestion control"):
+//  - a bottleneck queue fills before it drops: the delay says "too fast"
+//    while nothing is lost yet, and a queue held near a small target leaves
+//    room for other traffic (64 B messages of another session behind a bulk
+//    transfer wait for the target, not for a full queue);
+//  - loss alone cannot tell a congested queue from a lossy wire; a loss
+//    counts as congestion only when the delay agrees, so random loss costs
+//    its retransmission and not the rate;
+//  - a message is cut into packets by the Sender, which can space them:
+//    a rate with TSC pacing sends a window as a stream, not as one burst
+//    into a shallow queue.
+//
+// The RTT sample: every data packet's IPv4 identification carries its send
+// stamp (the TSC in units of 2^shift cycles, about 1 us, 16 bits); the
+// receiver echoes the newest one with the time it held it (control.h); the
+// sender subtracts the hold. No per-packet state on either side.
+//
+// The control law (Swift-like, per interval of max(interval, srtt)): with
+// q = the interval's smallest RTT sample - the path's base RTT,
+//   q > target:           rate *= 1 - min(max_md, beta * (q - target) / rtt)
+//   a loss and q > target/2: rate *= 1 - loss_md
+//   slow start ends at the first sample with a queue over target/2, and
+//   the rate goes back to the one before the last doubling
+//   else (rate-limited):  slow start: rate *= 2; then rate += ai per ms
+// and a retransmission timeout halves it. The smallest sample of an
+// interval, not the mean: a receiver descheduled for a time slice delays
+// some samples; a standing queue delays all of them. Samples of packets
+// sent before the last decrease are left out: they show the queue that
+// decrease answered (Swift's one decrease per RTT). Equal additive steps
+// and equal multiplicative cuts bring two sessions to equal rates (AIMD).
+//
+// Owned by the Sender's lcore: no atomics but the published rate.
+#pragma once
+
+#include <cstdint>
+
+namespace tailmark {
+
+struct CongestionConfig {
+    bool enabled = true;
+    uint64_t tsc_hz = 0;
+    double start_bps = 50e6;    // the first rate, then slow start (doubling per interval)
+    double min_bps = 1e6;
+    double max_bps = 100e9;     // the port's line rate, where known
+    uint64_t target_us = 500;   // queueing delay tolerated above the base RTT
+    uint64_t interval_us = 500; // the shortest control interval
+    double ai_bps_per_ms = 5e6; // additive increase, per ms of time rate-limited without congestion
+    double beta = 0.8;          // decrease per unit of relative excess delay
+    double max_md = 0.5;        // the most one decrease takes
+    double loss_md = 0.15;      // the decrease on a loss the delay confirms
+    uint64_t step_us = 20;      // a pacing step: this long at the current rate (at least 2 packets)
+    uint64_t slack_us = 50;     // lateness the pacer may catch up (poll jitter), as a burst
+};
+
+// What happened at the end of an interval.
+enum class CcEvent : uint8_t { None, Increase, Decrease, LossDecrease };
+
+class Congestion {
+public:
+    // Stamps: the TSC >> shift, about a microsecond (the IPv4 ID's 16 bits
+    // wrap after ~65 ms: RTTs beyond that alias, and are not expected).
+    static unsigned stamp_shift(uint64_t tsc_hz);
+
+    void init(const CongestionConfig& cfg, unsigned shift, uint64_t now);
+
+    // --- pacing (per packet burst) ---
+    bool may_send(uint64_t now) const { return now >= next_tsc_; }
+    uint64_t next_send() const { return next_tsc_; }
+    uint32_t step_bytes() const { return step_bytes_; }
+    // `bytes` went out (frames, at now): the next step waits bytes / rate.
+    void sent(uint64_t now, uint64_t bytes) {
+        const uint64_t floor = now > slack_ ? now - slack_ : 0;
+        next_tsc_ = (next_tsc_ > floor ? next_tsc_ : floor) + ((bytes * cpb_fp_) >> 16);
+        win_sent_ += bytes;
+        sent_total_ += bytes;
+        sent_at_[(now >> (shift_ + kSlotShift)) & (kSlots - 1)] = sent_total_;
+    }
+
+    // --- feedback ---
+    // An authentic ACK/NACK's echo: the RTT is now - its stamp - its hold.
+    // Returns what the end of an interval decided.
+    CcEvent on_echo(uint64_t now, uint16_t echo, uint32_t hold_ns);
+    // An RTT sample of a packet sent at `sent` (tests: sent = now - rtt).
+    CcEvent on_rtt(uint64_t now, uint64_t rtt, uint64_t sent);
+    CcEvent on_rtt(uint64_t now, uint64_t rtt) { return on_rtt(now, rtt, now - rtt); }
+    void on_loss() { win_loss_ = true; }
+    // A retransmission timeout of `rto` cycles: half the rate, if no RTT
+    // sample came within it (true: cut).
+    bool on_timeout(uint64_t now, uint64_t rto);
+
+    double rate_bps() const { return rate_; }
+    double delivery_bps() const { return delivery_; } // the path's measured rate (0: none yet)
+    uint64_t srtt() const { return srtt_; }      // cycles (0: no sample yet)
+    uint64_t base_rtt() const { return base_ < base_prev_ ? base_ : base_prev_; }
+    uint64_t last_rtt() const { return last_rtt_; }
+    bool slow_start() const { return slow_start_; }
+
+private:
+    CcEvent update(uint64_t now);
+    void set_rate(double bps);
+    void cut_to(uint64_t now, double bps);
+    void note_delivered(uint64_t now, uint64_t stamp_units);
+    double window_delivery(uint64_t now) const;
+
+    // The delivery rate, from the echoes alone: what the sender had sent
+    // when it stamped the echoed packet has arrived (one path, in order),
+    // so the bytes sent by each 2^kSlotShift-stamp slot, kept for kSlots
+    // slots (about 16 ms), say how much got through by each echo.
+    static constexpr unsigned kSlotShift = 5;
+    static constexpr uint32_t kSlots = 512;
+    uint64_t sent_total_ = 0;
+    uint64_t sent_at_[kSlots] = {};
+    uint64_t delivered_ = 0;     // bytes known arrived
+    uint64_t win_delivered_ = 0; // ... at the window's start
+    double delivery_ = 0;        // bits/s over the last window
+
+    CongestionConfig cfg_;
+    unsigned shift_ = 11;
+    // pacer
+    uint64_t next_tsc_ = 0;
+    uint64_t cpb_fp_ = 0;    // cycles per byte, 16.16 fixed point
+    uint32_t step_bytes_ = 0;
+    uint64_t slack_ = 0;
+    // controller
+    double rate_ = 0;        // bits per second
+    bool slow_start_ = true;
+    uint64_t target_ = 0, interval_ = 0; // cycles
+    uint64_t base_ = UINT64_MAX, base_prev_ = UINT64_MAX, base_roll_ = 0;
+    uint64_t srtt_ = 0, last_rtt_ = 0;
+    uint64_t sample_tsc_ = 0; // the latest sample's arrival
+    uint64_t cut_tsc_ = 0;    // the last decrease: samples of packets sent before it do not decide
+    uint64_t win_start_ = 0, win_min_ = UINT64_MAX, win_sent_ = 0;
+    bool win_loss_ = false;
+};
+
+} // namespace tailmark

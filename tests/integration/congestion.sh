@@ -1,0 +1,354 @@
+#!/usr/bin/env bash
+# Congestion: two processes (--mode send / --mode recv) over net_af_packet,
+# through a real bottleneck. The senders' and the receiver's namespaces are
+# joined by a Linux bridge br0 in a middle namespace (tm_bridged,
+# tm_bridged_join) whose every port carries a tbf qdisc (RATE, 64 KiB burst,
+# 2 ms latency): the port towards the receiver (mB) is the bottleneck the
+# data shares, the ports towards the senders shape the ACKs. tbf drops what
+# overflows its queue: loss the kernel makes, not tailmark's fault shim.
+#
+# Cases (each a few seconds at the bottleneck rate):
+#  1. 100 Mbit/s: 1 MiB messages, 2 flows, ring 16; and 64 KiB messages;
+#  2. 1 Gbit/s: the same two;
+#     efficiency: data packets the sender sent (packets_tx - control_tx,
+#     which is messages_sent x packets per message + reliability.retx_pkts,
+#     checked exactly) <= 1.15 x what the messages need (messages x tm_pkts);
+#     goodput: the receiver's payload (bytes_payload, every message
+#     completed and verified) over its elapsed_s (from the session's accept
+#     to the last message consumed) >= 85% of the bottleneck rate;
+#  3. fairness: two sender processes (two namespaces, two sessions) into one
+#     receiver (--sessions 2) through one 200 Mbit/s bottleneck. Each
+#     sender's acknowledged messages over time come from its stats lines
+#     (--stats-period 0.25: t= since its launch, completed= acknowledged),
+#     stamped with the wall clock as they are printed, so the two align.
+#     Over the interval both were sending (from the later first ACK to the
+#     earlier last-but-done sample; at least 2 s), each one's goodput is its
+#     acknowledged messages x size: each 40-60% of the sum, Jain's index >=
+#     0.95. The series goes to $TM_WORK/fair_goodput.csv (sender, t_s from
+#     the earlier launch, acked_messages, goodput_mbps over the last period);
+#  4. latency under load: a bulk flow (64 KiB messages, 2 flows, ring 16)
+#     fills a 100 Mbit/s bottleneck while another session sends 64 B
+#     messages at --rate 1000: their p99 completion latency <= 3 ms. The two
+#     sessions need different --msg-size, which one receiver refuses, so
+#     each has its own receiver process on the receiver's veth (own IP, own
+#     --udp-port and --service: the other's frames are arp_not_ours /
+#     wrong_udp_port there). MISSING in the daemon: a sender-side
+#     completion latency (send to acknowledgement). --mode send records no
+#     latency samples (latency_ns.samples == 0) and no send timestamp
+#     travels on the wire, so the only figure across processes is the
+#     receiver's latency_ns: consumer seeing the completion - rx TSC of the
+#     packet that completed it (head-of-line waits included, the queue at the
+#     bottleneck and the sender's credit waits NOT included). So the check
+#     takes the sender's latency_ns once it has one sample per message;
+#     until then an estimate: the receiver's p99 + the p99 one-way delay of
+#     the small session's packets through the bottleneck, from dumpcap on
+#     the bridge ports (a packet lost there counts as infinite); the figures
+#     go to $TM_WORK/4_lat.json;
+#  5. the lossy wire both ways (the fault shim on both processes: drop 2%,
+#     dup 1%, reorder 10%, corrupt 0.5%), 1 MiB messages, otherwise the
+#     default settings, no bottleneck: every message completed once and
+#     verified (reliability.sh's exact checks), data packets sent <= 1.5 x
+#     needed.
+#
+# TM_ONLY="1a 3": a subset (1a 1b 2a 2b 3 4 5).
+source "$(dirname "$0")/lib.sh"
+tm_require_daemon
+tm_require_root
+
+only() { [ -z "${TM_ONLY:-}" ] || [[ " $TM_ONLY " == *" $1 "* ]]; }
+
+MTU=1500
+IP_A=198.18.0.1  # sender
+IP_B=198.18.0.2  # receiver
+IP_C=198.18.0.3  # second sender
+IP_D=198.18.0.4  # second receiver (case 4), on the receiver's veth
+VDEV() { echo "--vdev=net_af_packet0,iface=$1,framecnt=4096"; }
+COMMON=(--secret $TM_SECRET --exit-when-done --idle-sleep-us 50 --duration 40)
+CASE=0
+
+# net TAG RATE [extra sender]: fresh namespaces NA - [br0 in NM] - NB (and NC
+# on the same bridge), tbf RATE on every bridge port (RATE "none": no
+# shaping). Sets NA NM NB NC.
+net() {
+    local tag=$1 rate=$2 extra=${3:-} p
+    CASE=$((CASE + 1))
+    NA=tm_cg${CASE}a_$$ NM=tm_cg${CASE}m_$$ NB=tm_cg${CASE}b_$$ NC=tm_cg${CASE}c_$$
+    tm_bridged "$NA" "$NM" "$NB" || { tm_fail "$tag: bridged namespaces"; return 1; }
+    if [ -n "$extra" ]; then
+        tm_bridged_join "$NC" "$NM" vethC mC >/dev/null || { tm_fail "$tag: second sender namespace"; return 1; }
+    fi
+    [ "$rate" = none ] && return 0
+    for p in mA mB ${extra:+mC}; do
+        ip netns exec "$NM" tc qdisc add dev "$p" root tbf rate "$rate" burst 64kb latency 2ms ||
+            { tm_fail "$tag: tbf on $p"; return 1; }
+    done
+}
+
+# tbf_line TAG PORT: what the bottleneck's qdisc sent and dropped.
+tbf_line() {
+    ip netns exec "$NM" tc -s qdisc show dev "$1" | awk '/Sent/ {print "tbf " $2 " B " $4 " pkts, dropped " $7}' | tr -d ','
+}
+
+# reap NAME PID GRACE: waits for a daemon; one still running GRACE s after its
+# peer ended gets SIGTERM (its summary says exit_reason "signal"). Sets TM_RC.
+reap() {
+    local name=$1 pid=$2 grace=$3
+    if ! tm_wait_for "$grace" eval "! kill -0 $pid 2>/dev/null"; then
+        tm_log "$name: still running ${grace} s after its peer ended: SIGTERM"
+        kill -TERM "$pid" 2>/dev/null
+    fi
+    wait "$pid"
+    TM_RC=$?
+}
+
+# stamp NAME PID: every line of NAME.out, as printed, prefixed with the wall
+# clock ($EPOCHREALTIME) into NAME.ts; ends with the process PID.
+stamp() {
+    tail -n +1 -F --pid="$2" "$TM_WORK/$1.out" 2>/dev/null |
+        while IFS= read -r l; do printf '%s %s\n' "$EPOCHREALTIME" "$l"; done >"$TM_WORK/$1.ts" &
+    STAMP_PID=$!
+}
+
+# figures SEND RECV PKTS SIZE RATE_BPS: "packets ratio, goodput" of a pair (RATE_BPS 0: no bottleneck).
+figures() {
+    python3 - "$TM_WORK/$1.json" "$TM_WORK/$2.json" "$3" "$4" "$5" <<'EOF'
+import json, sys
+s = json.load(open(sys.argv[1])); r = json.load(open(sys.argv[2]))
+pkts, size, rate = int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
+need = s['messages_requested'] * pkts
+data = s['packets_tx'] - s['control_tx']
+gp = r['bytes_payload'] * 8 / r['elapsed_s'] if r['elapsed_s'] > 0 else 0
+of = f" = {100 * gp / rate:.1f}% of {rate / 1e6:.0f}" if rate > 0 else ""
+print(f"data packets {data} (retx {s['reliability']['retx_pkts']}, {s['reliability']['rto_expired']} timeouts)"
+      f" / needed {need} = {data / need:.3f}; delivered {r['messages_completed']}/{s['messages_requested']}"
+      f" in {r['elapsed_s']:.2f} s: goodput {gp / 1e6:.1f} Mbit/s{of}")
+EOF
+}
+
+# efficiency TAG RATE RATE_BPS SIZE MSGS: one sender, one receiver, 2 flows,
+# ring 16, MSGS messages per flow through the bottleneck.
+efficiency() {
+    local tag=$1 rate=$2 bps=$3 size=$4 msgs=$5
+    local flows=2 n pkts
+    n=$((flows * msgs))
+    pkts=$(tm_pkts "$size" $MTU)
+    net "$tag" "$rate" || return
+    local o=(--flows $flows --ring-size 16 --msg-size "$size" --messages "$msgs" --stats-period 0.5 "${COMMON[@]}")
+    tm_start "${tag}_recv" 60 ns "$NB" -- "$(VDEV vethB)" -l 1 -- --mode recv --src-ip $IP_B "${o[@]}"
+    local rpid=$TM_PID
+    tm_run "${tag}_send" 60 ns "$NA" -- "$(VDEV vethA)" -l 0 -- --mode send --src-ip $IP_A --dst-ip $IP_B "${o[@]}"
+    local src=$TM_RC
+    reap "${tag}_recv" "$rpid" 5
+    local rrc=$TM_RC
+    tm_log "$tag: $(tbf_line mB); $(figures "${tag}_send" "${tag}_recv" "$pkts" "$size" "$bps")"
+    TM_RC=$rrc
+    tm_expect_rc "${tag}_recv" 0 && tm_transfer_checks "${tag}_recv" $flows "$msgs" "$size" $MTU message
+    TM_RC=$src
+    # Every message sent: the data packets are exactly the messages' and the retransmissions.
+    tm_expect_rc "${tag}_send" 0 &&
+        tm_check "${tag}_send" "d['messages_acked'] == d['messages_sent'] == $n" "d['flows_failed'] == 0" \
+            "d['packets_tx'] - d['control_tx'] == $n * $pkts + d['reliability']['retx_pkts']" "d['ok'] is True"
+    # Always: the two figures.
+    tm_check_pair "${tag}_send" "${tag}_recv" \
+        "(s['packets_tx'] - s['control_tx']) / ($n * $pkts) <= 1.15" \
+        "r['messages_completed'] == $n and r['bytes_payload'] * 8 / r['elapsed_s'] >= 0.85 * $bps" ||
+        tm_log "$tag: FAIL above: packets ratio <= 1.15 and goodput >= 85% of $rate"
+}
+
+if only 1a; then efficiency 1a_100m_1m 100mbit 100e6 1048576 24; fi    # 48 MiB: ~4 s
+if only 1b; then efficiency 1b_100m_64k 100mbit 100e6 65536 380; fi    # 760 x 64 KiB: ~4 s
+if only 2a; then efficiency 2a_1g_1m 1gbit 1e9 1048576 240; fi         # 480 MiB: ~4 s
+if only 2b; then efficiency 2b_1g_64k 1gbit 1e9 65536 3800; fi         # 7600 x 64 KiB: ~4 s
+
+# --- 3. two senders, one bottleneck --------------------------------------------------------
+if only 3 && net 3_fair 200mbit extra; then
+    SIZE=${CG_FAIR_SIZE:-65536}
+    F=2
+    # Each sender alone at half of 200 Mbit/s: ~5 s.
+    M=$((100000000 / 8 * 5 / SIZE / F))
+    o=(--flows $F --ring-size 16 --msg-size $SIZE --messages $M --stats-period 0.25 "${COMMON[@]}")
+    tm_start 3_recv 60 ns "$NB" -- "$(VDEV vethB)" -l 1 -- --mode recv --src-ip $IP_B --sessions 2 "${o[@]}"
+    R=$TM_PID
+    tm_start 3_senda 60 ns "$NA" -- "$(VDEV vethA)" -l 0 -- --mode send --src-ip $IP_A --dst-ip $IP_B "${o[@]}"
+    SA=$TM_PID
+    stamp 3_senda $SA
+    TA=$STAMP_PID
+    tm_start 3_sendc 60 ns "$NC" -- "$(VDEV vethC)" -l 0 -- --mode send --src-ip $IP_C --dst-ip $IP_B "${o[@]}"
+    SC=$TM_PID
+    stamp 3_sendc $SC
+    TC=$STAMP_PID
+    wait $SA; RCA=$?
+    wait $SC; RCC=$?
+    reap 3_recv $R 5
+    RCR=$TM_RC
+    wait $TA $TC 2>/dev/null
+    python3 - "$TM_WORK" $SIZE $((F * M)) 200e6 <<'EOF'
+import json, sys
+work, size, total, rate = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+series = {}
+for name in ("3_senda", "3_sendc"):
+    rows = []
+    for line in open(f"{work}/{name}.ts"):
+        p = line.split()
+        if len(p) < 3 or p[1] != "stats":
+            continue
+        kv = dict(x.split("=", 1) for x in p[2:] if "=" in x)
+        rows.append((float(p[0]), float(kv["t"]), int(kv["completed"])))
+    # launch on the wall clock: the least-delayed line's stamp minus its t=
+    launch = min(w - t for w, t, _ in rows) if rows else 0
+    series[name] = [(launch, 0)] + [(launch + t, c) for _, t, c in rows] if rows else []
+out = {"ok": False, "why": ""}
+origin = min((s[0][0] for s in series.values() if s), default=0)  # the earlier launch
+with open(f"{work}/fair_goodput.csv", "w") as f:
+    f.write("sender,t_s,acked_messages,goodput_mbps\n")
+    for name, s in series.items():
+        prev = s[0]
+        for t, c in s[1:]:
+            g = (c - prev[1]) * size * 8 / (t - prev[0]) / 1e6 if t > prev[0] else 0
+            f.write(f"{name},{t - origin:.3f},{c},{g:.2f}\n")
+            prev = (t, c)
+def at(s, x):  # acknowledged messages at time x, linear between samples
+    pts = s
+    for (t0, c0), (t1, c1) in zip(pts, pts[1:]):
+        if t0 <= x <= t1:
+            return c0 + (c1 - c0) * (x - t0) / (t1 - t0) if t1 > t0 else c1
+    return s[-1][1]
+if all(series.values()):
+    firsts = [next((t for t, c in s if c > 0), None) for s in series.values()]
+    lasts = [max((t for t, c in s if c < total), default=None) for s in series.values()]
+    if None in firsts or None in lasts:
+        out["why"] = "a sender acknowledged nothing, or finished before its first stats line"
+    else:
+        t0, t1 = max(firsts), min(lasts)
+        out.update(t0=t0 - origin, t1=t1 - origin, interval=t1 - t0)
+        if t1 - t0 >= 2.0:
+            x = [(at(s, t1) - at(s, t0)) * size * 8 / (t1 - t0) for s in series.values()]
+            out.update(goodput_mbps=[v / 1e6 for v in x], share=[v / sum(x) if sum(x) else 0 for v in x],
+                       jain=sum(x) ** 2 / (len(x) * sum(v * v for v in x)) if any(x) else 0,
+                       total_pct=100 * sum(x) / rate, ok=True)
+        else:
+            out["why"] = f"both senders sent together only {t1 - t0:.2f} s"
+else:
+    out["why"] = "no stats lines from a sender"
+json.dump(out, open(f"{work}/3_fair.json", "w"))
+EOF
+    TM_RC=$RCR
+    tm_expect_rc 3_recv 0 &&
+        tm_check 3_recv "d['messages_completed'] == d['messages_verified'] == 2 * $F * $M" "d['verify_errors'] == 0" \
+            "len(d['sessions']) == 2 and all(s['complete'] and s['verified'] == $F * $M for s in d['sessions'])"
+    for x in "a $RCA" "c $RCC"; do
+        set -- $x
+        TM_RC=$2
+        tm_expect_rc 3_send$1 0 && tm_check 3_send$1 "d['messages_acked'] == $F * $M" "d['flows_failed'] == 0"
+    done
+    tm_log "3_fair: $(tbf_line mB); $(python3 -c "
+import json; d = json.load(open('$TM_WORK/3_fair.json'))
+if d['ok']:
+    print(f\"over {d['interval']:.2f} s together: goodput a {d['goodput_mbps'][0]:.1f}, c {d['goodput_mbps'][1]:.1f} Mbit/s\"
+          f\" (shares {d['share'][0]:.2f}/{d['share'][1]:.2f}, {d['total_pct']:.1f}% of 200 Mbit/s), Jain {d['jain']:.3f}\")
+else:
+    print('no common interval:', d['why'])"); series $TM_WORK/fair_goodput.csv"
+    tm_check 3_fair "d['ok'] is True" "all(0.40 <= x <= 0.60 for x in d['share'])" "d['jain'] >= 0.95" ||
+        tm_log "3_fair: FAIL above: each 40-60% of the goodput, Jain >= 0.95"
+fi
+
+# --- 4. small messages' latency behind a bulk flow -----------------------------------------
+# Three processes on the 2 vCPUs, as an application would run them: a bulk
+# sender (64 KiB messages, lcore 0), a sender of 64 B messages at --rate
+# 1000 (lcore 0 too: the bulk one sleeps while its pacer holds it), both
+# into one receiver (lcore 1; --sessions 2, the small session's messages
+# smaller than its --msg-size). The 64 B session's completion latency as its
+# application sees it: the sender's latency_ns in send mode runs from the
+# message's submission to its delivery (the receiver's consumer released
+# it, heard in an ACK), so it holds the bottleneck's queue both ways, the
+# receiver, and what the scheduler makes each process wait: the test says
+# how late the 4000 messages at 1000/s came out (the scheduler's share).
+if only 4 && net 4_lat 100mbit extra; then
+    SM=4000
+    BULK=(--flows 1 --ring-size 16 --msg-size 65536 --stats-period 0.25 "${COMMON[@]}")
+    SMALL=(--flows 1 --ring-size 16 --msg-size 64 --messages $SM --rate 1000 --stats-period 0 "${COMMON[@]}")
+    tm_start 4_recv 60 ns "$NB" -- "$(VDEV vethB)" -l 1 -- --mode recv --src-ip $IP_B --sessions 2 --messages 0 \
+        "${BULK[@]}"
+    RP=$TM_PID
+    tm_start 4_bulk_send 60 ns "$NA" -- "$(VDEV vethA)" -l 0 -- --mode send --src-ip $IP_A --dst-ip $IP_B \
+        --messages 100000 "${BULK[@]}"
+    BS=$TM_PID
+    # The bulk flow first, acknowledged messages flowing, then the small one.
+    tm_wait_for 15 grep -Eqs '^stats .* completed=[1-9]' "$TM_WORK/4_bulk_send.out" ||
+        tm_fail "4_lat: no bulk message acknowledged within 15 s"
+    tm_run 4_small_send 60 ns "$NC" -- "$(VDEV vethC)" -l 0 -- --mode send --src-ip $IP_C --dst-ip $IP_B "${SMALL[@]}"
+    SRC=$TM_RC
+    kill -0 $BS 2>/dev/null
+    BULK_ALIVE=$?
+    kill -TERM $BS 2>/dev/null
+    wait $BS
+    reap 4_recv $RP 1
+    RRC=$TM_RC
+    LINE=$(python3 - "$TM_WORK" $SM <<'EOF'
+import json, sys
+w, sm = sys.argv[1], int(sys.argv[2])
+s = json.load(open(f"{w}/4_small_send.json"))
+b = json.load(open(f"{w}/4_bulk_send.json"))  # acknowledged bulk bytes, from its session up to the SIGTERM
+r = json.load(open(f"{w}/4_recv.json"))
+lat = s["latency_ns"]
+small = [x for x in r["sessions"] if x["completed"] == sm]
+out = {"samples": lat["samples"], "p50_ns": lat["p50"], "p99_ns": lat["p99"], "max_ns": lat["max"],
+       "small_elapsed_s": s["elapsed_s"], "retx": s["reliability"]["retx_pkts"],
+       "small_at_recv": small[0] if len(small) == 1 else None,
+       "bulk_mbps": b["messages_acked"] * 65536 * 8 / b["elapsed_s"] / 1e6 if b["elapsed_s"] > 0 else 0,
+       "bulk_srtt_us": b["congestion"]["srtt_us"], "bulk_base_rtt_us": b["congestion"]["base_rtt_us"]}
+json.dump(out, open(f"{w}/4_lat.json", "w"))
+print(f"64 B x {lat['samples']} at --rate 1000 in {s['elapsed_s']:.2f} s (the scheduler's share: "
+      f"{max(0.0, s['elapsed_s'] - sm / 1000):.2f} s late), {out['retx']} retransmitted: submit-to-delivered "
+      f"p50 {lat['p50'] / 1e3:.1f} us, p99 {lat['p99'] / 1e3:.1f} us, max {lat['max'] / 1e3:.1f} us; bulk "
+      f"{out['bulk_mbps']:.1f} Mbit/s, its smoothed RTT {out['bulk_srtt_us']:.0f} us (base {out['bulk_base_rtt_us']:.0f})")
+EOF
+)
+    tm_log "4_lat: $(tbf_line mB); $LINE"
+    [ $BULK_ALIVE -eq 0 ] || tm_fail "4_lat: the bulk sender had ended before the small session finished"
+    TM_RC=$SRC
+    tm_expect_rc 4_small_send 0 && tm_check 4_small_send "d['messages_acked'] == $SM" "d['flows_failed'] == 0"
+    tm_check 4_recv "d['verify_errors'] == 0"
+    tm_check 4_lat "d['samples'] == $SM" "d['small_at_recv'] is not None" \
+        "d['small_at_recv']['verified'] == $SM and d['small_at_recv']['verify_errors'] == 0" "d['p99_ns'] <= 3e6" ||
+        tm_log "4_lat: FAIL above: p99 completion latency of the 64 B session <= 3 ms"
+fi
+
+# --- 5. the lossy wire, both ways ----------------------------------------------------------
+if only 5 && net 5_lossy none; then
+    F=2
+    M=20
+    N=$((F * M))
+    PK=$(tm_pkts 1048576 $MTU)
+    FAULT=drop=0.02,dup=0.01,reorder=0.1,corrupt=0.005
+    o=(--flows $F --msg-size 1M --messages $M --stats-period 0 --secret $TM_SECRET --exit-when-done --duration 60)
+    tm_start 5_recv 90 ns "$NB" -- "$(VDEV vethB)" -l 1 -- --mode recv --src-ip $IP_B "${o[@]}" --fault $FAULT,seed=501
+    R=$TM_PID
+    tm_run 5_send 90 ns "$NA" -- "$(VDEV vethA)" -l 0 -- --mode send --src-ip $IP_A --dst-ip $IP_B "${o[@]}" \
+        --fault $FAULT,seed=502
+    SRC=$TM_RC
+    reap 5_recv $R 5
+    RRC=$TM_RC
+    tm_log "5_lossy: $(figures 5_send 5_recv "$PK" 1048576 0); $(python3 -c "
+import json; r = json.load(open('$TM_WORK/5_recv.json')); s = json.load(open('$TM_WORK/5_send.json'))
+print(f\"faults at the receiver {r['fault']}, at the sender {s['fault']}, crc_mismatch {r['drops']['crc_mismatch']}\")")"
+    TM_RC=$RRC
+    tm_expect_rc 5_recv 0 &&
+        tm_check 5_recv \
+            "d['messages_completed'] == $N" "d['messages_verified'] == $N" "d['completion_writes'] == $N" \
+            "d['verify_errors'] == 0" "all(f['released'] == $M and f['acked'] == $M for f in d['per_flow'])" \
+            "d['exit_reason'] == 'done'"
+    TM_RC=$SRC
+    tm_expect_rc 5_send 0 &&
+        tm_check 5_send \
+            "d['messages_sent'] == $N" "d['messages_acked'] == $N" "d['flows_failed'] == 0" \
+            "d['messages_failed'] == 0" "all(f['released'] == $M and f['acked'] == $M for f in d['per_flow'])" \
+            "d['ok'] is True"
+    [ "$SRC" -eq 0 ] && tm_check 5_send "d['packets_tx'] - d['control_tx'] == $N * $PK + d['reliability']['retx_pkts']"
+    tm_check_pair 5_send 5_recv \
+        "s['reliability']['retx_pkts'] == r['fault']['arrived_retx']" \
+        "(s['packets_tx'] - s['control_tx']) / ($N * $PK) <= 1.5" ||
+        tm_log "5_lossy: FAIL above: data packets <= 1.5 x needed"
+fi
+
+tm_finish

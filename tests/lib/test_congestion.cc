@@ -1,0 +1,191 @@
+// Congestion: the pacer's spacing and the control law, driven by hand with a
+// 1 GHz "TSC" (one cycle = one nanosecond), so every figure below is exact.
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+
+#include "tailmark/congestion.h"
+
+using namespace tailmark;
+
+namespace {
+
+constexpr uint64_t kHz = 1000000000;
+constexpr uint64_t kUs = 1000; // cycles per microsecond
+
+CongestionConfig config() {
+    CongestionConfig c;
+    c.tsc_hz = kHz;
+    c.start_bps = 200e6; // 25 MB/s: 40 ns per byte
+    c.min_bps = 1e6;
+    c.max_bps = 100e9;
+    c.target_us = 500;
+    c.interval_us = 500;
+    c.ai_bps_per_ms = 10e6;
+    return c;
+}
+
+// A controller at t = 0 whose base RTT is 100 us (one sample, window closed).
+Congestion started(const CongestionConfig& cfg = config()) {
+    Congestion cc;
+    cc.init(cfg, Congestion::stamp_shift(kHz), 0);
+    return cc;
+}
+
+} // namespace
+
+TEST_CASE("stamps: 2^shift cycles is the largest power of two not above a microsecond", "[congestion]") {
+    CHECK(Congestion::stamp_shift(1000000000) == 9);  // 512 ns
+    CHECK(Congestion::stamp_shift(2100000000) == 11); // 975 ns
+    CHECK(Congestion::stamp_shift(4096000000) == 12);
+    CHECK(Congestion::stamp_shift(1000000) == 0);
+}
+
+TEST_CASE("pacer: bytes / rate apart, lateness caught up for at most slack_us", "[congestion]") {
+    Congestion cc = started();
+    CHECK(cc.rate_bps() == 200e6);
+    CHECK(cc.step_bytes() == 3000); // 20 us at 25 MB/s is 500 B: two full frames at least
+    REQUIRE(cc.may_send(0));
+    cc.sent(0, 1000); // 40 ns per byte
+    CHECK_FALSE(cc.may_send(39999));
+    CHECK(cc.may_send(40000));
+    cc.sent(40000, 1500);
+    CHECK_FALSE(cc.may_send(99999));
+    CHECK(cc.may_send(100000));
+    // Late by 900 us: the pacer forgives 50 us of it (a burst of 1250 B), not more.
+    cc.sent(1000000, 1000); // from 950000: next at 990000
+    CHECK(cc.may_send(1000000));
+    cc.sent(1000000, 1000); // 1030000
+    CHECK_FALSE(cc.may_send(1029999));
+    CHECK(cc.may_send(1030000));
+}
+
+TEST_CASE("echo: the RTT is now - the stamp - the hold, across the 16-bit wrap", "[congestion]") {
+    Congestion cc = started();
+    // Sent at 512 * 65530 (stamp 65530), echoed after 20 us at the receiver,
+    // back at 512 * (65536 + 1000): 1006 units later, 20 us of them held.
+    const uint64_t sent = 512ull * 65530, now = 512ull * (65536 + 1000);
+    cc.on_echo(now, static_cast<uint16_t>(sent >> 9), 20000);
+    CHECK(cc.last_rtt() == now - sent - 20000);
+    CHECK(cc.base_rtt() == now - sent - 20000);
+    // A hold longer than the stamp's age: no sample.
+    cc.on_echo(now + 512, static_cast<uint16_t>((now >> 9) & 0xFFFF), 600);
+    CHECK(cc.last_rtt() == now - sent - 20000);
+}
+
+TEST_CASE("control law: slow start doubles, a queue above the target cuts in proportion", "[congestion]") {
+    Congestion cc = started();
+    CHECK(cc.on_rtt(1, 100 * kUs) == CcEvent::None); // base 100 us; the first interval runs to 500 us
+    CHECK(cc.rate_bps() == 200e6);
+    CHECK(cc.slow_start());
+    // Rate-limited (sent at the rate for the interval), no queue: doubled.
+    cc.sent(1, 200e6 / 8 * 0.0005); // 500 us worth
+    CHECK(cc.on_rtt(1 + 250 * kUs, 100 * kUs) == CcEvent::None); // inside the interval
+    CHECK(cc.on_rtt(1 + 500 * kUs, 110 * kUs) == CcEvent::Increase);
+    CHECK(cc.rate_bps() == 400e6);
+    // A queue: slow start ends at once, back to 200 Mbit/s (below).
+    cc.sent(1 + 500 * kUs, 1000);
+    CHECK(cc.on_rtt(1 + 800 * kUs, 1000 * kUs) == CcEvent::Decrease);
+    CHECK(cc.rate_bps() == 200e6);
+    CHECK_FALSE(cc.slow_start());
+    // Packets sent before that cut show the queue it answered: left out.
+    CHECK(cc.on_rtt(1 + 1000 * kUs, 1000 * kUs) == CcEvent::None);
+    CHECK(cc.on_rtt(1 + 1300 * kUs, 1200 * kUs) == CcEvent::None);
+    CHECK(cc.rate_bps() == 200e6);
+    // Sent after it, and the queue still 900 us (target 500): rate x (1 -
+    // 0.8 x 400/1000), the interval (500 us) being over.
+    CHECK(cc.on_rtt(1 + 1900 * kUs, 1000 * kUs) == CcEvent::Decrease);
+    CHECK(cc.rate_bps() == Approx(200e6 * (1 - 0.8 * 400.0 / 1000.0)));
+}
+
+TEST_CASE("control law: slow start ends at the first sample with a queue of half the target, halved",
+          "[congestion]") {
+    Congestion cc = started();
+    cc.on_rtt(1, 100 * kUs);
+    cc.sent(1, 1e6);
+    CHECK(cc.on_rtt(1 + 500 * kUs, 100 * kUs) == CcEvent::Increase);
+    CHECK(cc.rate_bps() == 400e6);
+    const uint64_t t = 1 + 500 * kUs;
+    cc.sent(t, 1e6);
+    CHECK(cc.on_rtt(t + 100 * kUs, 340 * kUs) == CcEvent::None); // 240 us of queue: under half the target
+    CHECK(cc.slow_start());
+    CHECK(cc.on_rtt(t + 200 * kUs, 360 * kUs) == CcEvent::Decrease); // 260 us: over
+    CHECK(cc.rate_bps() == 200e6);
+    CHECK_FALSE(cc.slow_start());
+    // The interval restarted there: additive from now on.
+    cc.sent(t + 200 * kUs, 1e6);
+    CHECK(cc.on_rtt(t + 700 * kUs, 360 * kUs) == CcEvent::Increase); // + 10 Mbit/s per ms
+    CHECK(cc.rate_bps() == Approx(205e6));
+}
+
+TEST_CASE("control law: the smallest sample of an interval decides (a descheduled receiver is not a queue)",
+          "[congestion]") {
+    Congestion cc = started();
+    cc.on_rtt(1, 100 * kUs);
+    cc.sent(1, 1e6);
+    CHECK(cc.on_rtt(1 + 500 * kUs, 100 * kUs) == CcEvent::Increase); // the base RTT's interval closed
+    CHECK(cc.on_rtt(1 + 600 * kUs, 400 * kUs) == CcEvent::Decrease);  // slow start over: 200 Mbit/s
+    const uint64_t t0 = 1 + 600 * kUs;
+    cc.sent(t0, 1e6);
+    CHECK(cc.on_rtt(t0 + 100 * kUs, 4000 * kUs) == CcEvent::None); // held up 4 ms
+    CHECK(cc.on_rtt(t0 + 200 * kUs, 3000 * kUs) == CcEvent::None);
+    // The interval has grown to the smoothed RTT (822 us); one clean sample: no queue.
+    CHECK(cc.on_rtt(t0 + 800 * kUs, 150 * kUs) == CcEvent::None);
+    CHECK(cc.on_rtt(t0 + 900 * kUs, 150 * kUs) == CcEvent::Increase);
+    CHECK(cc.rate_bps() == Approx(209e6)); // + 10 Mbit/s per ms, 0.9 ms
+}
+
+TEST_CASE("control law: additive increase per ms, only while the rate limits; loss counts only with delay",
+          "[congestion]") {
+    CongestionConfig cfg = config();
+    Congestion cc = started(cfg);
+    cc.on_rtt(1, 100 * kUs);
+    // A timeout within its RTO of a sample: the path answers, a lost packet's; no cut.
+    CHECK_FALSE(cc.on_timeout(1 + 4999 * kUs, 5000 * kUs));
+    CHECK(cc.rate_bps() == 200e6);
+    CHECK(cc.slow_start());
+    // Silent for the whole RTO: half, and slow start is over.
+    const uint64_t t = 1 + 5000 * kUs;
+    CHECK(cc.on_timeout(t, 5000 * kUs));
+    CHECK(cc.rate_bps() == 100e6);
+    CHECK_FALSE(cc.slow_start());
+    // Sent little (application-limited): no increase.
+    cc.sent(t, 100);
+    CHECK(cc.on_rtt(t + 500 * kUs, 100 * kUs) == CcEvent::None);
+    CHECK(cc.rate_bps() == 100e6);
+    // Sent at the rate: + 10 Mbit/s per ms, for 0.5 ms.
+    cc.sent(t + 500 * kUs, 100e6 / 8 * 0.0005);
+    CHECK(cc.on_rtt(t + 1000 * kUs, 100 * kUs) == CcEvent::Increase);
+    CHECK(cc.rate_bps() == Approx(105e6));
+    // A loss with no queue (a lossy wire): not congestion.
+    cc.sent(t + 1000 * kUs, 1e6);
+    cc.on_loss();
+    CHECK(cc.on_rtt(t + 1500 * kUs, 100 * kUs) == CcEvent::Increase);
+    // A loss with the queue past half the target: 15% off.
+    const double r = cc.rate_bps();
+    cc.sent(t + 1500 * kUs, 1e6);
+    cc.on_loss();
+    CHECK(cc.on_rtt(t + 2000 * kUs, 400 * kUs) == CcEvent::LossDecrease);
+    CHECK(cc.rate_bps() == Approx(r * 0.85));
+}
+
+TEST_CASE("control law: one cut takes at most half, the rate stays within [min, max]", "[congestion]") {
+    CongestionConfig cfg = config();
+    cfg.max_bps = 300e6;
+    Congestion cc = started(cfg);
+    cc.on_rtt(1, 100 * kUs);
+    cc.sent(1, 1e6);
+    CHECK(cc.on_rtt(1 + 500 * kUs, 100 * kUs) == CcEvent::Increase);
+    CHECK(cc.rate_bps() == 300e6); // 400 capped
+    cc.sent(1 + 500 * kUs, 1e6);
+    // 50 ms: slow start ends (150), the interval becomes the smoothed RTT
+    // (growing with every sample), then the cut: half, not more.
+    CHECK(cc.on_rtt(1 + 1000 * kUs, 50000 * kUs) == CcEvent::Decrease);
+    CHECK(cc.rate_bps() == 150e6);
+    CHECK(cc.on_rtt(1 + 12500 * kUs, 50000 * kUs) == CcEvent::None);
+    CHECK(cc.on_rtt(1 + 18000 * kUs, 50000 * kUs) == CcEvent::Decrease); // srtt 16.6 ms by now
+    CHECK(cc.rate_bps() == 75e6);
+    for (uint64_t i = 0; i < 20; i++)
+        cc.on_timeout(20000 * kUs + i * 1000 * kUs, 1000 * kUs);
+    CHECK(cc.rate_bps() == 1e6);
+}
