@@ -11,6 +11,10 @@
 #                               bus bandwidth, 64 KiB .. 256 MiB, 2 ranks in
 #                               namespaces (build/bench/torch.md, torch.json,
 #                               torch-allreduce.png)
+#   scripts/bench.sh --cc       only congestion control: the tbf bottleneck
+#                               cases of tests/integration/congestion.sh with
+#                               --cc on and off (build/bench/cc.md, cc.json,
+#                               cc-goodput.png)
 #   scripts/bench.sh --compare REV
 #                               only an A/B of this tree against git revision
 #                               REV (built in build-ab/): the core rows, both
@@ -36,13 +40,15 @@ quick=0
 instructions=0
 compare=
 torch=0
+cc=0
 while [ $# -gt 0 ]; do
     case $1 in
     --quick) quick=1 ;;
     --instructions) instructions=1 ;;
     --compare) compare=${2:-}; shift ;;
     --torch) torch=1 ;;
-    *) echo "usage: scripts/bench.sh [--quick] [--instructions] [--compare REV] [--torch]" >&2; exit 2 ;;
+    --cc) cc=1 ;;
+    *) echo "usage: scripts/bench.sh [--quick] [--instructions] [--compare REV] [--torch] [--cc]" >&2; exit 2 ;;
     esac
     shift
 done
@@ -59,6 +65,11 @@ daemon=$(tm_daemon) || { tm_say "tailmarkd was not built"; exit 1; }
 if [ $torch -eq 1 ]; then
     source "$TM_ROOT/scripts/lib/bench_torch.sh"
     bench_torch "$out"
+    exit $?
+fi
+if [ $cc -eq 1 ]; then
+    source "$TM_ROOT/scripts/lib/bench_cc.sh"
+    bench_cc "$out"
     exit $?
 fi
 read -r -a MEM <<<"${TAILMARK_EAL_MEM---no-huge -m 1024}"
@@ -91,7 +102,7 @@ tailmarkd() {
     shift
     timeout -k 5 120 "$daemon" -l 0-1 --no-pci "${MEM[@]}" --file-prefix "tm_bench_$$" \
         --log-level=lib.eal:warning --log-level='tailmark.*:warning' "${eal[@]}" -- \
-        --stats-period 0 --summary-json "$raw/$name.json" "$@" >"$raw/$name.out" 2>&1
+        --stats-period 0 --summary-json "$raw/$name.json" --udp-checksum off "$@" >"$raw/$name.out" 2>&1
 }
 
 # --compare REV: the same rows for this tree (A) and REV (B), each round
@@ -136,7 +147,7 @@ if [ -n "$compare" ]; then
         shift
         timeout -k 5 120 "$bin" -l 0-1 --no-pci "${MEM[@]}" --file-prefix "tm_bench_$$" \
             --log-level=lib.eal:warning --log-level='tailmark.*:warning' "${eal[@]}" -- \
-            --stats-period 0 --summary-json "$raw/$name.json" "$@" >"$raw/$name.out" 2>&1
+            --stats-period 0 --summary-json "$raw/$name.json" --udp-checksum off "$@" >"$raw/$name.out" 2>&1
     }
     for rep in 1 2 3; do
         for row in "${rows[@]}"; do
@@ -331,7 +342,7 @@ svc() { # NAME SIZE COUNT RING: one service daemon, one perf --loop run against 
     rm -f "$svc_sock"
     timeout -k 5 120 "$daemon" -l 0-1 --no-pci "${MEM[@]}" --file-prefix "tm_bench_svc_$$" \
         --log-level=lib.eal:warning --log-level='tailmark.*:warning' --vdev=net_ring0 -- --mode service \
-        --control-socket "$svc_sock" --insecure --stats-period 0 --summary-json "$raw/$name.daemon.json" \
+        --control-socket "$svc_sock" --insecure --udp-checksum off --stats-period 0 --summary-json "$raw/$name.daemon.json" \
         >"$raw/$name.daemon.out" 2>&1 &
     local dp=$! i
     for i in $(seq 200); do [ -S "$svc_sock" ] && break; sleep 0.05; done
@@ -385,7 +396,7 @@ if [ $instructions -eq 1 ]; then
         timeout -k 5 600 valgrind --tool=callgrind --collect-atstart=no "${t[@]}" \
             --callgrind-out-file="$raw/$name.callgrind" "$cgdaemon" -l 0 --no-pci --no-huge -m 1024 \
             --file-prefix "tm_bench_cg_$$" --log-level=lib.eal:warning --log-level='tailmark.*:warning' \
-            --vdev=net_ring0 -- --stats-period 0 --summary-json "$raw/$name.json" --exit-when-done "$@" \
+            --vdev=net_ring0 -- --udp-checksum off --stats-period 0 --summary-json "$raw/$name.json" --exit-when-done "$@" \
             >"$raw/$name.out" 2>&1
         callgrind_annotate "$raw/$name.callgrind" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); t = $1}
             /crc32c_detail::update/ {gsub(",", "", $1); c += $1} END {print t, c + 0}' \
@@ -412,7 +423,7 @@ if [ $instructions -eq 1 ]; then
             '--toggle-collect=*TxMarker::prepare*' '--toggle-collect=eth_ring_tx*' \
             --callgrind-out-file="$raw/$name.callgrind" "$cgdaemon" -l 0 --no-pci --no-huge -m 1024 \
             --file-prefix "tm_bench_cg_$$" --log-level=lib.eal:warning --log-level='tailmark.*:warning' \
-            --vdev=net_ring0 -- --mode service --control-socket "$svc_sock" --insecure --stats-period 0 \
+            --vdev=net_ring0 -- --mode service --control-socket "$svc_sock" --insecure --udp-checksum off --stats-period 0 \
             --summary-json "$raw/$name.json" >"$raw/$name.out" 2>&1 &
         dp=$!
         for i in $(seq 600); do [ -S "$svc_sock" ] && break; sleep 0.1; done

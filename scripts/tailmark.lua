@@ -22,7 +22,8 @@
 --     tailmark.reserved, tailmark.crc32c, tailmark.magic (0x544D4B31 "TMK1")
 --   ACK (0x02) / NACK (0x04) body: tailmark.released_upto,
 --     tailmark.acked_upto, tailmark.sender_epoch, tailmark.receiver_epoch,
---     tailmark.nranges, tailmark.ack_reserved, then nranges x
+--     tailmark.nranges, tailmark.echo (a data packet's send stamp, its IPv4
+--     ID), tailmark.hold_ns (0xFFFFFFFF: no echo), then nranges x
 --     tailmark.nack.range {tailmark.nack.first, tailmark.nack.count}
 --   SESSION (0x10) body: tailmark.session.type (CONNECT 1, ACCEPT 2,
 --     REFUSE 3, KEEPALIVE 4, RESET 5, CLOSE 6), tailmark.session.flags (bits
@@ -93,7 +94,8 @@ f.acked     = ProtoField.uint32("tailmark.acked_upto", "Acknowledged up to", bas
 f.s_epoch   = ProtoField.uint32("tailmark.sender_epoch", "Sender epoch", base.HEX)
 f.r_epoch   = ProtoField.uint32("tailmark.receiver_epoch", "Receiver epoch", base.HEX)
 f.nranges   = ProtoField.uint16("tailmark.nranges", "Missing ranges", base.DEC)
-f.a_rsv     = ProtoField.uint16("tailmark.ack_reserved", "Reserved", base.HEX)
+f.echo      = ProtoField.uint16("tailmark.echo", "Echoed send stamp", base.DEC)
+f.hold      = ProtoField.uint32("tailmark.hold_ns", "Echo held (ns)", base.DEC)
 f.range     = ProtoField.none("tailmark.nack.range", "Missing range")
 f.r_first   = ProtoField.uint16("tailmark.nack.first", "First missing packet", base.DEC)
 f.r_count   = ProtoField.uint16("tailmark.nack.count", "Missing packets (0: to the end)", base.DEC)
@@ -142,7 +144,7 @@ p.experts = { e_short, e_len, e_magic, e_flag, e_ctl, e_cflag, e_stype }
 p.prefs.udp_port = Pref.uint("UDP port", 47474, "UDP destination port of tailmark packets")
 
 local HDR, TRL, MAC = 16, 32, 8
-local ACK_FIXED, SESSION_FIXED, SESSION_EXTRA = 20, 24, 24
+local ACK_FIXED, SESSION_FIXED, SESSION_EXTRA = 24, 24, 24
 
 local function flag_string(v)
     local s = {}
@@ -178,7 +180,8 @@ local function dissect_ack(tvb, t, len, body, flow, msg_id, nack)
     t:add(f.s_epoch, tvb(b + 8, 4))
     t:add(f.r_epoch, tvb(b + 12, 4))
     t:add(f.nranges, tvb(b + 16, 2))
-    t:add(f.a_rsv, tvb(b + 18, 2))
+    t:add(f.echo, tvb(b + 18, 2))
+    t:add(f.hold, tvb(b + 20, 4))
     local nr = tvb(b + 16, 2):uint()
     local ranges = {}
     for i = 0, nr - 1 do

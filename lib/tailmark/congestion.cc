@@ -19,6 +19,7 @@ void Congestion::init(const CongestionConfig& cfg, unsigned shift, uint64_t now)
     shift_ = shift;
     cut_tsc_ = 0;
     sent_total_ = delivered_ = win_delivered_ = 0;
+    unanswered_ = sample_tsc_ = 0;
     delivery_ = 0;
     for (uint64_t& x : sent_at_)
         x = 0;
@@ -101,6 +102,7 @@ CcEvent Congestion::on_rtt(uint64_t now, uint64_t rtt, uint64_t sent) {
     }
     last_rtt_ = rtt;
     sample_tsc_ = now;
+    unanswered_ = 0;
     srtt_ = srtt_ == 0 ? rtt : srtt_ - (srtt_ >> 3) + (rtt >> 3);
     if (rtt < base_)
         base_ = rtt;
@@ -165,7 +167,7 @@ CcEvent Congestion::update(uint64_t now) {
 }
 
 bool Congestion::on_timeout(uint64_t now, uint64_t rto) {
-    if (sample_tsc_ != 0 && now - sample_tsc_ < rto)
+    if (unanswered_ == 0 || now - unanswered_ < rto)
         return false;
     slow_start_ = false;
     set_rate(rate_ / 2);

@@ -77,6 +77,8 @@ public:
         next_tsc_ = (next_tsc_ > floor ? next_tsc_ : floor) + ((bytes * cpb_fp_) >> 16);
         win_sent_ += bytes;
         sent_total_ += bytes;
+        if (unanswered_ == 0)
+            unanswered_ = now;
         sent_at_[(now >> (shift_ + kSlotShift)) & (kSlots - 1)] = sent_total_;
     }
 
@@ -88,8 +90,10 @@ public:
     CcEvent on_rtt(uint64_t now, uint64_t rtt, uint64_t sent);
     CcEvent on_rtt(uint64_t now, uint64_t rtt) { return on_rtt(now, rtt, now - rtt); }
     void on_loss() { win_loss_ = true; }
-    // A retransmission timeout of `rto` cycles: half the rate, if no RTT
-    // sample came within it (true: cut).
+    // A retransmission timeout of `rto` cycles: half the rate, if the path
+    // fell silent: packets went out and no RTT sample came for a whole rto
+    // since the first of them (true: cut). A paced session at a low rate is
+    // quiet between its steps, which is not silence.
     bool on_timeout(uint64_t now, uint64_t rto);
 
     double rate_bps() const { return rate_; }
@@ -132,6 +136,7 @@ private:
     uint64_t base_ = UINT64_MAX, base_prev_ = UINT64_MAX, base_roll_ = 0;
     uint64_t srtt_ = 0, last_rtt_ = 0;
     uint64_t sample_tsc_ = 0; // the latest sample's arrival
+    uint64_t unanswered_ = 0; // the first send since the latest sample (0: none)
     uint64_t cut_tsc_ = 0;    // the last decrease: samples of packets sent before it do not decide
     uint64_t win_start_ = 0, win_min_ = UINT64_MAX, win_sent_ = 0;
     bool win_loss_ = false;

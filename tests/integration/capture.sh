@@ -238,7 +238,7 @@ import struct, sys
 FIELDS = ["tailmark.flags", "tailmark.flags.ack", "tailmark.flags.nack", "tailmark.flags.session",
           "tailmark.flow", "tailmark.msg_id", "tailmark.pay_len",
           "tailmark.released_upto", "tailmark.acked_upto", "tailmark.sender_epoch", "tailmark.receiver_epoch",
-          "tailmark.nranges", "tailmark.ack_reserved", "tailmark.nack.first", "tailmark.nack.count",
+          "tailmark.nranges", "tailmark.echo", "tailmark.hold_ns", "tailmark.nack.first", "tailmark.nack.count",
           "tailmark.session.type", "tailmark.session.flags", "tailmark.session.flags.ask",
           "tailmark.session.flags.answer", "tailmark.session.service", "tailmark.session.src_session",
           "tailmark.session.dst_session", "tailmark.session.reserved", "tailmark.session.src_epoch",
@@ -272,14 +272,14 @@ def emit(flags, flow, msg_id, body, mac, info, **v):
               "tailmark.flow": str(flow), "tailmark.msg_id": str(msg_id), "tailmark.pay_len": str(len(body)),
               "tailmark.mac": h64(mac), "_ws.col.Info": info})
     want.append(";".join(v.get(k, "") for k in FIELDS))
-def ack(flags, flow, msg_id, released, acked, se, re, ranges, mac, info):
-    body = struct.pack(">IIIIHH", released, acked, se, re, len(ranges), 0)
+def ack(flags, flow, msg_id, released, acked, se, re, ranges, mac, info, echo=0, hold=0xFFFFFFFF):
+    body = struct.pack(">IIIIHHI", released, acked, se, re, len(ranges), echo, hold)
     for a, b in ranges:
         body += struct.pack(">HH", a, b)
     emit(flags, flow, msg_id, body, mac, info,
          **{"tailmark.released_upto": str(released), "tailmark.acked_upto": str(acked),
             "tailmark.sender_epoch": h32(se), "tailmark.receiver_epoch": h32(re),
-            "tailmark.nranges": str(len(ranges)), "tailmark.ack_reserved": h16(0),
+            "tailmark.nranges": str(len(ranges)), "tailmark.echo": str(echo), "tailmark.hold_ns": str(hold),
             "tailmark.nack.first": ",".join(str(a) for a, _ in ranges),
             "tailmark.nack.count": ",".join(str(b) for _, b in ranges)})
 def session(typ, sflags, service, dst, src, sepoch, depoch, nonce, mac, info, params=None, reason=None):
@@ -315,7 +315,7 @@ def session(typ, sflags, service, dst, src, sepoch, depoch, nonce, mac, info, pa
 C_EP, A_EP, SVC, N1, N2 = 0xC0FFEE01, 0xACCE5502, 47474, 0x0123456789ABCDEF, 0xFEDCBA9876543210
 ack(0x02, 3, 80, 77, 80, C_EP, A_EP, [], 0x1122334455667788, "ACK flow 3 released 77 acked 80")
 ack(0x04, 5, 1234, 1200, 1230, C_EP, A_EP, [(2, 1), (5, 0)], 0xF0E1D2C3B4A59687,
-    "NACK flow 5 msg 1234 released 1200 acked 1230 ranges {2,1} {5,0}")
+    "NACK flow 5 msg 1234 released 1200 acked 1230 ranges {2,1} {5,0}", echo=51966, hold=12345)
 session(1, 0, SVC, 0, 1, C_EP, 0, N1, 0x8000000000000001, "CONNECT sess 1 -> svc 47474 4 flows ring 64 max 4096",
         params=(4, 0, 9000, 64, 4096, 0x7A11C0DE, 1, [(1, 0xDEADBEEF), (3, 0x0BADF00D)]))
 session(2, 0, SVC, 1, 7, A_EP, C_EP, N1, 0x0102030405060708,

@@ -64,6 +64,10 @@ IP_C=198.18.0.3  # second sender
 IP_D=198.18.0.4  # second receiver (case 4), on the receiver's veth
 VDEV() { echo "--vdev=net_af_packet0,iface=$1,framecnt=4096"; }
 COMMON=(--secret $TM_SECRET --exit-when-done --idle-sleep-us 50 --duration 40)
+# scripts/bench.sh --cc: CG_EXTRA options for every daemon (--cc off: the
+# table without congestion control), CG_RESULTS a directory for the figures.
+read -r -a CG_EXTRA_ARGS <<<"${CG_EXTRA:-}"
+COMMON+=("${CG_EXTRA_ARGS[@]}")
 CASE=0
 
 # net TAG RATE [extra sender]: fresh namespaces NA - [br0 in NM] - NB (and NC
@@ -125,24 +129,40 @@ print(f"data packets {data} (retx {s['reliability']['retx_pkts']}, {s['reliabili
 EOF
 }
 
-# efficiency TAG RATE RATE_BPS SIZE MSGS: one sender, one receiver, 2 flows,
-# ring 16, MSGS messages per flow through the bottleneck.
+# efficiency TAG RATE RATE_BPS SIZE MSGS [light]: one sender, one receiver, 2
+# flows, ring 16, MSGS messages per flow through the bottleneck. light (the
+# 1 Gbit/s cases): the sender sends message 0's bytes again (--payload fixed)
+# and the receiver does not regenerate and compare them (--verify off; the
+# trailer's CRC32C still checks every message, and the UDP checksum every
+# packet): on these 2 vCPUs one af_packet sender with every byte generated
+# and compared tops out near 1 Gbit/s, and the goodput would measure the CPU.
 efficiency() {
-    local tag=$1 rate=$2 bps=$3 size=$4 msgs=$5
+    local tag=$1 rate=$2 bps=$3 size=$4 msgs=$5 light=${6:-}
     local flows=2 n pkts
     n=$((flows * msgs))
     pkts=$(tm_pkts "$size" $MTU)
     net "$tag" "$rate" || return
     local o=(--flows $flows --ring-size 16 --msg-size "$size" --messages "$msgs" --stats-period 0.5 "${COMMON[@]}")
-    tm_start "${tag}_recv" 60 ns "$NB" -- "$(VDEV vethB)" -l 1 -- --mode recv --src-ip $IP_B "${o[@]}"
+    local so=() ro=()
+    [ -n "$light" ] && so=(--payload fixed) ro=(--verify off)
+    tm_start "${tag}_recv" 60 ns "$NB" -- "$(VDEV vethB)" -l 1 -- --mode recv --src-ip $IP_B "${o[@]}" "${ro[@]}"
     local rpid=$TM_PID
-    tm_run "${tag}_send" 60 ns "$NA" -- "$(VDEV vethA)" -l 0 -- --mode send --src-ip $IP_A --dst-ip $IP_B "${o[@]}"
+    tm_run "${tag}_send" 60 ns "$NA" -- "$(VDEV vethA)" -l 0 -- --mode send --src-ip $IP_A --dst-ip $IP_B "${o[@]}" \
+        "${so[@]}"
     local src=$TM_RC
     reap "${tag}_recv" "$rpid" 5
     local rrc=$TM_RC
+    tbf_line mB >"$TM_WORK/${tag}_tbf.txt"
     tm_log "$tag: $(tbf_line mB); $(figures "${tag}_send" "${tag}_recv" "$pkts" "$size" "$bps")"
     TM_RC=$rrc
-    tm_expect_rc "${tag}_recv" 0 && tm_transfer_checks "${tag}_recv" $flows "$msgs" "$size" $MTU message
+    if [ -n "$light" ]; then
+        tm_expect_rc "${tag}_recv" 0 &&
+            tm_check "${tag}_recv" "d['messages_completed'] == d['completion_writes'] == $n" \
+                "d['packets_placed'] == $n * $pkts" "d['bytes_payload'] == $n * $size" \
+                "d['drops']['crc_mismatch'] == 0" "d['verify_errors'] == 0" "d['ok'] is True"
+    else
+        tm_expect_rc "${tag}_recv" 0 && tm_transfer_checks "${tag}_recv" $flows "$msgs" "$size" $MTU message
+    fi
     TM_RC=$src
     # Every message sent: the data packets are exactly the messages' and the retransmissions.
     tm_expect_rc "${tag}_send" 0 &&
@@ -157,8 +177,8 @@ efficiency() {
 
 if only 1a; then efficiency 1a_100m_1m 100mbit 100e6 1048576 24; fi    # 48 MiB: ~4 s
 if only 1b; then efficiency 1b_100m_64k 100mbit 100e6 65536 380; fi    # 760 x 64 KiB: ~4 s
-if only 2a; then efficiency 2a_1g_1m 1gbit 1e9 1048576 240; fi         # 480 MiB: ~4 s
-if only 2b; then efficiency 2b_1g_64k 1gbit 1e9 65536 3800; fi         # 7600 x 64 KiB: ~4 s
+if only 2a; then efficiency 2a_1g_1m 1gbit 1e9 1048576 240 light; fi   # 480 MiB: ~4 s
+if only 2b; then efficiency 2b_1g_64k 1gbit 1e9 65536 3800 light; fi   # 7600 x 64 KiB: ~4 s
 
 # --- 3. two senders, one bottleneck --------------------------------------------------------
 if only 3 && net 3_fair 200mbit extra; then
@@ -351,4 +371,7 @@ print(f\"faults at the receiver {r['fault']}, at the sender {s['fault']}, crc_mi
         tm_log "5_lossy: FAIL above: data packets <= 1.5 x needed"
 fi
 
+if [ -n "${CG_RESULTS:-}" ]; then
+    mkdir -p "$CG_RESULTS" && cp "$TM_WORK"/*.json "$TM_WORK"/*.csv "$TM_WORK"/*_tbf.txt "$CG_RESULTS"/ 2>/dev/null
+fi
 tm_finish

@@ -143,7 +143,7 @@ def sign(tm_without_mac: bytes, how: str, rng: random.Random, wrong_key: bytes) 
 
 def ack(flow, released, acked, se, re, nack_ranges, how, rng, wrong_key):
     """An ACK (no ranges) or a NACK, body in control.h's layout, tagged `how`."""
-    body = struct.pack("!IIIIHH", released, acked, se, re, len(nack_ranges), 0)
+    body = struct.pack("!IIIIHHI", released, acked, se, re, len(nack_ranges), 0, 0xFFFFFFFF)  # no echo
     for first, count in nack_ranges:
         body += struct.pack("!HH", first, count)
     flags = F_NACK if nack_ranges else F_ACK

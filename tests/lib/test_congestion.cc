@@ -140,12 +140,16 @@ TEST_CASE("control law: additive increase per ms, only while the rate limits; lo
     CongestionConfig cfg = config();
     Congestion cc = started(cfg);
     cc.on_rtt(1, 100 * kUs);
-    // A timeout within its RTO of a sample: the path answers, a lost packet's; no cut.
-    CHECK_FALSE(cc.on_timeout(1 + 4999 * kUs, 5000 * kUs));
+    // Nothing sent since the sample: quiet, not silent (a paced session
+    // between its steps); no cut however long.
+    CHECK_FALSE(cc.on_timeout(1 + 20000 * kUs, 5000 * kUs));
+    // Sent, and a timeout within its RTO of that send: no cut yet.
+    cc.sent(1 + 20000 * kUs, 100);
+    CHECK_FALSE(cc.on_timeout(1 + 24999 * kUs, 5000 * kUs));
     CHECK(cc.rate_bps() == 200e6);
     CHECK(cc.slow_start());
-    // Silent for the whole RTO: half, and slow start is over.
-    const uint64_t t = 1 + 5000 * kUs;
+    // Silent for the whole RTO since that send: half, and slow start is over.
+    const uint64_t t = 1 + 25000 * kUs;
     CHECK(cc.on_timeout(t, 5000 * kUs));
     CHECK(cc.rate_bps() == 100e6);
     CHECK_FALSE(cc.slow_start());
@@ -185,7 +189,9 @@ TEST_CASE("control law: one cut takes at most half, the rate stays within [min, 
     CHECK(cc.on_rtt(1 + 12500 * kUs, 50000 * kUs) == CcEvent::None);
     CHECK(cc.on_rtt(1 + 18000 * kUs, 50000 * kUs) == CcEvent::Decrease); // srtt 16.6 ms by now
     CHECK(cc.rate_bps() == 75e6);
-    for (uint64_t i = 0; i < 20; i++)
-        cc.on_timeout(20000 * kUs + i * 1000 * kUs, 1000 * kUs);
+    for (uint64_t i = 0; i < 20; i++) { // silent after every send
+        cc.sent(20000 * kUs + i * 2000 * kUs, 100);
+        CHECK(cc.on_timeout(21000 * kUs + i * 2000 * kUs, 1000 * kUs));
+    }
     CHECK(cc.rate_bps() == 1e6);
 }

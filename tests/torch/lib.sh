@@ -51,10 +51,15 @@ tt_mesh() {
     for ((r = 0; r < n; r++)); do
         TT_SOCK[r]=$TM_WORK/r$r.sock
         # Two vCPUs: the daemons take turns on them (their busy loops are
-        # what the scheduler shares with the ranks).
+        # what the scheduler shares with the ranks). Six busy processes on
+        # two vCPUs delay every RTT sample by scheduler time slices (ms),
+        # far above congestion control's 500 us queue target, with no queue
+        # anywhere (a bridge, no bottleneck): the target goes above the
+        # scheduler's delay, or the controller takes it for congestion.
         tm_start d$r 900 ns "${TT_NS[r]}" -- --vdev=net_af_packet0,iface=eth0,framecnt=4096 -l $((r % 2)) -- \
             --mode service --src-ip "${TT_IP[r]}" --control-socket "${TT_SOCK[r]}" --secret "$TM_SECRET" \
-            --stats-period 0 --peer-timeout-ms 5000 --idle-sleep-us ${TT_IDLE_SLEEP_US:-50}
+            --stats-period 0 --peer-timeout-ms 5000 --idle-sleep-us ${TT_IDLE_SLEEP_US:-50} \
+            --cc-target-us ${TT_CC_TARGET_US:-20000}
         TT_PID[r]=$TM_PID
     done
     for ((r = 0; r < n; r++)); do
