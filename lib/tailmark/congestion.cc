@@ -62,12 +62,11 @@ CcEvent Congestion::on_echo(uint64_t now, uint16_t echo, uint32_t hold_ns) {
     if (hold >= rtt)
         return CcEvent::None; // a stamp older than the wrap, or clocks at odds: no sample
     if (age_u < (uint64_t(kSlots - 1) << kSlotShift))
-        note_delivered(now, now_u - age_u);
+        note_delivered(now_u - age_u);
     return on_rtt(now, rtt - hold, now - rtt);
 }
 
-void Congestion::note_delivered(uint64_t now, uint64_t stamp_units) {
-    (void)now;
+void Congestion::note_delivered(uint64_t stamp_units) {
     const uint64_t d = sent_at_[(stamp_units >> kSlotShift) & (kSlots - 1)];
     if (d > delivered_ && d <= sent_total_)
         delivered_ = d;

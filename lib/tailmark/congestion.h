@@ -107,7 +107,7 @@ private:
     CcEvent update(uint64_t now);
     void set_rate(double bps);
     void cut_to(uint64_t now, double bps);
-    void note_delivered(uint64_t now, uint64_t stamp_units);
+    void note_delivered(uint64_t stamp_units);
     double window_delivery(uint64_t now) const;
 
     // The delivery rate, from the echoes alone: what the sender had sent
