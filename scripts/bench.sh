@@ -15,6 +15,10 @@
 #                               cases of tests/integration/congestion.sh with
 #                               --cc on and off (build/bench/cc.md, cc.json,
 #                               cc-goodput.png)
+#   scripts/bench.sh --stages   only the rx lcore's cycle account per stage at
+#                               64 B and 64 KiB: perf (cpu-clock) on a
+#                               -Dstage_profile build (build/bench/stages.md,
+#                               stages.json)
 #   scripts/bench.sh --compare REV
 #                               only an A/B of this tree against git revision
 #                               REV (built in build-ab/): the core rows, both
@@ -41,6 +45,7 @@ instructions=0
 compare=
 torch=0
 cc=0
+stages=0
 while [ $# -gt 0 ]; do
     case $1 in
     --quick) quick=1 ;;
@@ -48,7 +53,8 @@ while [ $# -gt 0 ]; do
     --compare) compare=${2:-}; shift ;;
     --torch) torch=1 ;;
     --cc) cc=1 ;;
-    *) echo "usage: scripts/bench.sh [--quick] [--instructions] [--compare REV] [--torch] [--cc]" >&2; exit 2 ;;
+    --stages) stages=1 ;;
+    *) echo "usage: scripts/bench.sh [--quick] [--instructions] [--compare REV] [--torch] [--cc] [--stages]" >&2; exit 2 ;;
     esac
     shift
 done
@@ -70,6 +76,11 @@ fi
 if [ $cc -eq 1 ]; then
     source "$TM_ROOT/scripts/lib/bench_cc.sh"
     bench_cc "$out"
+    exit $?
+fi
+if [ $stages -eq 1 ]; then
+    source "$TM_ROOT/scripts/lib/bench_stages.sh"
+    bench_stages "$out"
     exit $?
 fi
 read -r -a MEM <<<"${TAILMARK_EAL_MEM---no-huge -m 1024}"
@@ -137,8 +148,9 @@ if [ -n "$compare" ]; then
         "loop1mx4 --vdev=net_ring0 -- --flows 4 --msg-size 1048576 --messages 300 --ring-size 4 --exit-when-done --duration 60"
         "rx64 --vdev=net_ring0 -- --flows 1 --msg-size 64 --messages 5000000 --ring-size 64 --replay on --tx-lcores 0 --rx-lcores 1 --consumer-lcores 0 --exit-when-done --duration 60"
         "rx64k --vdev=net_ring0 -- --flows 1 --msg-size 65536 --messages 60000 --ring-size 16 --replay on --tx-lcores 0 --rx-lcores 1 --consumer-lcores 0 --exit-when-done --duration 60"
+        "rx64local --vdev=net_ring0 -- --flows 1 --msg-size 64 --messages 5000000 --ring-size 64 --replay on --tx-lcores 1 --rx-lcores 1 --consumer-lcores 0 --exit-when-done --duration 60"
     )
-    [ $quick -eq 1 ] && rows=("${rows[0]}" "${rows[2]}" "${rows[5]}" "${rows[7]}" "${rows[10]}" "${rows[11]}")
+    [ $quick -eq 1 ] && rows=("${rows[0]}" "${rows[2]}" "${rows[5]}" "${rows[7]}" "${rows[10]}" "${rows[11]}" "${rows[12]}")
     run_ab() { # BIN NAME ARGS...
         local bin=$1 name=$2
         shift 2

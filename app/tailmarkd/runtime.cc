@@ -162,8 +162,10 @@ bool Runtime::open_ports(SetupError& e) {
     const auto T = static_cast<uint16_t>(tx_lcores_.size());
     // Flow steering. net_ring loops tx queue q back to rx queue q, so in
     // loopback each flow is sent on the queue of the rx lcore that owns it.
-    // Elsewhere, several rx lcores need RSS (flows are then placed where the
-    // port's hash sends them).
+    // Elsewhere, with several rx lcores: RSS where the port's hash can be
+    // computed here (a flow is then placed where the hash sends it), else
+    // hand-off (flows dealt to rx lcores; one that gets another's data
+    // passes it on through a ring: af_packet's fanout, a tap's queues).
     steer_by_queue_ = opt_.mode == Mode::Loopback && same && rx_driver == "net_ring";
     uint16_t rx_nrxq = R, rx_ntxq = 1, tx_nrxq = 1;
     if (steer_by_queue_) {
@@ -176,13 +178,10 @@ bool Runtime::open_ports(SetupError& e) {
         tx_nq_ = T;
         if (R > 1 && opt_.mode != Mode::Send) {
             const uint64_t want = RTE_ETH_RSS_NONFRAG_IPV4_UDP | RTE_ETH_RSS_IPV4;
-            if ((rxi.flow_type_rss_offloads & want) == 0 || rxi.reta_size == 0) {
-                e = {2, "--rx-lcores: port " + std::to_string(opt_.rx_port) + " (" + rx_driver +
-                            ") has no RSS to spread flows over " + std::to_string(R) +
-                            " rx queues; give one rx lcore"};
-                return false;
-            }
-            rss_ = true;
+            if ((rxi.flow_type_rss_offloads & want) == 0 || rxi.reta_size == 0)
+                handoff_ = true;
+            else
+                rss_ = true;
         }
     }
     if (same)
@@ -279,10 +278,11 @@ bool Runtime::open_ports(SetupError& e) {
         rx_port_ = rx_port_owned_.get();
     }
     if (rss_ && !rx_port_->rss_active()) {
-        e = {1, "port " + std::to_string(opt_.rx_port) +
-                    ": RSS is on but its key or RETA cannot be read, so flows cannot be assigned to rx lcores; "
-                    "give one rx lcore"};
-        return false;
+        // The port hashes, but where to cannot be computed here.
+        TM_LOG(NOTICE, app, "port %u: RSS key or RETA unreadable; rx lcores hand each other their flows' data",
+               opt_.rx_port);
+        rss_ = false;
+        handoff_ = true;
     }
     return true;
 }
@@ -402,6 +402,22 @@ bool Runtime::make_engines(SetupError& e) {
         }
     }
 
+    if (handoff_) {
+        rx_owner_ = static_cast<uint8_t*>(rte_malloc("tm_rx_owner", 65536, 64));
+        if (rx_owner_ == nullptr)
+            return oom("rx steering table");
+        memset(rx_owner_, RxPlacer::kNoOwner, 65536);
+        allocs_.push_back(rx_owner_);
+        for (uint32_t r = 0; r < rx_lcores_.size(); r++) {
+            char name[RTE_RING_NAMESIZE];
+            snprintf(name, sizeof(name), "tm_ho_%u", r);
+            rte_ring* q = rte_ring_create(name, kHandoffRing, rx_socket_, RING_F_SC_DEQ);
+            if (q == nullptr)
+                return oom("hand-off ring " + std::to_string(r));
+            handoff_in_.push_back(q);
+        }
+    }
+
     // rx: lcore r polls rx queue r with a Receiver.
     for (uint32_t r = 0; r < rx_lcores_.size(); r++) {
         RxCtx* c = socket_new<RxCtx>(rx_socket_);
@@ -444,6 +460,12 @@ bool Runtime::make_engines(SetupError& e) {
         rc.routes.nsenders = static_cast<uint32_t>(senders_.size());
         rc.routes.control = control_in_;
         rc.routes.ctl_out = senders_[r % senders_.size()]->ctl_out();
+        if (handoff_) {
+            rc.routes.rx_owner = rx_owner_;
+            rc.routes.handoff_in = handoff_in_.data();
+            rc.routes.nreceivers = static_cast<uint32_t>(rx_lcores_.size());
+            rc.routes.self = static_cast<uint8_t>(r);
+        }
         rc.mode = opt_.completion;
         rc.name = name;
         rc.socket = rx_socket_;
@@ -557,10 +579,11 @@ bool Runtime::make_recv_flow(FlowCtx& f, AppSession& a, Session& s, uint16_t id,
         }
     }
     // Which rx lcore sees this flow's data: net_ring loopback steers by
-    // queue (id % R); RSS hashes the data's 5-tuple.
+    // queue (id % R); RSS hashes the data's 5-tuple; hand-off deals flows
+    // out (id % R) and the rx lcores pass each other the rest.
     const auto R = static_cast<uint32_t>(rxs_.size());
     uint32_t owner = 0;
-    if (steer_by_queue_) {
+    if (steer_by_queue_ || handoff_) {
         owner = id % R;
     } else if (R > 1 && rss_) {
         const int q = rx_port_->rss_queue_of(s.peer.ip, opt_.src_ip, TxFlow::source_port(id), opt_.udp_port);
@@ -580,6 +603,8 @@ bool Runtime::make_recv_flow(FlowCtx& f, AppSession& a, Session& s, uint16_t id,
     rs.pkt_cq = f.pkt_cq;
     f.receiver = receivers_[owner];
     f.recv_lcore = rxs_[owner]->lcore;
+    if (handoff_) // before the flow exists anywhere: no data of it can arrive yet
+        __atomic_store_n(&rx_owner_[id], static_cast<uint8_t>(owner), __ATOMIC_RELEASE);
     f.recv = Receiver::make_flow(rs, rx_socket_);
     if (f.recv == nullptr) {
         err = "out of memory: receive state of flow " + std::to_string(f.index);
@@ -768,7 +793,7 @@ bool Runtime::setup(SetupError& e) {
            "mode %s, %u flows x %" PRIu64 " messages of %" PRIu64 " B, ring %u, MTU %u, completion %s, "
            "steering %s, %s; lcores%s; %s %s",
            to_string(opt_.mode), opt_.flows, opt_.messages, opt_.msg_size, opt_.ring_size, opt_.mtu,
-           to_string(opt_.completion), steer_by_queue_ ? "by queue (net_ring)" : rss_ ? "RSS" : "single rx queue",
+           to_string(opt_.completion), steering_name(),
            opt_.flow_control ? "sessions" : "no session (--flow-control off)", lc.c_str(), mac_str(mac_).c_str(),
            to_string(Endpoint{opt_.src_ip, opt_.udp_port}).c_str());
     return true;
@@ -1252,6 +1277,8 @@ void Runtime::on_response(const Request& r, uint64_t now) {
         f->last_acked = *Receiver::acked_word(rf);
         f->last_released = f->ring ? f->ring->released() : 0;
         f->recv = nullptr;
+        if (handoff_)
+            __atomic_store_n(&rx_owner_[f->recv_id], RxPlacer::kNoOwner, __ATOMIC_RELEASE);
         later(now, [rf] { Receiver::free_flow(rf); });
         break;
     }
@@ -1815,6 +1842,12 @@ Results Runtime::results() const {
         r.udp_checksum_rx = rx_port_->rx_udp_checksum() ? "offload" : "software";
     }
     r.fault = fault_counters();
+    r.steering = steering_name();
+    for (size_t i = 0; i < rxs_.size() && i < receivers_.size(); i++) {
+        const ReceiverCounters& c = receivers_[i]->counters();
+        r.rx_lanes.push_back({rxs_[i]->lcore, rxs_[i]->queue, peek(rxs_[i]->pkts_rx),
+                              peek(receivers_[i]->placer().counters().placed), peek(c.handed_out), peek(c.handed_in)});
+    }
     for (const Sender* s : senders_) {
         const SenderCounters& c = s->counters();
         r.acks_rx += c.acks_rx;
@@ -2101,6 +2134,12 @@ void Runtime::teardown() {
         rte_pktmbuf_free(m);
     rte_ring_free(control_in_);
     control_in_ = nullptr;
+    for (rte_ring* q : handoff_in_) {
+        while (rte_ring_dequeue(q, reinterpret_cast<void**>(&m)) == 0)
+            rte_pktmbuf_free(m);
+        rte_ring_free(q);
+    }
+    handoff_in_.clear();
     for (TxCtx* c : txs_)
         socket_delete(c);
     txs_.clear();

@@ -161,6 +161,13 @@ private:
     int tx_socket_ = 0, rx_socket_ = 0;
     bool steer_by_queue_ = false; // net_ring loopback: tx queue q arrives on rx queue q
     bool rss_ = false;
+    bool handoff_ = false;        // several rx lcores, no computable hash: they pass each other data
+    static constexpr unsigned kHandoffRing = 4096;
+    uint8_t* rx_owner_ = nullptr; // handoff_: 65536, a recv flow id's Receiver
+    std::vector<rte_ring*> handoff_in_; // handoff_: per Receiver
+    const char* steering_name() const {
+        return steer_by_queue_ ? "queue" : rss_ ? "rss" : handoff_ ? "handoff" : "single";
+    }
     uint16_t tx_nq_ = 1;          // tx queues: one Sender each
     rte_ether_addr mac_{};
     // lcores and engines

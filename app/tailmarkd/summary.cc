@@ -77,6 +77,14 @@ bool write_summary_json(const Results& r, const std::string& path, std::string& 
             "\"stale_reqs\": %lu, \"nacks_tx\": %lu, \"nacks_rx\": %lu, \"retx_rx\": %lu, \"nack_reqs\": %lu},\n",
             l.retx_pkts, l.retx_reqs, l.probes, l.rto_expired, l.stale_reqs, l.nacks_tx, l.nacks_rx, l.retx_rx,
             l.nack_reqs);
+    fprintf(f, "  \"rx_steering\": {\"mode\": \"%s\", \"lcores\": [", r.steering.c_str());
+    for (size_t i = 0; i < r.rx_lanes.size(); i++) {
+        const auto& l = r.rx_lanes[i];
+        fprintf(f, "%s{\"lcore\": %u, \"queue\": %u, \"packets_rx\": %lu, \"placed\": %lu, \"handed_out\": %lu, "
+                   "\"handed_in\": %lu}",
+                i ? ", " : "", l.lcore, l.queue, l.packets_rx, l.placed, l.handed_out, l.handed_in);
+    }
+    fprintf(f, "]},\n");
     fprintf(f, "  \"udp_checksum\": {\"tx\": \"%s\", \"rx\": \"%s\"},\n", r.udp_checksum_tx.c_str(),
             r.udp_checksum_rx.c_str());
     fprintf(f,

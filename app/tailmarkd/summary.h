@@ -51,6 +51,16 @@ struct Results {
         double srtt_us = 0;     // the largest smoothed RTT of a session
         double base_rtt_us = 0; // ... and its base RTT
     } cc;
+    // How data reaches its flow's rx lcore: "single" (one rx queue), "queue"
+    // (net_ring loopback), "rss", "handoff"; and per rx lcore what its queue
+    // brought, what it placed and what it passed on or took over.
+    std::string steering = "single";
+    struct RxLane {
+        unsigned lcore = 0;
+        uint16_t queue = 0;
+        uint64_t packets_rx = 0, placed = 0, handed_out = 0, handed_in = 0;
+    };
+    std::vector<RxLane> rx_lanes;
     std::string udp_checksum_tx = "off"; // "offload" (the NIC fills it), "software", "off"
     std::string udp_checksum_rx = "off"; // "offload" (the NIC's verdict in the rx flags), "software", "off"
     // Per flow: messages sent, acknowledged (completed at the receiver) and

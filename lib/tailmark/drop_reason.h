@@ -52,7 +52,8 @@ namespace tailmark {
     X(FlowFailed, "flow_failed")              /* control packet of a flow given up */     \
     X(UnknownSession, "unknown_session")      /* session packet for no session/listener */ \
     X(ArpNotOurs, "arp_not_ours")             /* ARP for another address, or malformed */ \
-    X(ControlBacklog, "control_backlog")      /* control frame: its owner's queue is full */
+    X(ControlBacklog, "control_backlog")      /* control frame: its owner's queue is full */ \
+    X(HandoffBacklog, "handoff_backlog")      /* data of another rx lcore's flow: its queue is full */
 
 enum class DropReason : uint8_t {
 #define X(name, str) name,

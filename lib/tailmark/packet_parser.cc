@@ -116,7 +116,7 @@ DropReason parse_packet(const rte_mbuf* m, const ParserConfig& cfg, ParsedPacket
         rte_pktmbuf_read(m, kEthLen + kIpLen + udp_len - kTrailerLen, kTrailerLen, &tcopy));
     if (wt == nullptr)
         return DropReason::FrameTooShort;
-    out.trailer = decode(wt);
+    decode_into(wt, out.trailer);
     const Trailer& t = out.trailer;
     if (t.magic != kMagic)
         return DropReason::BadMagic;

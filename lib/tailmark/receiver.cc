@@ -66,6 +66,12 @@ Receiver::Receiver(const ReceiverConfig& cfg) : cfg_(cfg), placer_(cfg.parser, c
     nack_q_ = rte_ring_create_elem(name, sizeof(Nack), 1024, cfg.socket, RING_F_SP_ENQ | RING_F_SC_DEQ);
     table_ = static_cast<RecvFlow**>(rte_zmalloc_socket("tm_recv_table", sizeof(RecvFlow*) * 65536, 64, cfg.socket));
     ok_ = nack_q_ != nullptr && table_ != nullptr && cfg.pool != nullptr;
+    if (cfg_.routes.rx_owner != nullptr) {
+        if (cfg_.routes.handoff_in == nullptr || cfg_.routes.self >= cfg_.routes.nreceivers)
+            ok_ = false;
+        else
+            placer_.set_handoff(cfg_.routes.rx_owner, cfg_.routes.self);
+    }
 }
 
 Receiver::~Receiver() {
@@ -109,13 +115,31 @@ RecvFlow* Receiver::remove(uint16_t id) {
     return f;
 }
 
-// A control frame's owner: the Sender of its flow id, or the control plane.
+// A frame the placer kept: data of a flow another Receiver holds goes to
+// that one; an ACK or NACK to the Sender of its flow id; the rest (SESSION,
+// ARP) to the control plane.
 void Receiver::route(rte_mbuf* m) {
     rte_ring* to = cfg_.routes.control;
     const auto* eth = rte_pktmbuf_mtod(m, const rte_ether_hdr*);
     if (eth->ether_type == RTE_BE16(RTE_ETHER_TYPE_IPV4)) { // parse_packet accepted it: a tailmark header follows
         WireHeader wh;
         const auto* h = static_cast<const WireHeader*>(rte_pktmbuf_read(m, kEthLen + kIpLen + kUdpLen, kHeaderLen, &wh));
+        constexpr uint8_t kControl = static_cast<uint8_t>(Flags::Ack) | static_cast<uint8_t>(Flags::Nack) |
+                                     static_cast<uint8_t>(Flags::Session);
+        if (h != nullptr && (h->flags & kControl) == 0 && cfg_.routes.rx_owner != nullptr) {
+            // Data: the placer kept it because another Receiver holds its flow.
+            const uint8_t o = __atomic_load_n(&cfg_.routes.rx_owner[rte_be_to_cpu_16(h->flow)], __ATOMIC_RELAXED);
+            if (o >= cfg_.routes.nreceivers || o == cfg_.routes.self) { // removed since
+                bump(ctr_.drops[index(DropReason::UnknownFlow)]);
+                rte_pktmbuf_free(m);
+            } else if (rte_ring_mp_enqueue(cfg_.routes.handoff_in[o], m) != 0) {
+                bump(ctr_.drops[index(DropReason::HandoffBacklog)]); // lost here: the sender's NACK/RTO recovers it
+                rte_pktmbuf_free(m);
+            } else {
+                bump(ctr_.handed_out);
+            }
+            return;
+        }
         if (h != nullptr && (h->flags & static_cast<uint8_t>(Flags::Session)) == 0) {
             const uint8_t s = cfg_.routes.sender_of ? cfg_.routes.sender_of[rte_be_to_cpu_16(h->flow)] : kNoSender;
             if (s >= cfg_.routes.nsenders) {
@@ -201,6 +225,19 @@ inline bool Receiver::feedback_due(const RecvFlow& f, uint64_t now) const {
 
 bool Receiver::poll(uint64_t now) {
     bool work = false;
+    if (cfg_.routes.rx_owner != nullptr) {
+        // Never kept again: a flow this Receiver no longer holds is dropped
+        // (unknown_flow), so a frame cannot travel in circles.
+        constexpr unsigned kBurst = 32;
+        rte_mbuf* pkts[kBurst];
+        const unsigned n = rte_ring_sc_dequeue_burst(cfg_.routes.handoff_in[cfg_.routes.self],
+                                                     reinterpret_cast<void**>(pkts), kBurst, nullptr);
+        if (n != 0) {
+            bump(ctr_.handed_in, n);
+            placer_.rx_burst(pkts, static_cast<uint16_t>(n), now);
+            work = true;
+        }
+    }
     placer_.poll(now);
     // NACKs of the gap scan and of the placer's immediate answers, each with
     // the cursors (a NACK is an ACK too).

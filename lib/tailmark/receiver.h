@@ -47,6 +47,15 @@ struct ReceiverRoutes {
     uint32_t nsenders = 0;
     rte_ring* control = nullptr;        // SESSION and ARP frames, to the control plane
     rte_ring* ctl_out = nullptr;        // this receiver's ACKs and NACKs, to a Sender that transmits
+    // Steering by hand-off, for ports that spread flows over rx queues by a
+    // hash this process cannot compute (af_packet's fanout, a tap's queues):
+    // a data frame of a flow another Receiver holds goes to that one's
+    // handoff ring. rx_owner: 65536 entries, RxPlacer::kNoOwner for none;
+    // nullptr: no hand-off (every flow's data reaches its own queue).
+    const uint8_t* rx_owner = nullptr;
+    rte_ring* const* handoff_in = nullptr; // per Receiver, by index (MP/SC)
+    uint32_t nreceivers = 0;
+    uint8_t self = 0;                      // this Receiver's index
 };
 inline constexpr uint8_t kNoSender = 0xFF;
 
@@ -74,6 +83,8 @@ struct ReceiverCounters {
     uint64_t ctl_packets = 0; // of them, as packets (not in memory to a local sender)
     uint64_t ctl_lost = 0;    // ACK/NACK not sent: no mbuf, or the ctl_out ring full (sent again later)
     uint64_t routed = 0;      // frames handed to a Sender or the control plane
+    uint64_t handed_out = 0;  // data frames handed to the Receiver that holds their flow
+    uint64_t handed_in = 0;   // ... and taken from the others
     DropCounters drops{};     // routed frames refused: no owner, or its queue full
 };
 
@@ -96,9 +107,10 @@ public:
     RecvFlow* remove(uint16_t id);
     // Validates, places and frees data; routes (or drops and counts) the rest.
     void rx_burst(rte_mbuf** pkts, uint16_t n, uint64_t now);
-    // NACKs (the placer's gap scan), then ACKs where the cursors moved by a
-    // batch, or at all ack_min ago, or a retransmission asked for one. True
-    // when it sent anything.
+    // Data frames other Receivers handed over (placed as if received
+    // here), NACKs (the placer's gap scan), then ACKs where the cursors
+    // moved by a batch, or at all ack_min ago, or a retransmission asked for
+    // one. True when it did anything.
     bool poll(uint64_t now);
 
     RxPlacer& placer() { return placer_; }

@@ -127,6 +127,18 @@ public:
     // the caller to route. keep must hold n.
     void rx_burst_route(rte_mbuf** pkts, uint16_t n, uint64_t now_tsc, rte_mbuf** keep, uint16_t& nkeep);
 
+    // Steering by hand-off (ports whose hash this process cannot compute):
+    // owner_of[flow id] names the placer that holds each flow (65536
+    // entries, kNoOwner: none; written by the control plane before a flow is
+    // installed). rx_burst_route then also keeps the data frames of flows
+    // another placer holds, for the caller to hand over; frames handed to
+    // this placer go through rx_burst, which never keeps them.
+    static constexpr uint8_t kNoOwner = 0xFF;
+    void set_handoff(const uint8_t* owner_of, uint8_t self) {
+        owner_of_ = owner_of;
+        self_ = self;
+    }
+
     // Processes one packet and leaves it to the caller. Returns None when the
     // payload was placed (whether or not it completed a message).
     DropReason process(const rte_mbuf* m, uint64_t now_tsc);
@@ -140,6 +152,11 @@ private:
     // packet-mode baseline costs message mode no branch per packet.
     template <CompletionMode kMode>
     DropReason place(FlowRx& f, const rte_mbuf* m, const ParsedPacket& p, uint64_t now_tsc);
+    // place's stages (rx_placer.cc: one function unless -Dstage_profile).
+    static DropReason check_geometry(const FlowRx& f, const ParsedPacket& p);
+    static DropReason check_window(FlowRx& f, const Header& h, bool retx);
+    template <CompletionMode kMode>
+    DropReason claim(FlowRx& f, const ParsedPacket& p, uint64_t now_tsc);
     template <CompletionMode kMode>
     DropReason process_as(const rte_mbuf* m, uint64_t now_tsc, bool route);
     template <CompletionMode kMode>
@@ -160,6 +177,8 @@ private:
     uint64_t nack_delay_ = 0;
     uint64_t next_scan_ = 0;
     FlowRx** table_ = nullptr; // indexed by flow id, 65536 entries
+    const uint8_t* owner_of_ = nullptr; // set_handoff
+    uint8_t self_ = kNoOwner;
     std::vector<FlowRx*> flows_;
 };
 

@@ -434,3 +434,100 @@ TEST_CASE("placer counters: a placed packet is never a drop, thrown-away state i
         balanced();
     }
 }
+
+// Steering by hand-off: two Receivers (two rx lcores) share an owner table;
+// the flow is B's, its data arrives at A (the port's hash put it there).
+TEST_CASE("hand-off: data of another Receiver's flow goes to its ring, is placed there once, never bounces",
+          "[receiver]") {
+    tmtest::Pool pool;
+    const std::string name = tmtest::unique_name("ho");
+    std::vector<uint8_t> owner(65536, RxPlacer::kNoOwner);
+    rte_ring* in[2];
+    for (int i = 0; i < 2; i++) {
+        in[i] = rte_ring_create((name + std::to_string(i)).c_str(), 8, SOCKET_ID_ANY, RING_F_SC_DEQ);
+        REQUIRE(in[i] != nullptr); // holds 7
+    }
+    std::unique_ptr<Receiver> rx[2];
+    for (uint8_t i = 0; i < 2; i++) {
+        ReceiverConfig c;
+        c.pool = pool.mp;
+        c.routes.rx_owner = owner.data();
+        c.routes.handoff_in = in;
+        c.routes.nreceivers = 2;
+        c.routes.self = i;
+        const std::string n = name + "r" + std::to_string(i);
+        c.name = n.c_str();
+        rx[i] = std::make_unique<Receiver>(c);
+        REQUIRE(rx[i]->ok());
+    }
+    auto ring = tmtest::make_ring(kRxFlow, kRing, 64 * 1024);
+    RecvFlowSpec sp;
+    sp.id = kRxFlow;
+    sp.ring = ring.get();
+    sp.key = kDataKey;
+    sp.stride = kStride;
+    RecvFlow* flow = Receiver::make_flow(sp, SOCKET_ID_ANY);
+    REQUIRE(flow != nullptr);
+    owner[kRxFlow] = 1;
+    REQUIRE(rx[1]->install(flow));
+    const unsigned start = pool.avail();
+    TxFlow tx = tmtest::make_flow(kRxFlow, kDataKey, kRing);
+
+    std::vector<uint8_t> msg(5000);
+    for (size_t i = 0; i < msg.size(); i++)
+        msg[i] = static_cast<uint8_t>(i * 7 + 3);
+    auto g = tmtest::build_group(pool.mp, tx, 0, msg); // 4 packets
+    REQUIRE(g.size() == 4);
+    rx[0]->rx_burst(g.data(), 4, 100);
+    CHECK(rx[0]->counters().handed_out == 4);
+    CHECK(rx[0]->placer().counters().packets == 0); // counted where placed
+    CHECK(ring->poll(0) == nullptr);
+    rx[1]->poll(200);
+    CHECK(rx[1]->counters().handed_in == 4);
+    CHECK(rx[1]->placer().counters().placed == 4);
+    const CompletionSlot* s = ring->poll(0);
+    REQUIRE(s != nullptr);
+    CHECK(s->msg_len == msg.size());
+    CHECK(memcmp(ring->region(0), msg.data(), msg.size()) == 0);
+    REQUIRE(ring->release(0));
+
+    // B's own data on B's queue: placed at once, nothing handed.
+    auto g1 = tmtest::build_group(pool.mp, tx, 1, msg);
+    rx[1]->rx_burst(g1.data(), static_cast<uint16_t>(g1.size()), 300);
+    CHECK(rx[1]->placer().counters().placed == 8);
+    CHECK(rx[1]->counters().handed_out == 0);
+    REQUIRE(ring->poll(1) != nullptr);
+    REQUIRE(ring->release(1));
+
+    // A full hand-off ring (7 places): the rest is dropped and counted; the
+    // sender's recovery owes it.
+    std::vector<rte_mbuf*> many;
+    for (uint32_t m = 2; m < 4; m++) {
+        auto gm = tmtest::build_group(pool.mp, tx, m, msg);
+        many.insert(many.end(), gm.begin(), gm.end());
+    }
+    rx[0]->rx_burst(many.data(), static_cast<uint16_t>(many.size()), 400);
+    CHECK(rx[0]->counters().handed_out == 4 + 7);
+    CHECK(rx[0]->counters().drops[index(R::HandoffBacklog)] == 1);
+
+    // The flow leaves B before B drains: the frames are dropped at B as an
+    // unknown flow's, never passed back to A.
+    REQUIRE(rx[1]->remove(kRxFlow) == flow);
+    owner[kRxFlow] = RxPlacer::kNoOwner;
+    rx[1]->poll(500);
+    CHECK(rx[1]->counters().handed_in == 4 + 7);
+    CHECK(rx[1]->placer().counters().drops[index(R::UnknownFlow)] == 7);
+    CHECK(rx[1]->counters().handed_out == 0);
+    CHECK(rte_ring_count(in[0]) == 0);
+    // No owner at all: A drops it itself.
+    auto g2 = tmtest::build_group(pool.mp, tx, 4, msg);
+    rx[0]->rx_burst(g2.data(), static_cast<uint16_t>(g2.size()), 600);
+    CHECK(rx[0]->placer().counters().drops[index(R::UnknownFlow)] == 4);
+    CHECK(rx[0]->counters().handed_out == 11);
+    CHECK(pool.avail() == start); // every frame freed exactly once
+    Receiver::free_flow(flow);
+    rx[0].reset();
+    rx[1].reset();
+    rte_ring_free(in[0]);
+    rte_ring_free(in[1]);
+}
