@@ -149,8 +149,10 @@ if [ -n "$compare" ]; then
         "rx64 --vdev=net_ring0 -- --flows 1 --msg-size 64 --messages 5000000 --ring-size 64 --replay on --tx-lcores 0 --rx-lcores 1 --consumer-lcores 0 --exit-when-done --duration 60"
         "rx64k --vdev=net_ring0 -- --flows 1 --msg-size 65536 --messages 60000 --ring-size 16 --replay on --tx-lcores 0 --rx-lcores 1 --consumer-lcores 0 --exit-when-done --duration 60"
         "rx64local --vdev=net_ring0 -- --flows 1 --msg-size 64 --messages 5000000 --ring-size 64 --replay on --tx-lcores 1 --rx-lcores 1 --consumer-lcores 0 --exit-when-done --duration 60"
+        "lat4kx1 --vdev=net_ring0 -- --flows 1 --msg-size 4096 --messages 160000 --ring-size 64 --rate 80000 --exit-when-done --duration 60"
+        "lat4kx4 --vdev=net_ring0 -- --flows 4 --msg-size 4096 --messages 40000 --ring-size 64 --rate 80000 --exit-when-done --duration 60"
     )
-    [ $quick -eq 1 ] && rows=("${rows[0]}" "${rows[2]}" "${rows[5]}" "${rows[7]}" "${rows[10]}" "${rows[11]}" "${rows[12]}")
+    [ $quick -eq 1 ] && rows=("${rows[0]}" "${rows[2]}" "${rows[5]}" "${rows[7]}" "${rows[10]}" "${rows[11]}" "${rows[12]}" "${rows[13]}" "${rows[14]}")
     run_ab() { # BIN NAME ARGS...
         local bin=$1 name=$2
         shift 2
@@ -182,6 +184,8 @@ import json, os, sys
 raw, out, a_rev, b_rev, cpu = sys.argv[1:6]
 names = sys.argv[6:]
 def metric(d, name):
+    if name.startswith("lat"): # paced at 80000 msgs/s in all (issue 17's figure): the tail, lower is better
+        return (d.get("latency_ns") or {}).get("p99", 0) / 1e3, "p99 us (lower is better)"
     if name.startswith("tx"):
         return d["packets_tx"] / d["elapsed_s"] / 1e6 if d.get("elapsed_s") else 0, "Mpps"
     return (d.get("msgs_per_s") or 0) / 1e6, "M msgs/s"
@@ -202,7 +206,7 @@ for n in names:
     if not vals["A"] or not vals["B"]:
         continue
     a, b = vals["A"][len(vals["A"]) // 2], vals["B"][len(vals["B"]) // 2]
-    unit = metric({"packets_tx": 0, "elapsed_s": 1, "msgs_per_s": 0}, n)[1]
+    unit = metric({"packets_tx": 0, "elapsed_s": 1, "msgs_per_s": 0, "latency_ns": {"p99": 0}}, n)[1]
     ratio = a[0] / b[0] if b[0] else 0
     res.append({"row": n, "unit": unit, "A": a[0], "B": b[0], "ratio": ratio,
                 "A_runs": [x[0] for x in vals["A"]], "B_runs": [x[0] for x in vals["B"]],
@@ -332,13 +336,24 @@ tailmarkd "rxlocal_64" --vdev=net_ring0 -- --flows 1 --msg-size 64 --messages "$
 # Latency at 10% load: 4 KiB messages, 1 and 4 flows, paced (--rate, flows
 # staggered) at a tenth of the message rate the same configuration reached
 # unpaced above.
+# Three runs each (one with --quick), then one more with --trace-slow-ns:
+# the timeline of every message slower than 2 us (what the lcore did in the
+# iterations before it), sorted by cause. First, the platform alone:
+# tailmark-jitter busy-polls lcore 1's CPU and counts the gaps (the VM
+# taking the CPU), the share of the tail no code of ours can remove.
+jitter=$TM_BUILD/app/tailmark-jitter/tailmark-jitter
+[ -x "$jitter" ] && "$jitter" 1 $(( quick ? 1 : 3 )) >"$raw/jitter.json" 2>"$raw/jitter.err"
 for nf in 1 4; do
     max=$(python3 -c "import json;print(json.load(open('$raw/loop_4096_${nf}_message_1.json'))['msgs_per_s'])" 2>/dev/null || echo 0)
     rate=$(python3 -c "print(int(float('$max') / 10))")
     [ "$rate" -gt 0 ] || continue
     n=$(( rate * (quick ? 2 : 5) / nf ))
-    tailmarkd "lat10_4096_${nf}" --vdev=net_ring0 -- --flows "$nf" --msg-size 4096 --messages "$n" --ring-size 64 \
-        --rate "$rate" --exit-when-done --duration 60
+    for rep in $(seq $(( quick ? 1 : 3 ))); do
+        tailmarkd "lat10_4096_${nf}_${rep}" --vdev=net_ring0 -- --flows "$nf" --msg-size 4096 --messages "$n" \
+            --ring-size 64 --rate "$rate" --exit-when-done --duration 60
+    done
+    tailmarkd "lat10trace_4096_${nf}" --vdev=net_ring0 -- --flows "$nf" --msg-size 4096 --messages "$n" \
+        --ring-size 64 --rate "$rate" --exit-when-done --duration 60 --trace-slow-ns 2000
 done
 
 # The application path (issue 14): tailmark-perf --loop, one process on
@@ -477,6 +492,10 @@ def load(name):
     p = os.path.join(raw, name + ".json")
     return json.load(open(p)) if os.path.exists(p) else None
 
+def median(v):
+    v = sorted(v)
+    return v[len(v) // 2] if v else 0
+
 tx = load("tx_null")
 if tx:
     pps = tx["packets_tx"] / tx["elapsed_s"] if tx["elapsed_s"] else 0
@@ -543,11 +562,29 @@ if rl:
                           "rx_cycles_per_packet": rl.get("cycles", {}).get("rx_per_packet"),
                           "consumer_cycles_per_message": rl.get("cycles", {}).get("consumer_per_message")}
 res["latency_10pct"] = []
+res["jitter"] = load("jitter")
 for nf in (1, 4):
-    lat = load(f"lat10_4096_{nf}")
-    if lat:
-        res["latency_10pct"].append({"msg_size": 4096, "flows": nf, "msgs_per_s": lat.get("msgs_per_s"),
-                                     "latency_ns": lat.get("latency_ns"), "ok": lat.get("ok")})
+    runs = [r for r in (load(f"lat10_4096_{nf}_{rep}") for rep in (1, 2, 3)) if r]
+    if not runs:
+        continue
+    def q(key):
+        v = sorted((r.get("latency_ns") or {}).get(key, 0) for r in runs)
+        return {"median": v[len(v) // 2], "min": v[0], "max": v[-1]}
+    e = {"msg_size": 4096, "flows": nf, "runs": len(runs), "msgs_per_s": median([r.get("msgs_per_s") or 0 for r in runs]),
+         "p50": q("p50"), "p99": q("p99"), "p999": q("p999"), "ok": all(r.get("ok") for r in runs)}
+    tr = load(f"lat10trace_4096_{nf}")
+    sm = (tr or {}).get("slow_messages")
+    if sm:
+        causes = {}
+        for m in sm["messages"]:
+            causes[m["cause"]] = causes.get(m["cause"], 0) + 1
+        done = tr.get("messages_completed") or 1
+        # The example: the slowest message whose cause is the most common one.
+        top = max(causes, key=causes.get) if causes else None
+        ex = max((m for m in sm["messages"] if m["cause"] == top), key=lambda m: m["latency_ns"], default=None)
+        e["trace"] = {"bound_ns": sm["bound_ns"], "seen": sm["seen"], "kept": sm["kept"], "completed": done,
+                      "p99": (tr.get("latency_ns") or {}).get("p99"), "causes": causes, "example": ex}
+    res["latency_10pct"].append(e)
 res["instructions"] = {}
 for p in sorted(glob.glob(os.path.join(raw, "cg_*.ir"))):
     name = os.path.basename(p)[:-3]
@@ -685,10 +722,38 @@ if res["crc32c"]:
         per = "".join(f"{c[f'update_{k}']:.2f} | {c[f'copy_{k}']:.2f} | " for k in kernels)
         lines.append(f"| {c['len']} | {c['update']:.2f} ({c['update']*hz/1e9:.1f} GB/s) | "
                      f"{c['copy']:.2f} ({c['copy']*hz/1e9:.1f} GB/s) | {per}{c['memcpy']:.2f} | {c['rte_hash_crc']:.2f} |")
-for l in res["latency_10pct"]:
-    ln = l["latency_ns"] or {}
-    lines += ["", f"Latency at 10% load (4 KiB, {l['flows']} flow(s), paced at {l['msgs_per_s']:.0f} msgs/s): "
-              f"p50 {ln.get('p50')} ns, p99 {ln.get('p99')} ns, p99.9 {ln.get('p999')} ns."]
+if res["latency_10pct"]:
+    j = res.get("jitter")
+    lines += ["", "Latency at 10% load: 4 KiB, paced (--rate) at a tenth of the unpaced loopback rate above; from the "
+              "rx burst of a message's last packet to the consumer seeing its flag; every role on lcore 1. Median "
+              "of the runs, and the range.", "",
+              "| flows | msgs/s | runs | p50 ns | p99 ns | p99.9 ns | p99 range |", "|---:|---:|---:|---:|---:|---:|---|"]
+    for l in res["latency_10pct"]:
+        lines.append(f"| {l['flows']} | {l['msgs_per_s']:.0f} | {l['runs']} | {l['p50']['median']:.0f} | "
+                     f"{l['p99']['median']:.0f} | {l['p999']['median']:.0f} | {l['p99']['min']:.0f} - {l['p99']['max']:.0f} |")
+    if j:
+        g = j["gaps_per_s"]
+        lines += ["", f"The platform alone (tailmark-jitter: a busy loop on lcore 1's CPU for {j['seconds']:.0f} s, "
+                  f"before the runs): the CPU was taken away {g['over_2us']:.0f} times/s for over 2 us, "
+                  f"{g['over_5us']:.0f}/s over 5 us, {g['over_20us']:.0f}/s over 20 us, {g['over_100us']:.1f}/s over "
+                  f"100 us; {100 * j['taken_share']:.2f}% of the time, the longest {j['largest_us']:.0f} us."]
+    for l in res["latency_10pct"]:
+        t = l.get("trace")
+        if not t:
+            continue
+        share = 100.0 * t["seen"] / t["completed"]
+        lines += ["", f"{l['flows']} flow(s), --trace-slow-ns {t['bound_ns']} (one more run, p99 {t['p99']} ns): "
+                  f"{t['seen']} messages ({share:.2f}%) over the bound; of the {t['kept']} kept, by cause: "
+                  + ", ".join(f"{k} {v}" for k, v in sorted(t["causes"].items(), key=lambda kv: -kv[1])) + "."]
+        ex = t.get("example")
+        if ex:
+            lines += ["", f"The slowest '{ex['cause']}' message (flow {ex['flow']}, msg {ex['msg_id']}, "
+                      f"{ex['latency_ns']:.0f} ns): the lcore's last iterations, times from its rx burst.", "",
+                      "| iteration start ns | tx step ns | rx step ns | consumer ns | tx msgs / pkts | rx pkts | acks | consumed |",
+                      "|---:|---:|---:|---:|---|---:|---:|---:|"]
+            for it in ex["iters"]:
+                lines.append(f"| {it['start_ns']:.0f} | {it['tx_ns']:.0f} | {it['rx_ns']:.0f} | {it['cons_ns']:.0f} | "
+                             f"{it['tx_msgs']} / {it['tx_pkts']} | {it['rx_pkts']} | {it['acks']} | {it['cons_msgs']} |")
 if res["instructions"]:
     lines += ["", "Instructions per packet (callgrind, toggled on the path's functions only):", "",
               "| path, size | instructions/packet | without crc32c_update (the message's CRC32C) |", "|---|---:|---:|"]

@@ -23,7 +23,10 @@ namespace {
 inline void finish(ConsCtx& c, ConsFlow& s, const uint8_t* data, uint64_t len, uint64_t rx_tsc, uint64_t seen_tsc,
                    bool packet_mode) {
     const DataPlaneConfig& cfg = c.plane->cfg;
-    c.hist.add(seen_tsc > rx_tsc ? seen_tsc - rx_tsc : 0);
+    const uint64_t lat = seen_tsc > rx_tsc ? seen_tsc - rx_tsc : 0;
+    c.hist.add(lat);
+    if (unlikely(c.trace != nullptr) && lat > c.trace->bound())
+        c.trace->slow(s.f->gen_id, s.next, rx_tsc, seen_tsc, c.completed);
     bump(c.completed);
     bump(s.completed);
     if (cfg.verify) { // --verify off: the completion alone (benchmarks of the consumer's own cost)

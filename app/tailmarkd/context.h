@@ -24,6 +24,7 @@
 #include <rte_ring.h>
 
 #include "latency_hist.h"
+#include "slow_trace.h"
 #include "options.h"
 #include "tailmark/completion_ring.h"
 #include "tailmark/receiver.h"
@@ -70,6 +71,7 @@ struct DataPlaneConfig {
     const uint64_t* sizes = nullptr; // --msg-size list: message i of a flow has sizes[i % nsizes]
     uint32_t nsizes = 0;
     uint64_t pace_cycles = 0;        // --rate: cycles between two generator messages of one flow (0: no pacing)
+    uint64_t late_cycles = 0;        // --rate: a message this late (1 us) waits for a tx step of its own
     bool replay = false;             // --replay: tx resends ready-made packets (rx benchmarks)
     bool fixed_payload = false;      // --payload fixed: message 0's bytes in every message (tx benchmarks)
     bool verify = true;              // the consumer compares every byte with the generator's
@@ -219,6 +221,8 @@ struct alignas(64) TxCtx {
     uint64_t replay_opened = 0;         // --replay: messages begun (bumped before replay_msgs)
     uint64_t completions = 0;           // Sender completions taken
     uint64_t paced_until = 0;           // the last step sent nothing: its senders' pacers hold them until then (0: none)
+    uint64_t turn = 0;                  // the current tx step's TSC
+    uint64_t late_turn = 0;             // --rate: the step a late message last started in
     // --mode send: each generator message's cookie is its submit TSC, and its
     // delivery (the peer's release, heard in an ACK) a latency sample.
     bool delivery_latency = false;
@@ -266,6 +270,7 @@ struct alignas(64) ConsCtx {
     uint64_t verify_errors = 0;
     uint64_t bytes = 0;
     LatencyHist hist; // TSC cycles, completion latency
+    SlowTrace* trace = nullptr; // --trace-slow-ns: this lcore's (null: off)
 };
 
 // --- requests: control plane -> lcore ---------------------------------------------
@@ -314,6 +319,7 @@ struct alignas(64) LcoreCtx {
     uint64_t idle_after = 0;
     uint32_t idle_sleep_us = 0;
     uint64_t idle_since = 0;
+    SlowTrace* trace = nullptr; // --trace-slow-ns (null: off)
     bool any() const { return tx || rx || cons; }
 };
 
@@ -326,6 +332,9 @@ bool consume_step(ConsCtx& c);
 bool serve_requests(LcoreCtx& l);
 // Runs the roles until Phase::Stop (rte_eal_remote_launch entry point).
 int lcore_main(void* ctx);
+
+// --trace-slow-ns: the iteration's record, with what each role did in it.
+void trace_iteration(LcoreCtx& l, const IterRecord& r);
 
 // One timed iteration: prev is the TSC the previous iteration ended at.
 inline void run_roles_timed(LcoreCtx& l, uint64_t& prev) {
@@ -341,11 +350,15 @@ inline void run_roles_timed(LcoreCtx& l, uint64_t& prev) {
     };
     if (l.tx)
         timed(tx_step(*l.tx), cy.tx);
+    const uint64_t tx_end = t;
     if (l.rx)
         timed(rx_step(*l.rx), cy.rx);
+    const uint64_t rx_end = t;
     if (l.cons)
         timed(consume_step(*l.cons), cy.cons);
     const uint64_t now = rte_rdtsc();
+    if (unlikely(l.trace != nullptr))
+        trace_iteration(l, IterRecord{prev, tx_end, rx_end, t});
     if (!work) {
         rte_pause();
         if (l.idle_sleep_us != 0) {

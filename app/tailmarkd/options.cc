@@ -431,6 +431,9 @@ const OptDef kOpts[] = {
      U64_OPT(keepalive_ms, 10, 3600000, false)},
     {"idle-sleep-us", "US", "an lcore idle for 1 ms sleeps this long per idle turn (0 = always poll, the default)",
      U64_OPT(idle_sleep_us, 0, 10000, false)},
+    {"trace-slow-ns", "NS", "diagnostic: keep a timeline of the lcore's last iterations for each message whose "
+     "completion latency exceeds NS, in the summary JSON's slow_messages (0 = off, the default)",
+     U64_OPT(trace_slow_ns, 0, 1000000000, false)},
     {"peer-timeout-ms", "MS", "a session ends when its peer is silent this long (default 5000)",
      U64_OPT(peer_timeout_ms, 50, 3600000, false)},
     {"connect-timeout-ms", "MS", "send: give up when no ACCEPT or REFUSE comes within this (default 5000)",
@@ -720,6 +723,7 @@ std::string dump_ini(const Options& o) {
       << "sessions = " << o.sessions << "\n"
       << "keepalive-ms = " << o.keepalive_ms << "\n"
       << "idle-sleep-us = " << o.idle_sleep_us << "\n"
+      << "trace-slow-ns = " << o.trace_slow_ns << "\n"
       << "peer-timeout-ms = " << o.peer_timeout_ms << "\n"
       << "connect-timeout-ms = " << o.connect_timeout_ms << "\n";
     if (o.mode == Mode::Service)

@@ -82,6 +82,7 @@ struct Options {
     uint32_t sessions = 1;           // recv: sender sessions to see through before --exit-when-done
     uint64_t keepalive_ms = 1000;    // a connector's liveness probe, per session
     uint64_t idle_sleep_us = 0;      // an idle lcore's sleep per turn, after 1 ms idle (0: poll only)
+    uint64_t trace_slow_ns = 0;      // diagnostic: timelines of completions later than this (0: off)
     uint64_t peer_timeout_ms = 5000; // nothing authentic from a peer for this long: the session ends
     uint64_t connect_timeout_ms = 5000; // no ACCEPT or REFUSE within this: give up
     // --mode service: where applications attach, and what one may take.

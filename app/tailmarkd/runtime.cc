@@ -496,6 +496,10 @@ bool Runtime::make_engines(SetupError& e) {
         if (l == nullptr)
             return oom("request rings");
         l->cons = c;
+        if (opt_.trace_slow_ns != 0) { // the consumer's lcore records its iterations
+            traces_.push_back(std::make_unique<SlowTrace>(opt_.trace_slow_ns * tsc_hz_ / 1000000000, 4096));
+            c->trace = l->trace = traces_.back().get();
+        }
     }
     // The main lcore runs the control loop, and its roles if it has any.
     if (lcore_ctx(rte_get_main_lcore()) == nullptr)
@@ -758,6 +762,7 @@ bool Runtime::setup(SetupError& e) {
     dp.fixed_payload = opt_.fixed_payload;
     dp.replay = opt_.replay;
     dp.pace_cycles = opt_.rate > 0 ? static_cast<uint64_t>(double(tsc_hz_) * opt_.flows / opt_.rate) : 0;
+    dp.late_cycles = tsc_hz_ / 1000000;
     plane_.burst.store(opt_.burst);
     plane_.completion.store(static_cast<uint8_t>(opt_.completion));
     if (opt_.secret_set) {
@@ -1843,6 +1848,13 @@ Results Runtime::results() const {
     }
     r.fault = fault_counters();
     r.steering = steering_name();
+    if (!traces_.empty()) {
+        std::vector<const SlowTrace*> t;
+        for (const auto& p : traces_)
+            t.push_back(p.get());
+        r.slow_json = SlowTrace::to_json(t, tsc_hz_, opt_.trace_slow_ns,
+                                         plan_group(opt_.msg_size, stride_for_mtu(opt_.mtu)).pkt_count);
+    }
     for (size_t i = 0; i < rxs_.size() && i < receivers_.size(); i++) {
         const ReceiverCounters& c = receivers_[i]->counters();
         r.rx_lanes.push_back({rxs_[i]->lcore, rxs_[i]->queue, peek(rxs_[i]->pkts_rx),

@@ -165,6 +165,7 @@ private:
     static constexpr unsigned kHandoffRing = 4096;
     uint8_t* rx_owner_ = nullptr; // handoff_: 65536, a recv flow id's Receiver
     std::vector<rte_ring*> handoff_in_; // handoff_: per Receiver
+    std::vector<std::unique_ptr<SlowTrace>> traces_; // --trace-slow-ns: one per consumer lcore
     const char* steering_name() const {
         return steer_by_queue_ ? "queue" : rss_ ? "rss" : handoff_ ? "handoff" : "single";
     }

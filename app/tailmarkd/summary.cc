@@ -85,6 +85,8 @@ bool write_summary_json(const Results& r, const std::string& path, std::string& 
                 i ? ", " : "", l.lcore, l.queue, l.packets_rx, l.placed, l.handed_out, l.handed_in);
     }
     fprintf(f, "]},\n");
+    if (!r.slow_json.empty())
+        fprintf(f, "  \"slow_messages\": %s,\n", r.slow_json.c_str());
     fprintf(f, "  \"udp_checksum\": {\"tx\": \"%s\", \"rx\": \"%s\"},\n", r.udp_checksum_tx.c_str(),
             r.udp_checksum_rx.c_str());
     fprintf(f,

@@ -55,6 +55,7 @@ struct Results {
     // (net_ring loopback), "rss", "handoff"; and per rx lcore what its queue
     // brought, what it placed and what it passed on or took over.
     std::string steering = "single";
+    std::string slow_json; // --trace-slow-ns: the "slow_messages" object (empty: off)
     struct RxLane {
         unsigned lcore = 0;
         uint16_t queue = 0;

@@ -62,6 +62,17 @@ bool gen_source(void* ctx, void* user, uint32_t msg_id, Message& m, uint64_t& co
                 g.next_start = now + cfg.pace_cycles * g.f->gen_id / (cfg.flows ? cfg.flows : 1);
             if (now < g.next_start)
                 return false;
+            // Late by more than a microsecond (the lcore was held up, most
+            // often by the VM: tens of us, hundreds of times a second): one
+            // late message per tx step. The flows whose turns fell into the
+            // stall then leave a loop turn apart instead of as one burst, in
+            // which each would wait at the receiver for the placement and
+            // consumption of those ahead of it.
+            if (now - g.next_start > cfg.late_cycles) {
+                if (c.late_turn == c.turn)
+                    return false;
+                c.late_turn = c.turn;
+            }
             // Late (the lcore was held up): skip the missed intervals but keep
             // the flow's phase. Restarting from `now` would line every late
             // flow up on the same instant.
@@ -189,6 +200,7 @@ bool replay_queue(TxCtx& c, ReplayQueue& rq, uint64_t now) {
 
 bool tx_step(TxCtx& c) {
     const uint64_t now = rte_rdtsc();
+    c.turn = now;
     bool work = false;
     uint64_t paced = 0;
     for (Sender* s : c.senders) {

@@ -103,6 +103,24 @@ tm_expect_rc replay 0 &&
         "abs(d['msgs_per_s'] * d['elapsed_s'] - 40000) < 40" &&
     tm_log "ok: replay: done when every ready-made message was consumed"
 
+# --trace-slow-ns 1: every completion is over the bound, so every message
+# has its timeline, once: the consumer's lcore's last 6 iterations, the one
+# it was seen in last, which consumed it and the nth before it.
+tm_run trace 40 -- --vdev=net_ring0 -l 0,1 -- --flows 2 --messages 1000 --msg-size 4096 --ring-size 64 \
+    --exit-when-done --duration 30 --stats-period 0 --trace-slow-ns 1
+tm_expect_rc trace 0 &&
+    tm_check trace \
+        "d['messages_completed'] == 2000" \
+        "d['slow_messages']['seen'] == 2000" \
+        "d['slow_messages']['kept'] == 2000" \
+        "sorted((m['flow'], m['msg_id']) for m in d['slow_messages']['messages']) == [(f, i) for f in range(2) for i in range(1000)]" \
+        "all(len(m['iters']) == 6 for m in d['slow_messages']['messages'])" \
+        "all(m['iters'][-1]['cons_msgs'] >= m['nth'] + 1 for m in d['slow_messages']['messages'])" \
+        "all(m['latency_ns'] > 0 for m in d['slow_messages']['messages'])" \
+        "sum(1 for m in d['slow_messages']['messages'] if m['iters'][-1]['rx_pkts'] > 0) > 0" \
+        "set(m['cause'] for m in d['slow_messages']['messages']) <= {'stall', 'burst', 'queued', 'long_step', 'other'}" &&
+    tm_log "ok: trace: a timeline for each of the 2000 messages over a 1 ns bound"
+
 # The embedded default with its sample file, as scripts/run.sh runs it (fewer messages).
 tm_run default 40 -- --vdev=net_ring0 -l 0,1 -- \
     --config "$TAILMARK_CONFIG_DIR/loopback.ini" --messages 5000 --exit-when-done --stats-period 0
