@@ -19,6 +19,11 @@
 #                               64 B and 64 KiB: perf (cpu-clock) on a
 #                               -Dstage_profile build (build/bench/stages.md,
 #                               stages.json)
+#   scripts/bench.sh --report REV
+#                               the README's figures in one run: --compare REV,
+#                               then --stages, then --quick, each section in
+#                               build/bench/report.md under one heading naming
+#                               the CPU, the date and both revisions
 #   scripts/bench.sh --compare REV
 #                               only an A/B of this tree against git revision
 #                               REV (built in build-ab/): the core rows, both
@@ -43,6 +48,7 @@ source "$(dirname "$0")/lib/common.sh"
 quick=0
 instructions=0
 compare=
+report=
 torch=0
 cc=0
 stages=0
@@ -51,13 +57,34 @@ while [ $# -gt 0 ]; do
     --quick) quick=1 ;;
     --instructions) instructions=1 ;;
     --compare) compare=${2:-}; shift ;;
+    --report) report=${2:-}; shift ;;
     --torch) torch=1 ;;
     --cc) cc=1 ;;
     --stages) stages=1 ;;
-    *) echo "usage: scripts/bench.sh [--quick] [--instructions] [--compare REV] [--torch] [--cc] [--stages]" >&2; exit 2 ;;
+    *) echo "usage: scripts/bench.sh [--quick] [--instructions] [--compare REV] [--report REV] [--torch] [--cc] [--stages]" >&2; exit 2 ;;
     esac
     shift
 done
+if [ -n "$report" ]; then # one process per section; each writes its own files under build/bench
+    self=$(readlink -f "$0")
+    bash "$self" --compare "$report" && bash "$self" --stages && bash "$self" --quick || exit 1
+    b=$TM_BUILD/bench
+    {
+        echo "## scripts/bench.sh --report $report, $(date -u +%Y-%m-%d)"
+        echo
+        echo "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $(nproc) vCPUs;" \
+            "this tree $(git -C "$TM_ROOT" rev-parse --short HEAD)$(git -C "$TM_ROOT" diff --quiet || echo +)" \
+            "against $(git -C "$TM_ROOT" rev-parse --short "$report")."
+        for f in compare stages results; do
+            echo
+            echo "### $f"
+            echo
+            cat "$b/$f.md"
+        done
+    } >"$b/report.md"
+    tm_say "report: $b/report.md"
+    exit 0
+fi
 out=$TM_BUILD/bench
 mkdir -p "$out"
 
