@@ -1822,6 +1822,19 @@ void Runtime::print_stats(uint64_t now) {
 
 // --- results ----------------------------------------------------------------
 
+// Per rx lcore: its queue, what the queue brought, what it placed, what it
+// passed to other rx lcores (hand-off) and took from them. Relaxed reads of
+// the lcores' counters (the summary, telemetry).
+std::vector<Results::RxLane> Runtime::rx_lanes() const {
+    std::vector<Results::RxLane> v;
+    for (size_t i = 0; i < rxs_.size() && i < receivers_.size(); i++) {
+        const ReceiverCounters& c = receivers_[i]->counters();
+        v.push_back({rxs_[i]->lcore, rxs_[i]->queue, peek(rxs_[i]->pkts_rx),
+                     peek(receivers_[i]->placer().counters().placed), peek(c.handed_out), peek(c.handed_in)});
+    }
+    return v;
+}
+
 Results Runtime::results() const {
     Results r;
     const Totals t = totals();
@@ -1855,11 +1868,7 @@ Results Runtime::results() const {
         r.slow_json = SlowTrace::to_json(t, tsc_hz_, opt_.trace_slow_ns,
                                          plan_group(opt_.msg_size, stride_for_mtu(opt_.mtu)).pkt_count);
     }
-    for (size_t i = 0; i < rxs_.size() && i < receivers_.size(); i++) {
-        const ReceiverCounters& c = receivers_[i]->counters();
-        r.rx_lanes.push_back({rxs_[i]->lcore, rxs_[i]->queue, peek(rxs_[i]->pkts_rx),
-                              peek(receivers_[i]->placer().counters().placed), peek(c.handed_out), peek(c.handed_in)});
-    }
+    r.rx_lanes = rx_lanes();
     for (const Sender* s : senders_) {
         const SenderCounters& c = s->counters();
         r.acks_rx += c.acks_rx;

@@ -66,6 +66,7 @@ public:
     // Phase::Stop, and joins the lcores (rte_eal_mp_wait_lcore).
     void run();
     Results results() const;
+    std::vector<Results::RxLane> rx_lanes() const;
     // The exit code the run ends with besides the summary's verdict: 2 when
     // the peer refused the session (a configuration mismatch), else 0.
     int refused_exit() const { return refused_ ? 2 : 0; }

@@ -118,6 +118,8 @@ struct TelemetryAccess {
     static int lcores(const Runtime& rt, rte_tel_data* d) {
         bool ok = rte_tel_data_start_dict(d) == 0;
         ok = ok && put(d, "tsc_hz", rte_get_tsc_hz());
+        ok = ok && put_str(d, "rx_steering", rt.steering_name());
+        const std::vector<Results::RxLane> lanes = rt.rx_lanes();
         const unsigned main_lcore = rte_get_main_lcore();
         for (unsigned l = 0; l < RTE_MAX_LCORE && ok; l++) {
             const LcoreCtx* lc = rt.lcores_[l];
@@ -143,6 +145,14 @@ struct TelemetryAccess {
             cok = cok && put_str(c, "roles", roles.c_str());
             cok = cok && put(c, "busy_cycles", peek(cy.busy));
             cok = cok && put(c, "idle_cycles", peek(cy.idle));
+            for (const Results::RxLane& x : lanes) // its rx queue: steering's per-lcore view
+                if (x.lcore == l) {
+                    cok = cok && put(c, "rx_queue", x.queue);
+                    cok = cok && put(c, "rx_packets", x.packets_rx);
+                    cok = cok && put(c, "placed", x.placed);
+                    cok = cok && put(c, "handed_out", x.handed_out);
+                    cok = cok && put(c, "handed_in", x.handed_in);
+                }
             const std::string key = "lcore_" + std::to_string(l);
             if (!cok || rte_tel_data_add_dict_container(d, key.c_str(), c, 0) != 0) {
                 rte_tel_data_free(c);

@@ -79,6 +79,12 @@ want(lc.get("lcore_0", {}).get("roles") == "control", f"lcore_0: {lc.get('lcore_
 l1 = lc.get("lcore_1", {})
 want(l1.get("roles") == "tx+rx+consumer" and l1.get("busy_cycles", 0) > 0 and l1.get("idle_cycles", 0) > 0,
      f"lcore_1: {l1}")
+# The rx lcore's steering view: the summary's, number for number.
+want(lc.get("rx_steering") == s["rx_steering"]["mode"] == "queue", f"rx_steering {lc.get('rx_steering')!r}")
+(lane,) = s["rx_steering"]["lcores"]
+want(lane["lcore"] == 1 and l1.get("rx_queue") == lane["queue"] and l1.get("rx_packets") == lane["packets_rx"]
+     and l1.get("placed") == lane["placed"] == s["packets_placed"] and l1.get("handed_out") == 0
+     and l1.get("handed_in") == 0, f"lcore_1 rx: {l1}, summary {lane}")
 # flow,99 and flow,x are invalid: null; then flows 0..F-1 in order
 want(flow_replies[:2] == [None, None], f"invalid flow params: {flow_replies[:2]}")
 want(len(flow_replies) == 2 + flows, "flow replies")
