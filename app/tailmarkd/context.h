@@ -139,6 +139,15 @@ struct FlowCtx {
     std::atomic<uint64_t> sends_requested{0};          // shell thread: messages asked for with `send`
     // What the data plane reported when it let go of the flow (an ended session).
     uint32_t detach_pending = 0; // removals the lcores have not answered
+    // Hand-off steering: a move to another Receiver in progress (to: its
+    // index), the arrival lcore seen at the last look, and a removal that
+    // waits for the move to end.
+    bool moving = false;
+    uint8_t move_to = 0;
+    uint8_t arrival_seen = 0xFF;
+    AppSession* remove_after_move = nullptr;
+    uint8_t last_owner = 0xFF, last_arrived = 0xFF; // at removal, for the summary
+    FailReason remove_why = FailReason::None;
     uint64_t cons_completed = 0, cons_verified = 0, cons_errors = 0; // the consumer's, once it let go
     bool detached = false;
     Sender::FlowView last_send{};
@@ -282,6 +291,7 @@ struct Request {
     enum class Op : uint8_t {
         AddSend, RemoveSend, FailSend, FailLink,
         AddRecv, RemoveRecv,
+        MoveRecvOut, MoveRecvIn, // hand-off steering: a flow to the Receiver its frames reach
         AddCons, RemoveCons,
         AddReplay,
     } op;

@@ -408,6 +408,11 @@ bool Runtime::make_engines(SetupError& e) {
             return oom("rx steering table");
         memset(rx_owner_, RxPlacer::kNoOwner, 65536);
         allocs_.push_back(rx_owner_);
+        rx_arrived_ = static_cast<uint8_t*>(rte_malloc("tm_rx_arrived", 65536, 64));
+        if (rx_arrived_ == nullptr)
+            return oom("rx steering table");
+        memset(rx_arrived_, RxPlacer::kNoOwner, 65536);
+        allocs_.push_back(rx_arrived_);
         for (uint32_t r = 0; r < rx_lcores_.size(); r++) {
             char name[RTE_RING_NAMESIZE];
             snprintf(name, sizeof(name), "tm_ho_%u", r);
@@ -462,6 +467,7 @@ bool Runtime::make_engines(SetupError& e) {
         rc.routes.ctl_out = senders_[r % senders_.size()]->ctl_out();
         if (handoff_) {
             rc.routes.rx_owner = rx_owner_;
+            rc.routes.rx_arrived = rx_arrived_;
             rc.routes.handoff_in = handoff_in_.data();
             rc.routes.nreceivers = static_cast<uint32_t>(rx_lcores_.size());
             rc.routes.self = static_cast<uint8_t>(r);
@@ -607,8 +613,13 @@ bool Runtime::make_recv_flow(FlowCtx& f, AppSession& a, Session& s, uint16_t id,
     rs.pkt_cq = f.pkt_cq;
     f.receiver = receivers_[owner];
     f.recv_lcore = rxs_[owner]->lcore;
-    if (handoff_) // before the flow exists anywhere: no data of it can arrive yet
+    if (handoff_) { // before the flow exists anywhere: no data of it can arrive yet
+        __atomic_store_n(&rx_arrived_[id], RxPlacer::kNoOwner, __ATOMIC_RELAXED);
         __atomic_store_n(&rx_owner_[id], static_cast<uint8_t>(owner), __ATOMIC_RELEASE);
+        f.moving = false;
+        f.arrival_seen = RxPlacer::kNoOwner;
+        f.remove_after_move = nullptr;
+    }
     f.recv = Receiver::make_flow(rs, rx_socket_);
     if (f.recv == nullptr) {
         err = "out of memory: receive state of flow " + std::to_string(f.index);
@@ -1224,6 +1235,40 @@ void Runtime::on_session(Session& s) {
     detach(*a, now);
 }
 
+void Runtime::post_remove_recv(FlowCtx& f, AppSession& a, FailReason why) {
+    post(f.recv_lcore, {Request::Op::RemoveRecv, false, why, f.recv_id, f.index, f.receiver, nullptr, &a});
+}
+
+// Hand-off steering: the port spreads frames by a hash this process cannot
+// compute, but one flow's frames keep to one queue (af_packet's fanout
+// hashes the 5-tuple). A flow whose frames have come in on the same other
+// rx lcore at two looks in a row moves to that lcore's Receiver: out of its
+// Receiver, its owner entry changed, into the new one. Meanwhile its frames
+// are held on the new Receiver's ring (Receiver::route), so nothing is
+// dropped; every frame after that is placed where it arrives.
+void Runtime::rebalance(uint64_t now) {
+    if (!handoff_ || now < next_rebalance_)
+        return;
+    next_rebalance_ = now + tsc_hz_ / 200; // every 5 ms
+    const auto R = static_cast<uint8_t>(receivers_.size());
+    for (FlowCtx* f : flows_) {
+        if (f->recv == nullptr || f->moving || f->remove_after_move != nullptr || f->detached)
+            continue;
+        const uint8_t at = __atomic_load_n(&rx_arrived_[f->recv_id], __ATOMIC_RELAXED);
+        const uint8_t owner = __atomic_load_n(&rx_owner_[f->recv_id], __ATOMIC_RELAXED);
+        const bool other = at < R && at != owner;
+        if (!other || at != f->arrival_seen) {
+            f->arrival_seen = other ? at : RxPlacer::kNoOwner;
+            continue;
+        }
+        f->moving = true;
+        f->move_to = at;
+        f->arrival_seen = RxPlacer::kNoOwner;
+        post(f->recv_lcore, {Request::Op::MoveRecvOut, false, FailReason::None, f->recv_id, f->index, f->receiver,
+                             nullptr, nullptr});
+    }
+}
+
 // Takes a session's flows back from the lcores: a sender's are failed first
 // (whatever they still owed is reported failed), then removed; a receiver's
 // removed from the Receiver and the consumer. Freed as the answers come.
@@ -1240,7 +1285,12 @@ void Runtime::detach(AppSession& a, uint64_t now) {
             a.pending += 2;
         }
         if (!a.connector && f->recv_session == &a && f->recv != nullptr) {
-            post(f->recv_lcore, {Request::Op::RemoveRecv, false, why, f->recv_id, f->index, f->receiver, nullptr, &a});
+            if (f->moving) { // posted once the flow is in its new Receiver
+                f->remove_after_move = &a;
+                f->remove_why = why;
+            } else {
+                post_remove_recv(*f, a, why);
+            }
             f->detach_pending++;
             a.pending++;
             if (f->cons != nullptr) {
@@ -1278,17 +1328,51 @@ void Runtime::on_response(const Request& r, uint64_t now) {
         break;
     }
     case Request::Op::RemoveRecv: {
-        auto* rf = static_cast<RecvFlow*>(r.obj);
+        // Not found there (a move that could not finish): the flow is in no
+        // Receiver, so the one it was made with is freed all the same.
+        auto* rf = r.obj != nullptr ? static_cast<RecvFlow*>(r.obj) : f->recv;
+        if (!r.ok)
+            TM_LOG(ERR, app, "flow %u: not in the Receiver of rx lcore %u at removal", r.index, f->recv_lcore);
         f->last_acked = *Receiver::acked_word(rf);
         f->last_released = f->ring ? f->ring->released() : 0;
         f->recv = nullptr;
-        if (handoff_)
+        if (handoff_) {
+            f->last_owner = rx_owner_[f->recv_id];
+            f->last_arrived = __atomic_load_n(&rx_arrived_[f->recv_id], __ATOMIC_RELAXED);
             __atomic_store_n(&rx_owner_[f->recv_id], RxPlacer::kNoOwner, __ATOMIC_RELEASE);
+        }
         later(now, [rf] { Receiver::free_flow(rf); });
         break;
     }
     case Request::Op::RemoveCons:
         break;
+    case Request::Op::MoveRecvOut: // out of the old Receiver: name the new one, then into it
+        if (!r.ok || f == nullptr) {
+            TM_LOG(ERR, app, "flow %u: the move between rx lcores found it gone", r.index);
+            if (f != nullptr)
+                f->moving = false;
+            break;
+        }
+        __atomic_store_n(&rx_owner_[f->recv_id], f->move_to, __ATOMIC_RELEASE);
+        f->receiver = receivers_[f->move_to];
+        f->recv_lcore = rxs_[f->move_to]->lcore;
+        post(f->recv_lcore, {Request::Op::MoveRecvIn, false, FailReason::None, f->recv_id, f->index, f->receiver,
+                             r.obj, nullptr});
+        return;
+    case Request::Op::MoveRecvIn:
+        if (f == nullptr)
+            return;
+        if (!r.ok)
+            TM_LOG(ERR, app, "flow %u: rx lcore %u refused it", r.index, f->recv_lcore);
+        else
+            moves_++;
+        f->moving = false;
+        if (f->remove_after_move != nullptr) { // its session ended meanwhile
+            AppSession* s = f->remove_after_move;
+            f->remove_after_move = nullptr;
+            post_remove_recv(*f, *s, f->remove_why);
+        }
+        return;
     default:
         if (!r.ok)
             TM_LOG(ERR, app, "lcore refused request %d for flow %u", static_cast<int>(r.op), r.index);
@@ -1614,6 +1698,7 @@ void Runtime::control(uint64_t now) {
     }
     if (opt_.external_consumer && opt_.mode != Mode::Send)
         watch_flows(now);
+    rebalance(now);
     if (failed_logged_.size() < flows_.size())
         failed_logged_.resize(flows_.size(), false);
     for (size_t i = 0; i < flows_.size() && opt_.mode != Mode::Recv; i++) {
@@ -1830,7 +1915,8 @@ std::vector<Results::RxLane> Runtime::rx_lanes() const {
     for (size_t i = 0; i < rxs_.size() && i < receivers_.size(); i++) {
         const ReceiverCounters& c = receivers_[i]->counters();
         v.push_back({rxs_[i]->lcore, rxs_[i]->queue, peek(rxs_[i]->pkts_rx),
-                     peek(receivers_[i]->placer().counters().placed), peek(c.handed_out), peek(c.handed_in)});
+                     peek(receivers_[i]->placer().counters().placed), peek(c.handed_out), peek(c.handed_in),
+                     peek(c.held)});
     }
     return v;
 }
@@ -1861,6 +1947,7 @@ Results Runtime::results() const {
     }
     r.fault = fault_counters();
     r.steering = steering_name();
+    r.rx_moves = moves_;
     if (!traces_.empty()) {
         std::vector<const SlowTrace*> t;
         for (const auto& p : traces_)
@@ -2004,6 +2091,12 @@ Results Runtime::results() const {
             x.session = f->session ? f->session->index : 0;
         }
         x.gave_up = f->ring ? f->ring->gave_up() : f->last_gave_up;
+        if (handoff_) {
+            const uint8_t o = f->recv != nullptr ? rx_owner_[f->recv_id] : f->last_owner;
+            const uint8_t at = f->recv != nullptr ? rx_arrived_[f->recv_id] : f->last_arrived;
+            x.rx_owner = o == RxPlacer::kNoOwner ? -1 : o;
+            x.rx_arrived = at == RxPlacer::kNoOwner ? -1 : at;
+        }
         r.per_flow.push_back(x);
     }
     for (const auto& a : app_sessions_) {

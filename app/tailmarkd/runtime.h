@@ -114,6 +114,8 @@ private:
     GenFlow* gen_flow(FlowCtx& f, TxCtx* c);
     Addressing address_to(const Session& s) const;
     void detach(AppSession& a, uint64_t now);
+    void rebalance(uint64_t now);
+    void post_remove_recv(FlowCtx& f, AppSession& a, FailReason why);
     void post(unsigned lcore, const Request& r);
     void take_responses(uint64_t now);
     // Frees what other threads may still be reading a second later.
@@ -165,6 +167,9 @@ private:
     bool handoff_ = false;        // several rx lcores, no computable hash: they pass each other data
     static constexpr unsigned kHandoffRing = 4096;
     uint8_t* rx_owner_ = nullptr; // handoff_: 65536, a recv flow id's Receiver
+    uint8_t* rx_arrived_ = nullptr; // handoff_: 65536, the rx lcore a recv flow's data last came in on
+    uint64_t next_rebalance_ = 0;
+    uint64_t moves_ = 0;            // flows moved to the Receiver their frames reach
     std::vector<rte_ring*> handoff_in_; // handoff_: per Receiver
     std::vector<std::unique_ptr<SlowTrace>> traces_; // --trace-slow-ns: one per consumer lcore
     const char* steering_name() const {

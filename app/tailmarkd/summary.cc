@@ -77,12 +77,13 @@ bool write_summary_json(const Results& r, const std::string& path, std::string& 
             "\"stale_reqs\": %lu, \"nacks_tx\": %lu, \"nacks_rx\": %lu, \"retx_rx\": %lu, \"nack_reqs\": %lu},\n",
             l.retx_pkts, l.retx_reqs, l.probes, l.rto_expired, l.stale_reqs, l.nacks_tx, l.nacks_rx, l.retx_rx,
             l.nack_reqs);
-    fprintf(f, "  \"rx_steering\": {\"mode\": \"%s\", \"lcores\": [", r.steering.c_str());
+    fprintf(f, "  \"rx_steering\": {\"mode\": \"%s\", \"moves\": %lu, \"lcores\": [", r.steering.c_str(),
+            r.rx_moves);
     for (size_t i = 0; i < r.rx_lanes.size(); i++) {
         const auto& l = r.rx_lanes[i];
         fprintf(f, "%s{\"lcore\": %u, \"queue\": %u, \"packets_rx\": %lu, \"placed\": %lu, \"handed_out\": %lu, "
-                   "\"handed_in\": %lu}",
-                i ? ", " : "", l.lcore, l.queue, l.packets_rx, l.placed, l.handed_out, l.handed_in);
+                   "\"handed_in\": %lu, \"held\": %lu}",
+                i ? ", " : "", l.lcore, l.queue, l.packets_rx, l.placed, l.handed_out, l.handed_in, l.held);
     }
     fprintf(f, "]},\n");
     if (!r.slow_json.empty())
@@ -103,8 +104,9 @@ bool write_summary_json(const Results& r, const std::string& path, std::string& 
     for (size_t i = 0; i < r.per_flow.size(); i++) {
         const Results::Flow& x = r.per_flow[i];
         fprintf(f, "%s\n    {\"flow\": %zu, \"sent\": %lu, \"acked\": %lu, \"released\": %lu, \"failed\": %lu, "
-                   "\"state\": \"%s\", \"session\": %u, \"gave_up\": %lu}",
-                i ? "," : "", i, x.sent, x.acked, x.released, x.failed, x.state, x.session, x.gave_up);
+                   "\"state\": \"%s\", \"session\": %u, \"gave_up\": %lu, \"rx_owner\": %d, \"rx_arrived\": %d}",
+                i ? "," : "", i, x.sent, x.acked, x.released, x.failed, x.state, x.session, x.gave_up, x.rx_owner,
+                x.rx_arrived);
     }
     fprintf(f, "\n  ],\n");
     fprintf(f, "  \"sessions\": [");

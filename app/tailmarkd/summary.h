@@ -59,9 +59,10 @@ struct Results {
     struct RxLane {
         unsigned lcore = 0;
         uint16_t queue = 0;
-        uint64_t packets_rx = 0, placed = 0, handed_out = 0, handed_in = 0;
+        uint64_t packets_rx = 0, placed = 0, handed_out = 0, handed_in = 0, held = 0;
     };
     std::vector<RxLane> rx_lanes;
+    uint64_t rx_moves = 0; // handoff: flows moved to the rx lcore their frames reach
     std::string udp_checksum_tx = "off"; // "offload" (the NIC fills it), "software", "off"
     std::string udp_checksum_rx = "off"; // "offload" (the NIC's verdict in the rx flags), "software", "off"
     // Per flow: messages sent, acknowledged (completed at the receiver) and
@@ -71,6 +72,9 @@ struct Results {
         const char* state = "ok";
         uint32_t session = 0; // recv: the session it belongs to (sessions[])
         uint64_t gave_up = 0; // releases of messages that never completed (the ring's give-up count)
+        // handoff steering: the rx lcore index that held it last, and the one
+        // its data last came in on (-1: none, or not hand-off steering)
+        int rx_owner = -1, rx_arrived = -1;
     };
     std::vector<Flow> per_flow;
     // Sessions (lib/tailmark/session.h): each, and the control plane's counts.

@@ -36,9 +36,11 @@ void apply(LcoreCtx& l, Request& r) {
         r.ok = true;
         break;
     case Request::Op::AddRecv:
+    case Request::Op::MoveRecvIn:
         r.ok = static_cast<Receiver*>(r.engine)->install(static_cast<RecvFlow*>(r.obj));
         break;
-    case Request::Op::RemoveRecv: {
+    case Request::Op::RemoveRecv:
+    case Request::Op::MoveRecvOut: {
         RecvFlow* f = static_cast<Receiver*>(r.engine)->remove(r.id);
         r.ok = f != nullptr;
         r.obj = f;

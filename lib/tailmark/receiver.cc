@@ -70,8 +70,9 @@ Receiver::Receiver(const ReceiverConfig& cfg) : cfg_(cfg), placer_(cfg.parser, c
         if (cfg_.routes.handoff_in == nullptr || cfg_.routes.self >= cfg_.routes.nreceivers)
             ok_ = false;
         else
-            placer_.set_handoff(cfg_.routes.rx_owner, cfg_.routes.self);
+            placer_.set_handoff(cfg_.routes.rx_owner, cfg_.routes.self, cfg_.routes.rx_arrived);
     }
+    hold_limit_ = kHoldLimitUs * cfg_.tsc_hz / 1000000;
 }
 
 Receiver::~Receiver() {
@@ -118,7 +119,7 @@ RecvFlow* Receiver::remove(uint16_t id) {
 // A frame the placer kept: data of a flow another Receiver holds goes to
 // that one; an ACK or NACK to the Sender of its flow id; the rest (SESSION,
 // ARP) to the control plane.
-void Receiver::route(rte_mbuf* m) {
+void Receiver::route(rte_mbuf* m, uint64_t now) {
     rte_ring* to = cfg_.routes.control;
     const auto* eth = rte_pktmbuf_mtod(m, const rte_ether_hdr*);
     if (eth->ether_type == RTE_BE16(RTE_ETHER_TYPE_IPV4)) { // parse_packet accepted it: a tailmark header follows
@@ -129,7 +130,14 @@ void Receiver::route(rte_mbuf* m) {
         if (h != nullptr && (h->flags & kControl) == 0 && cfg_.routes.rx_owner != nullptr) {
             // Data: the placer kept it because another Receiver holds its flow.
             const uint8_t o = __atomic_load_n(&cfg_.routes.rx_owner[rte_be_to_cpu_16(h->flow)], __ATOMIC_RELAXED);
-            if (o >= cfg_.routes.nreceivers || o == cfg_.routes.self) { // removed since
+            bool hold = false;
+            if (o == cfg_.routes.self) { // named ours, not installed yet: moving here, or removed
+                if (hold_since_ == 0)
+                    hold_since_ = now;
+                hold = now - hold_since_ < hold_limit_;
+                held_now_ = true;
+            }
+            if (o >= cfg_.routes.nreceivers || (o == cfg_.routes.self && !hold)) { // removed since
                 bump(ctr_.drops[index(DropReason::UnknownFlow)]);
                 rte_pktmbuf_free(m);
             } else if (rte_ring_mp_enqueue(cfg_.routes.handoff_in[o], m) != 0) {
@@ -137,6 +145,8 @@ void Receiver::route(rte_mbuf* m) {
                 rte_pktmbuf_free(m);
             } else {
                 bump(ctr_.handed_out);
+                if (hold)
+                    bump(ctr_.held);
             }
             return;
         }
@@ -166,7 +176,7 @@ void Receiver::rx_burst(rte_mbuf** pkts, uint16_t n, uint64_t now) {
         const uint16_t k = n > kChunk ? kChunk : n;
         placer_.rx_burst_route(pkts, k, now, keep, nkeep);
         for (uint16_t i = 0; i < nkeep; i++)
-            route(keep[i]);
+            route(keep[i], now);
         pkts += k;
         n = static_cast<uint16_t>(n - k);
     }
@@ -226,17 +236,24 @@ inline bool Receiver::feedback_due(const RecvFlow& f, uint64_t now) const {
 bool Receiver::poll(uint64_t now) {
     bool work = false;
     if (cfg_.routes.rx_owner != nullptr) {
-        // Never kept again: a flow this Receiver no longer holds is dropped
-        // (unknown_flow), so a frame cannot travel in circles.
+        // Placed here, or passed on again if the flow moved meanwhile, or held
+        // while it moves in; a frame cannot circle for long: the holding has
+        // a time limit, and a flow moves only once its frames keep arriving
+        // elsewhere.
         constexpr unsigned kBurst = 32;
         rte_mbuf* pkts[kBurst];
         const unsigned n = rte_ring_sc_dequeue_burst(cfg_.routes.handoff_in[cfg_.routes.self],
                                                      reinterpret_cast<void**>(pkts), kBurst, nullptr);
+        held_now_ = false;
         if (n != 0) {
             bump(ctr_.handed_in, n);
-            placer_.rx_burst(pkts, static_cast<uint16_t>(n), now);
+            placer_.learn_arrivals(false); // they arrived elsewhere
+            rx_burst(pkts, static_cast<uint16_t>(n), now);
+            placer_.learn_arrivals(true);
             work = true;
         }
+        if (!held_now_)
+            hold_since_ = 0; // nothing held this turn: the next hold starts its own clock
     }
     placer_.poll(now);
     // NACKs of the gap scan and of the placer's immediate answers, each with

@@ -56,8 +56,15 @@ struct ReceiverRoutes {
     rte_ring* const* handoff_in = nullptr; // per Receiver, by index (MP/SC)
     uint32_t nreceivers = 0;
     uint8_t self = 0;                      // this Receiver's index
+    // Optional: where each flow's data arrives (RxPlacer::set_handoff), for
+    // the control plane to move flows to the Receiver their frames reach. A
+    // frame of a flow named this Receiver's but not installed here yet (it
+    // is moving in) waits on this Receiver's own ring, for at most
+    // kHoldLimitUs of continuous holding, then is dropped (unknown_flow).
+    uint8_t* rx_arrived = nullptr;
 };
 inline constexpr uint8_t kNoSender = 0xFF;
+inline constexpr uint64_t kHoldLimitUs = 10000; // a flow moving between Receivers: how long its frames may wait
 
 struct ReceiverConfig {
     ParserConfig parser;
@@ -84,7 +91,8 @@ struct ReceiverCounters {
     uint64_t ctl_lost = 0;    // ACK/NACK not sent: no mbuf, or the ctl_out ring full (sent again later)
     uint64_t routed = 0;      // frames handed to a Sender or the control plane
     uint64_t handed_out = 0;  // data frames handed to the Receiver that holds their flow
-    uint64_t handed_in = 0;   // ... and taken from the others
+    uint64_t handed_in = 0;   // ... and taken from the others (and its own ring)
+    uint64_t held = 0;        // of handed_out: frames of a flow moving here, held on its own ring
     DropCounters drops{};     // routed frames refused: no owner, or its queue full
 };
 
@@ -130,7 +138,7 @@ public:
 private:
     bool emit(RecvFlow& f, Control& c, uint64_t now);
     bool feedback_due(const RecvFlow& f, uint64_t now) const;
-    void route(rte_mbuf* m);
+    void route(rte_mbuf* m, uint64_t now);
 
     ReceiverConfig cfg_;
     RxPlacer placer_;
@@ -141,6 +149,9 @@ private:
     std::vector<RecvFlow*> flows_;
     std::vector<RecvFlow*> acking_; // flows with a remote sender: the ACK scheduler's round robin
     uint32_t rr_ = 0;
+    uint64_t hold_since_ = 0;  // holding frames of a flow moving here since (0: not)
+    uint64_t hold_limit_ = 0;  // kHoldLimitUs in TSC cycles
+    bool held_now_ = false;    // this poll's drain held a frame again
 };
 
 } // namespace tailmark

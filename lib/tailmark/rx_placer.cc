@@ -315,10 +315,14 @@ inline DropReason RxPlacer::process_as(const rte_mbuf* m, uint64_t now_tsc, bool
     if (route) {
         if (unlikely(routed(r, p, m)))
             return DropReason::Count; // the caller's: not counted here
-        if (r == DropReason::None && unlikely(table_[p.hdr.flow] == nullptr) && owner_of_ != nullptr) {
-            const uint8_t o = __atomic_load_n(&owner_of_[p.hdr.flow], __ATOMIC_RELAXED);
-            if (o != kNoOwner && o != self_)
-                return DropReason::Count; // another placer's flow: counted there
+        if (r == DropReason::None && owner_of_ != nullptr) {
+            if (learn_ != nullptr && unlikely(__atomic_load_n(&learn_[p.hdr.flow], __ATOMIC_RELAXED) != self_))
+                __atomic_store_n(&learn_[p.hdr.flow], self_, __ATOMIC_RELAXED); // written only when it changes
+            if (unlikely(table_[p.hdr.flow] == nullptr)) {
+                const uint8_t o = __atomic_load_n(&owner_of_[p.hdr.flow], __ATOMIC_RELAXED);
+                if (o != kNoOwner)
+                    return DropReason::Count; // another placer's flow, or one moving here: the caller's
+            }
         }
     }
     ctr_.packets++;

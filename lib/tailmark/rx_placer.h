@@ -131,13 +131,21 @@ public:
     // owner_of[flow id] names the placer that holds each flow (65536
     // entries, kNoOwner: none; written by the control plane before a flow is
     // installed). rx_burst_route then also keeps the data frames of flows
-    // another placer holds, for the caller to hand over; frames handed to
-    // this placer go through rx_burst, which never keeps them.
+    // another placer holds, and those of a flow named this placer's that is
+    // not installed yet (moving here), for the caller to hand over or hold.
+    // arrived_at[flow id] (optional) learns where each flow's data comes in:
+    // each placer writes its index there when it differs, so the control
+    // plane can move a flow to the placer its frames reach.
     static constexpr uint8_t kNoOwner = 0xFF;
-    void set_handoff(const uint8_t* owner_of, uint8_t self) {
+    void set_handoff(const uint8_t* owner_of, uint8_t self, uint8_t* arrived_at = nullptr) {
         owner_of_ = owner_of;
         self_ = self;
+        arrived_at_ = arrived_at;
+        learn_ = arrived_at;
     }
+    // Off while the caller processes frames another placer handed over:
+    // where those arrived was learned there.
+    void learn_arrivals(bool on) { learn_ = on ? arrived_at_ : nullptr; }
 
     // Processes one packet and leaves it to the caller. Returns None when the
     // payload was placed (whether or not it completed a message).
@@ -178,6 +186,8 @@ private:
     uint64_t next_scan_ = 0;
     FlowRx** table_ = nullptr; // indexed by flow id, 65536 entries
     const uint8_t* owner_of_ = nullptr; // set_handoff
+    uint8_t* arrived_at_ = nullptr;
+    uint8_t* learn_ = nullptr; // arrived_at_, or null while processing handed-over frames
     uint8_t self_ = kNoOwner;
     std::vector<FlowRx*> flows_;
 };

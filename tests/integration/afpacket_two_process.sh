@@ -91,15 +91,20 @@ done
 # Two rx lcores on one af_packet port (qpairs=2). The kernel's fanout spreads
 # flows over the two sockets by a hash this process cannot compute, so the
 # receiver deals flows to rx lcores (recv id % 2) and each passes the other
-# the data of its flows (steering "handoff"). Exact: every packet placed once,
-# each rx lcore placing exactly its own flows' packets (6 flows: 3 each), as
-# many frames handed out as taken in, none lost to a full hand-off ring.
+# the data of its flows (steering "handoff"). One flow's frames keep to one
+# socket, so each flow then moves to the rx lcore its frames reach (its
+# frames held, not dropped, while it moves). Exact: every packet placed once,
+# as many frames handed out as taken in, none lost to a full hand-off ring or
+# an unknown flow while flows moved. How many moved depends on the kernel's
+# hash (all 6 may already sit right: 1 run in 64), and a socket whose ring
+# is full rolls frames over to the other one, so the share still handed over
+# is printed, not asserted.
 # Three busy pollers share the 2 vCPUs here: correctness, not speed. An rx
 # lcore waits up to a scheduler slice (ms) for a CPU, which the sender's
 # delay-based congestion control would read as a queue 10x over its 500 us
 # target and pace down to its floor (one run: 1 Mbit/s, 29 msg/s); the
 # sender's target goes above the scheduler's delay, as in the torch tests.
-HMSGS=1500 HSIZE=4096
+HMSGS=5000 HSIZE=4096
 hpkts=$(tm_pkts $HSIZE $MTU)
 hcommon=(--flows 6 --messages $HMSGS --msg-size $HSIZE --ring-size 32 --secret $TM_SECRET --mtu $MTU
          --exit-when-done --duration 60 --stats-period 0)
@@ -115,12 +120,13 @@ if tm_expect_rc handoff_recv 0 && tm_transfer_checks handoff_recv 6 $HMSGS $HSIZ
     tm_check handoff_recv \
         "d['rx_steering']['mode'] == 'handoff'" \
         "len(d['rx_steering']['lcores']) == 2" \
-        "all(l['placed'] == 3 * $HMSGS * $hpkts for l in d['rx_steering']['lcores'])" \
+        "sum(l['placed'] for l in d['rx_steering']['lcores']) == 6 * $HMSGS * $hpkts" \
         "sum(l['handed_out'] for l in d['rx_steering']['lcores']) == sum(l['handed_in'] for l in d['rx_steering']['lcores'])" \
+        "all(f['rx_owner'] in (0, 1) and f['rx_arrived'] in (0, 1) for f in d['per_flow'])" \
         "d['drops']['handoff_backlog'] == 0" \
         "d['drops']['unknown_flow'] == 0" \
         "d['drops_total'] == d['reliability']['retx_rx']" &&
-        tm_log "ok: handoff (6 flows over 2 rx lcores; handed over $(python3 -c "import json; d=json.load(open('$TM_WORK/handoff_recv.json')); print(sum(l['handed_out'] for l in d['rx_steering']['lcores']))") of $((6 * HMSGS * hpkts)) data packets)"
+        tm_log "ok: handoff (6 flows over 2 rx lcores: $(python3 -c "import json; d=json.load(open('$TM_WORK/handoff_recv.json')); s=d['rx_steering']; print(f\"{s['moves']} moved, {sum(l['handed_out'] - l['held'] for l in s['lcores'])} of $((6 * HMSGS * hpkts)) data packets handed over, {sum(l['held'] for l in s['lcores'])} held while flows moved; placed per lcore {[l['placed'] for l in s['lcores']]}\")"))"
 fi
 TM_RC=$SEND_RC
 tm_expect_rc handoff_send 0 &&
