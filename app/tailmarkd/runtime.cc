@@ -1252,8 +1252,8 @@ void Runtime::rebalance(uint64_t now) {
     next_rebalance_ = now + tsc_hz_ / 200; // every 5 ms
     const auto R = static_cast<uint8_t>(receivers_.size());
     for (FlowCtx* f : flows_) {
-        if (f->recv == nullptr || f->moving || f->remove_after_move != nullptr || f->detached)
-            continue;
+        if (f->recv == nullptr || f->moving || f->detach_pending != 0 || f->detached)
+            continue; // not installed, moving already, or its session is ending
         const uint8_t at = __atomic_load_n(&rx_arrived_[f->recv_id], __ATOMIC_RELAXED);
         const uint8_t owner = __atomic_load_n(&rx_owner_[f->recv_id], __ATOMIC_RELAXED);
         const bool other = at < R && at != owner;
@@ -1349,9 +1349,15 @@ void Runtime::on_response(const Request& r, uint64_t now) {
     case Request::Op::MoveRecvOut: // out of the old Receiver: name the new one, then into it
         if (!r.ok || f == nullptr) {
             TM_LOG(ERR, app, "flow %u: the move between rx lcores found it gone", r.index);
-            if (f != nullptr)
+            if (f != nullptr) {
                 f->moving = false;
-            break;
+                if (f->remove_after_move != nullptr) { // its session ended meanwhile
+                    AppSession* s = f->remove_after_move;
+                    f->remove_after_move = nullptr;
+                    post_remove_recv(*f, *s, f->remove_why);
+                }
+            }
+            return;
         }
         __atomic_store_n(&rx_owner_[f->recv_id], f->move_to, __ATOMIC_RELEASE);
         f->receiver = receivers_[f->move_to];
