@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include <rte_cycles.h>
 #include <rte_ring.h>
 #include <rte_ring_elem.h>
 
@@ -524,6 +525,116 @@ TEST_CASE("hand-off: data of another Receiver's flow goes to its ring, is placed
     rx[0]->rx_burst(g2.data(), static_cast<uint16_t>(g2.size()), 600);
     CHECK(rx[0]->placer().counters().drops[index(R::UnknownFlow)] == 4);
     CHECK(rx[0]->counters().handed_out == 11);
+    CHECK(pool.avail() == start); // every frame freed exactly once
+    Receiver::free_flow(flow);
+    rx[0].reset();
+    rx[1].reset();
+    rte_ring_free(in[0]);
+    rte_ring_free(in[1]);
+}
+
+// A flow moving to the Receiver its frames reach (the daemon's rebalance):
+// arrivals are learned where frames come in off the port, not where they
+// were handed; while the flow is named the new Receiver's but not installed
+// there, its frames wait on that Receiver's ring (held), and are placed once
+// it is; a flow that never arrives is dropped after kHoldLimitUs, not held
+// for ever.
+TEST_CASE("hand-off: a moving flow's frames are held until it is installed, then placed once", "[receiver]") {
+    tmtest::Pool pool;
+    const std::string name = tmtest::unique_name("mv");
+    std::vector<uint8_t> owner(65536, RxPlacer::kNoOwner), arrived(65536, RxPlacer::kNoOwner);
+    rte_ring* in[2];
+    for (int i = 0; i < 2; i++) {
+        in[i] = rte_ring_create((name + std::to_string(i)).c_str(), 64, SOCKET_ID_ANY, RING_F_SC_DEQ);
+        REQUIRE(in[i] != nullptr);
+    }
+    std::unique_ptr<Receiver> rx[2];
+    for (uint8_t i = 0; i < 2; i++) {
+        ReceiverConfig c;
+        c.pool = pool.mp;
+        c.routes.rx_owner = owner.data();
+        c.routes.rx_arrived = arrived.data();
+        c.routes.handoff_in = in;
+        c.routes.nreceivers = 2;
+        c.routes.self = i;
+        const std::string n = name + "r" + std::to_string(i);
+        c.name = n.c_str();
+        rx[i] = std::make_unique<Receiver>(c);
+        REQUIRE(rx[i]->ok());
+    }
+    auto ring = tmtest::make_ring(kRxFlow, kRing, 64 * 1024);
+    RecvFlowSpec sp;
+    sp.id = kRxFlow;
+    sp.ring = ring.get();
+    sp.key = kDataKey;
+    sp.stride = kStride;
+    RecvFlow* flow = Receiver::make_flow(sp, SOCKET_ID_ANY);
+    REQUIRE(flow != nullptr);
+    owner[kRxFlow] = 0;
+    REQUIRE(rx[0]->install(flow));
+    const unsigned start = pool.avail();
+    TxFlow tx = tmtest::make_flow(kRxFlow, kDataKey, kRing);
+    std::vector<uint8_t> msg(5000);
+    for (size_t i = 0; i < msg.size(); i++)
+        msg[i] = static_cast<uint8_t>(i * 13 + 1);
+    const uint64_t t0 = 1000000;
+
+    // Message 0 comes in on lcore 1's queue: handed to 0, placed there; the
+    // arrival is 1's, and placing the handed frames on 0 does not change it.
+    auto g0 = tmtest::build_group(pool.mp, tx, 0, msg);
+    REQUIRE(g0.size() == 4);
+    rx[1]->rx_burst(g0.data(), 4, t0);
+    CHECK(arrived[kRxFlow] == 1);
+    rx[0]->poll(t0 + 1);
+    CHECK(rx[0]->placer().counters().placed == 4);
+    CHECK(arrived[kRxFlow] == 1);
+    REQUIRE(ring->poll(0) != nullptr);
+    REQUIRE(ring->release(0));
+
+    // The move: out of 0, named 1's, not yet in 1. Message 1 comes in on 1:
+    // held on 1's own ring, again at each poll, nothing placed or dropped.
+    REQUIRE(rx[0]->remove(kRxFlow) == flow);
+    owner[kRxFlow] = 1;
+    auto g1 = tmtest::build_group(pool.mp, tx, 1, msg);
+    rx[1]->rx_burst(g1.data(), 4, t0 + 2);
+    CHECK(rx[1]->counters().held == 4);
+    CHECK(rte_ring_count(in[1]) == 4);
+    rx[1]->poll(t0 + 3);
+    CHECK(rx[1]->counters().held == 8);
+    CHECK(rx[1]->counters().handed_in == 4);
+    CHECK(rte_ring_count(in[1]) == 4);
+    CHECK(rx[1]->placer().counters().placed == 0);
+    // In 1 now: the held frames are placed at its next poll, once.
+    REQUIRE(rx[1]->install(flow));
+    rx[1]->poll(t0 + 4);
+    CHECK(rx[1]->placer().counters().placed == 4);
+    CHECK(rx[1]->counters().handed_in == 8);
+    // Held frames count as handed to itself (4 to 0, then 4 held twice): the sums balance.
+    CHECK(rx[1]->counters().handed_out == 12);
+    CHECK(rx[0]->counters().handed_in + rx[1]->counters().handed_in ==
+          rx[0]->counters().handed_out + rx[1]->counters().handed_out);
+    CHECK(rte_ring_count(in[1]) == 0);
+    const CompletionSlot* s = ring->poll(1);
+    REQUIRE(s != nullptr);
+    CHECK(s->msg_len == msg.size());
+    CHECK(memcmp(ring->region(1), msg.data(), msg.size()) == 0);
+    REQUIRE(ring->release(1));
+    for (uint8_t i = 0; i < 2; i++) {
+        CHECK(rx[i]->counters().drops[index(R::UnknownFlow)] == 0);
+        CHECK(rx[i]->placer().counters().drops[index(R::UnknownFlow)] == 0);
+    }
+
+    // Named 1's but never installed again: held for kHoldLimitUs, then dropped.
+    REQUIRE(rx[1]->remove(kRxFlow) == flow);
+    const uint64_t limit = kHoldLimitUs * rte_get_tsc_hz() / 1000000;
+    auto g2 = tmtest::build_group(pool.mp, tx, 2, msg);
+    const uint64_t t1 = t0 + 10;
+    rx[1]->rx_burst(g2.data(), 4, t1);
+    rx[1]->poll(t1 + limit / 2);
+    CHECK(rte_ring_count(in[1]) == 4);
+    rx[1]->poll(t1 + limit + 1);
+    CHECK(rte_ring_count(in[1]) == 0);
+    CHECK(rx[1]->counters().drops[index(R::UnknownFlow)] == 4);
     CHECK(pool.avail() == start); // every frame freed exactly once
     Receiver::free_flow(flow);
     rx[0].reset();
