@@ -1239,6 +1239,17 @@ void Runtime::post_remove_recv(FlowCtx& f, AppSession& a, FailReason why) {
     post(f.recv_lcore, {Request::Op::RemoveRecv, false, why, f.recv_id, f.index, f.receiver, nullptr, &a});
 }
 
+// A move between Receivers is over (done or not): the removal its session's
+// end left waiting, if any, goes now.
+void Runtime::end_move(FlowCtx& f) {
+    f.moving = false;
+    if (f.remove_after_move != nullptr) {
+        AppSession* s = f.remove_after_move;
+        f.remove_after_move = nullptr;
+        post_remove_recv(f, *s, f.remove_why);
+    }
+}
+
 // Hand-off steering: the port spreads frames by a hash this process cannot
 // compute, but one flow's frames keep to one queue (af_packet's fanout
 // hashes the 5-tuple). A flow whose frames have come in on the same other
@@ -1349,14 +1360,8 @@ void Runtime::on_response(const Request& r, uint64_t now) {
     case Request::Op::MoveRecvOut: // out of the old Receiver: name the new one, then into it
         if (!r.ok || f == nullptr) {
             TM_LOG(ERR, app, "flow %u: the move between rx lcores found it gone", r.index);
-            if (f != nullptr) {
-                f->moving = false;
-                if (f->remove_after_move != nullptr) { // its session ended meanwhile
-                    AppSession* s = f->remove_after_move;
-                    f->remove_after_move = nullptr;
-                    post_remove_recv(*f, *s, f->remove_why);
-                }
-            }
+            if (f != nullptr)
+                end_move(*f);
             return;
         }
         __atomic_store_n(&rx_owner_[f->recv_id], f->move_to, __ATOMIC_RELEASE);
@@ -1372,12 +1377,7 @@ void Runtime::on_response(const Request& r, uint64_t now) {
             TM_LOG(ERR, app, "flow %u: rx lcore %u refused it", r.index, f->recv_lcore);
         else
             moves_++;
-        f->moving = false;
-        if (f->remove_after_move != nullptr) { // its session ended meanwhile
-            AppSession* s = f->remove_after_move;
-            f->remove_after_move = nullptr;
-            post_remove_recv(*f, *s, f->remove_why);
-        }
+        end_move(*f);
         return;
     default:
         if (!r.ok)

@@ -116,6 +116,7 @@ private:
     void detach(AppSession& a, uint64_t now);
     void rebalance(uint64_t now);
     void post_remove_recv(FlowCtx& f, AppSession& a, FailReason why);
+    void end_move(FlowCtx& f);
     void post(unsigned lcore, const Request& r);
     void take_responses(uint64_t now);
     // Frees what other threads may still be reading a second later.

@@ -436,39 +436,70 @@ TEST_CASE("placer counters: a placed packet is never a drop, thrown-away state i
     }
 }
 
+namespace {
+
+// Two Receivers (two rx lcores) sharing an owner table, each with its
+// hand-off ring of ring_size places; with learn, the table of where each
+// flow's frames come in too.
+struct HandoffPair {
+    std::vector<uint8_t> owner = std::vector<uint8_t>(65536, RxPlacer::kNoOwner);
+    std::vector<uint8_t> arrived = std::vector<uint8_t>(65536, RxPlacer::kNoOwner);
+    rte_ring* in[2] = {};
+    std::unique_ptr<Receiver> rx[2];
+
+    HandoffPair(rte_mempool* mp, const char* tag, unsigned ring_size, bool learn) {
+        const std::string name = tmtest::unique_name(tag);
+        for (int i = 0; i < 2; i++) {
+            in[i] = rte_ring_create((name + std::to_string(i)).c_str(), ring_size, SOCKET_ID_ANY, RING_F_SC_DEQ);
+            REQUIRE(in[i] != nullptr);
+        }
+        for (uint8_t i = 0; i < 2; i++) {
+            ReceiverConfig c;
+            c.pool = mp;
+            c.routes.rx_owner = owner.data();
+            c.routes.rx_arrived = learn ? arrived.data() : nullptr;
+            c.routes.handoff_in = in;
+            c.routes.nreceivers = 2;
+            c.routes.self = i;
+            const std::string n = name + "r" + std::to_string(i);
+            c.name = n.c_str();
+            rx[i] = std::make_unique<Receiver>(c);
+            REQUIRE(rx[i]->ok());
+        }
+    }
+    ~HandoffPair() {
+        rx[0].reset();
+        rx[1].reset();
+        rte_ring_free(in[0]);
+        rte_ring_free(in[1]);
+    }
+};
+
+// The test flow (kRxFlow) on ring, not installed anywhere yet.
+RecvFlow* handoff_flow(CompletionRing* ring) {
+    RecvFlowSpec sp;
+    sp.id = kRxFlow;
+    sp.ring = ring;
+    sp.key = kDataKey;
+    sp.stride = kStride;
+    RecvFlow* flow = Receiver::make_flow(sp, SOCKET_ID_ANY);
+    REQUIRE(flow != nullptr);
+    return flow;
+}
+
+} // namespace
+
 // Steering by hand-off: two Receivers (two rx lcores) share an owner table;
 // the flow is B's, its data arrives at A (the port's hash put it there).
 TEST_CASE("hand-off: data of another Receiver's flow goes to its ring, is placed there once, never bounces",
           "[receiver]") {
     tmtest::Pool pool;
-    const std::string name = tmtest::unique_name("ho");
-    std::vector<uint8_t> owner(65536, RxPlacer::kNoOwner);
-    rte_ring* in[2];
-    for (int i = 0; i < 2; i++) {
-        in[i] = rte_ring_create((name + std::to_string(i)).c_str(), 8, SOCKET_ID_ANY, RING_F_SC_DEQ);
-        REQUIRE(in[i] != nullptr); // holds 7
-    }
-    std::unique_ptr<Receiver> rx[2];
-    for (uint8_t i = 0; i < 2; i++) {
-        ReceiverConfig c;
-        c.pool = pool.mp;
-        c.routes.rx_owner = owner.data();
-        c.routes.handoff_in = in;
-        c.routes.nreceivers = 2;
-        c.routes.self = i;
-        const std::string n = name + "r" + std::to_string(i);
-        c.name = n.c_str();
-        rx[i] = std::make_unique<Receiver>(c);
-        REQUIRE(rx[i]->ok());
-    }
+    HandoffPair hp(pool.mp, "ho", 8, false); // each ring holds 7
+    std::vector<uint8_t>& owner = hp.owner;
+    rte_ring** in = hp.in;
+    std::unique_ptr<Receiver>* rx = hp.rx;
     auto ring = tmtest::make_ring(kRxFlow, kRing, 64 * 1024);
-    RecvFlowSpec sp;
-    sp.id = kRxFlow;
-    sp.ring = ring.get();
-    sp.key = kDataKey;
-    sp.stride = kStride;
-    RecvFlow* flow = Receiver::make_flow(sp, SOCKET_ID_ANY);
-    REQUIRE(flow != nullptr);
+    RecvFlow* flow = handoff_flow(ring.get());
     owner[kRxFlow] = 1;
     REQUIRE(rx[1]->install(flow));
     const unsigned start = pool.avail();
@@ -527,10 +558,6 @@ TEST_CASE("hand-off: data of another Receiver's flow goes to its ring, is placed
     CHECK(rx[0]->counters().handed_out == 11);
     CHECK(pool.avail() == start); // every frame freed exactly once
     Receiver::free_flow(flow);
-    rx[0].reset();
-    rx[1].reset();
-    rte_ring_free(in[0]);
-    rte_ring_free(in[1]);
 }
 
 // A flow moving to the Receiver its frames reach (the daemon's rebalance):
@@ -541,35 +568,13 @@ TEST_CASE("hand-off: data of another Receiver's flow goes to its ring, is placed
 // for ever.
 TEST_CASE("hand-off: a moving flow's frames are held until it is installed, then placed once", "[receiver]") {
     tmtest::Pool pool;
-    const std::string name = tmtest::unique_name("mv");
-    std::vector<uint8_t> owner(65536, RxPlacer::kNoOwner), arrived(65536, RxPlacer::kNoOwner);
-    rte_ring* in[2];
-    for (int i = 0; i < 2; i++) {
-        in[i] = rte_ring_create((name + std::to_string(i)).c_str(), 64, SOCKET_ID_ANY, RING_F_SC_DEQ);
-        REQUIRE(in[i] != nullptr);
-    }
-    std::unique_ptr<Receiver> rx[2];
-    for (uint8_t i = 0; i < 2; i++) {
-        ReceiverConfig c;
-        c.pool = pool.mp;
-        c.routes.rx_owner = owner.data();
-        c.routes.rx_arrived = arrived.data();
-        c.routes.handoff_in = in;
-        c.routes.nreceivers = 2;
-        c.routes.self = i;
-        const std::string n = name + "r" + std::to_string(i);
-        c.name = n.c_str();
-        rx[i] = std::make_unique<Receiver>(c);
-        REQUIRE(rx[i]->ok());
-    }
+    HandoffPair hp(pool.mp, "mv", 64, true);
+    std::vector<uint8_t>& owner = hp.owner;
+    std::vector<uint8_t>& arrived = hp.arrived;
+    rte_ring** in = hp.in;
+    std::unique_ptr<Receiver>* rx = hp.rx;
     auto ring = tmtest::make_ring(kRxFlow, kRing, 64 * 1024);
-    RecvFlowSpec sp;
-    sp.id = kRxFlow;
-    sp.ring = ring.get();
-    sp.key = kDataKey;
-    sp.stride = kStride;
-    RecvFlow* flow = Receiver::make_flow(sp, SOCKET_ID_ANY);
-    REQUIRE(flow != nullptr);
+    RecvFlow* flow = handoff_flow(ring.get());
     owner[kRxFlow] = 0;
     REQUIRE(rx[0]->install(flow));
     const unsigned start = pool.avail();
@@ -637,8 +642,4 @@ TEST_CASE("hand-off: a moving flow's frames are held until it is installed, then
     CHECK(rx[1]->counters().drops[index(R::UnknownFlow)] == 4);
     CHECK(pool.avail() == start); // every frame freed exactly once
     Receiver::free_flow(flow);
-    rx[0].reset();
-    rx[1].reset();
-    rte_ring_free(in[0]);
-    rte_ring_free(in[1]);
 }
