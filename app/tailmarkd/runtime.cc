@@ -1707,12 +1707,36 @@ void Runtime::control(uint64_t now) {
     rebalance(now);
     if (failed_logged_.size() < flows_.size())
         failed_logged_.resize(flows_.size(), false);
+    if (floor_since_.size() < flows_.size())
+        floor_since_.resize(flows_.size(), 0);
+    const double floor_bps = CongestionConfig{}.min_bps * 1.05;
     for (size_t i = 0; i < flows_.size() && opt_.mode != Mode::Recv; i++) {
         const Sender::FlowView v = send_view(*flows_[i]);
         if (v.failed != FailReason::None && !failed_logged_[i]) {
             failed_logged_[i] = true;
             TM_LOG(WARNING, app, "flow %zu failed (%s): messages from %u on are not confirmed", i, to_string(v.failed),
                    v.released);
+        }
+        // Congestion control held at its floor for a second while the flow
+        // has work (and not by --cc-max-mbps): say why that may be, once per
+        // session (a delay-based controller cannot tell a queue from a
+        // receiver waiting for a CPU).
+        AppSession* a = flows_[i]->send_session;
+        const bool floor = v.cc_rate_bps > 0 && v.cc_rate_bps <= floor_bps && v.submitted != v.released &&
+                           (cc_max_mbps() == 0 || cc_max_mbps() * 1e6 > floor_bps) && a != nullptr && !a->floor_said;
+        if (!floor) {
+            floor_since_[i] = 0;
+        } else if (floor_since_[i] == 0) {
+            floor_since_[i] = now;
+        } else if (now - floor_since_[i] > tsc_hz_) {
+            a->floor_said = true;
+            TM_LOG(WARNING, app,
+                   "session %u to %s: congestion control has held it at the 1 Mbit/s floor for 1 s (smoothed RTT %.1f "
+                   "ms, base %.1f ms, --cc-target-us %" PRIu64 "): a queue on the path, or busy threads sharing the "
+                   "peers' CPUs with their lcores, whose scheduling delay reads as queueing; give the lcores cores of "
+                   "their own or raise --cc-target-us above that delay",
+                   a->index, to_string(a->peer).c_str(), double(v.cc_srtt) * 1e3 / double(tsc_hz_),
+                   double(v.cc_base_rtt) * 1e3 / double(tsc_hz_), opt_.cc_target_us);
         }
     }
     // recv: a session is complete once every flow consumed --messages.

@@ -50,6 +50,7 @@ struct AppSession {
     SessionEnd end = SessionEnd::None;
     uint64_t up_tsc = 0, down_tsc = 0;
     bool complete = false;       // recv: every flow consumed --messages
+    bool floor_said = false;     // send: the congestion-control floor warning was logged
     void* svc = nullptr;         // --mode service: the application's session (service.cc)
 };
 
@@ -218,6 +219,7 @@ private:
     bool lingering_ = false;
     bool closing_ = false;
     std::vector<bool> failed_logged_;
+    std::vector<uint64_t> floor_since_; // per flow: its controller at the floor since (0: not)
     // --consumer-lcores none: per flow, the released cursor last seen, when
     // it last moved, and whether the flow is stalled.
     std::vector<uint32_t> seen_released_;
