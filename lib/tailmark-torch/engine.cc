@@ -19,21 +19,56 @@ int part_for(const std::vector<Part>& parts, int p) {
 }
 } // namespace
 
+namespace {
+// Every engine alive, for shutdown_all (never destroyed: static destructors
+// run after the atexit hooks and must not see it half gone).
+std::mutex& live_mu() {
+    static auto* m = new std::mutex;
+    return *m;
+}
+std::vector<Engine*>& live() {
+    static auto* v = new std::vector<Engine*>;
+    return *v;
+}
+} // namespace
+
+void Engine::shutdown_all() {
+    std::lock_guard<std::mutex> g(live_mu());
+    for (Engine* e : live())
+        e->stop();
+}
+
+void Engine::stop() {
+    stop_.store(true);
+    cv_.notify_all();
+    if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id())
+        thread_.join();
+    // Ops still pending end with an error (their Work's wait() raises).
+    brk("the process group was destroyed with operations pending");
+}
+
 Engine::Engine(std::unique_ptr<Mesh> mesh, std::chrono::milliseconds timeout)
     : mesh_(std::move(mesh)), ch_(mesh_->channel()), timeout_(timeout), rank_(mesh_->rank()),
       size_(mesh_->size()), out_seq_(size_, 0), in_seq_(size_, 0), uses_(mesh_->nslots()) {
     for (int i = mesh_->nslots() - 1; i >= 0; i--)
         free_slots_.push_back(i);
     thread_ = std::thread([this] { run(); });
+    std::lock_guard<std::mutex> g(live_mu());
+    live().push_back(this);
 }
 
 Engine::~Engine() {
-    stop_.store(true);
-    cv_.notify_all();
-    if (thread_.joinable())
-        thread_.join();
-    // Ops still pending end with an error (their Work's wait() raises).
-    brk("the process group was destroyed with operations pending");
+    {
+        std::lock_guard<std::mutex> g(live_mu());
+        auto& v = live();
+        for (size_t i = 0; i < v.size(); i++)
+            if (v[i] == this) {
+                v[i] = v.back();
+                v.pop_back();
+                break;
+            }
+    }
+    stop();
 }
 
 void Engine::submit(std::unique_ptr<Op> op) {

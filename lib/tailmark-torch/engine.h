@@ -33,6 +33,16 @@ public:
     void submit(std::unique_ptr<Op> op);
     const Mesh& mesh() const { return *mesh_; }
 
+    // Stops every live engine's thread and fails what is pending (the
+    // module's atexit hook): done while the interpreter is whole. Left to
+    // interpreter finalization, an engine thread that completes a future
+    // whose callbacks want the GIL can be ended by Python mid-call
+    // (pthread_exit unwinding through C++ frames that may not throw): the
+    // likely cause of one CI abort ("terminate called without an active
+    // exception") after a rank had raised its error, in torch_fail. Not
+    // reproduced locally. Call without the GIL.
+    static void shutdown_all();
+
 private:
     struct SlotUse {
         Op* op = nullptr;
@@ -47,6 +57,7 @@ private:
     void check_health();
     void finish_done();
     void brk(const std::string& why);
+    void stop(); // joins the thread (idempotent), then fails what is pending
     bool ready(const Op& op, const OutPart& part) const;
 
     std::unique_ptr<Mesh> mesh_;

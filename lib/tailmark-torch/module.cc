@@ -1,5 +1,6 @@
 // tailmark.torch._c: the process group's constructor, for
 // tailmark/torch.py to register as the backend "tailmark".
+#include "engine.h"
 #include "process_group.h"
 
 #include <pybind11/chrono.h>
@@ -20,4 +21,8 @@ PYBIND11_MODULE(_c, m) {
         py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
         py::call_guard<py::gil_scoped_release>(),
         "A tailmark process group (what torch.distributed.init_process_group('tailmark') makes)");
+    m.def(
+        "shutdown", [] { tailmark::torch_backend::Engine::shutdown_all(); },
+        py::call_guard<py::gil_scoped_release>(),
+        "Stops every tailmark process group's thread, failing what is pending (registered with atexit)");
 }

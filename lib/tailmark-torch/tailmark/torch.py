@@ -11,9 +11,15 @@ Optional: TAILMARK_TORCH_PORT (the first listener port tried, 7300),
 TAILMARK_TORCH_MSG (bytes per message, 1 MiB), TAILMARK_TORCH_RING
 (messages in flight per peer, 16).
 """
+import atexit as _atexit
+
 import torch.distributed as _dist
 
 from . import _c
+
+# The groups' threads stop while the interpreter is still whole (see
+# Engine::shutdown_all): never during its finalization.
+_atexit.register(_c.shutdown)
 
 BACKEND = "tailmark"
 
