@@ -64,7 +64,10 @@ struct ReceiverRoutes {
     uint8_t* rx_arrived = nullptr;
 };
 inline constexpr uint8_t kNoSender = 0xFF;
-inline constexpr uint64_t kHoldLimitUs = 10000; // a flow moving between Receivers: how long its frames may wait
+// A flow moving between Receivers: how long its frames may wait for it. A
+// move is two lcore requests and the control loop between them, each of
+// which may wait for a CPU slice (ms) where lcores share CPUs.
+inline constexpr uint64_t kHoldLimitUs = 50000;
 
 struct ReceiverConfig {
     ParserConfig parser;
