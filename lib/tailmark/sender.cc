@@ -188,8 +188,10 @@ Sender::~Sender() {
 
 void Sender::count_drop(DropReason r) { bump(ctr_.drops[index(r)]); }
 
-inline const TxMarker& Sender::marker(const SendFlow& f) const {
-    return f.spec.payload == PayloadMode::ZeroCopy ? marker_zc_ : marker_;
+inline const TxMarker& Sender::marker(const SendFlow& f, const TxMessage& m) const {
+    if (f.spec.payload != PayloadMode::ZeroCopy)
+        return marker_;
+    return m.chain == nullptr && m.bytes.size() <= kCopyBreak ? marker_ : marker_zc_;
 }
 
 // --- flows ------------------------------------------------------------------
@@ -589,7 +591,7 @@ uint32_t Sender::serve_jobs(uint32_t burst, uint32_t n, uint64_t now) {
         if (f.cc != nullptr && k * f.spec.tx.stride > f.cc->step_bytes())
             k = f.cc->step_bytes() / f.spec.tx.stride + 1;
         job_msg_.stamp = stamp_;
-        const int rc = marker(f).build(f.spec.tx, job_msg_, job_pos_, k, pend_ + n, Flags::Retx);
+        const int rc = marker(f, job_msg_).build(f.spec.tx, job_msg_, job_pos_, k, pend_ + n, Flags::Retx);
         if (unlikely(rc < 0)) {
             bump(ctr_.alloc_fail);
             break;
@@ -810,7 +812,7 @@ uint32_t Sender::new_data(uint32_t burst, uint32_t n, uint64_t now) {
             }
             // The CRC32C is folded into the copy as the packets are built
             // (final once the LAST is); checked at submit: the plan fits.
-            marker(f).prepare_streamed(f.spec.tx, f.msg);
+            marker(f, f.msg).prepare_streamed(f.spec.tx, f.msg);
             if (!f.unrecorded)
                 o.pkt_count = f.msg.plan.pkt_count;
             f.next_pkt = 0;
@@ -829,7 +831,7 @@ uint32_t Sender::new_data(uint32_t burst, uint32_t n, uint64_t now) {
         if (f.cc != nullptr && k * f.msg.plan.stride > f.cc->step_bytes())
             k = f.cc->step_bytes() / f.msg.plan.stride + 1;
         f.msg.stamp = stamp_;
-        const int rc = marker(f).build(f.spec.tx, f.msg, f.next_pkt, k, pend_ + n);
+        const int rc = marker(f, f.msg).build(f.spec.tx, f.msg, f.next_pkt, k, pend_ + n);
         if (unlikely(rc < 0)) {
             bump(ctr_.alloc_fail);
             break; // pool empty: next round
