@@ -403,16 +403,19 @@ bool Runtime::make_engines(SetupError& e) {
     }
 
     if (handoff_) {
-        rx_owner_ = static_cast<uint8_t*>(rte_malloc("tm_rx_owner", 65536, 64));
-        if (rx_owner_ == nullptr)
+        // Per recv flow id: its Receiver, and the rx lcore its data came in on.
+        auto table = [this](const char* name) {
+            auto* t = static_cast<uint8_t*>(rte_malloc(name, 65536, 64));
+            if (t != nullptr) {
+                memset(t, RxPlacer::kNoOwner, 65536);
+                allocs_.push_back(t);
+            }
+            return t;
+        };
+        rx_owner_ = table("tm_rx_owner");
+        rx_arrived_ = table("tm_rx_arrived");
+        if (rx_owner_ == nullptr || rx_arrived_ == nullptr)
             return oom("rx steering table");
-        memset(rx_owner_, RxPlacer::kNoOwner, 65536);
-        allocs_.push_back(rx_owner_);
-        rx_arrived_ = static_cast<uint8_t*>(rte_malloc("tm_rx_arrived", 65536, 64));
-        if (rx_arrived_ == nullptr)
-            return oom("rx steering table");
-        memset(rx_arrived_, RxPlacer::kNoOwner, 65536);
-        allocs_.push_back(rx_arrived_);
         for (uint32_t r = 0; r < rx_lcores_.size(); r++) {
             char name[RTE_RING_NAMESIZE];
             snprintf(name, sizeof(name), "tm_ho_%u", r);
