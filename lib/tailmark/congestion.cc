@@ -30,10 +30,10 @@ void Congestion::init(const CongestionConfig& cfg, unsigned shift, uint64_t now)
     base_ = base_prev_ = UINT64_MAX;
     base_roll_ = now + us_to_cycles(kBaseWindowUs, cfg.tsc_hz);
     srtt_ = last_rtt_ = 0;
-    win_start_ = now;
-    win_min_ = UINT64_MAX;
-    win_sent_ = 0;
-    win_loss_ = false;
+    open_window(now);
+    deliv_best_ = deliv_prev_ = 0;
+    deliv_roll_ = now + us_to_cycles(kBestWindowUs, cfg.tsc_hz);
+    stall_ = us_to_cycles(kStallUs, cfg.tsc_hz);
     slow_start_ = true;
     set_rate(cfg.start_bps);
 }
@@ -80,24 +80,65 @@ double Congestion::window_delivery(uint64_t now) const {
            static_cast<double>(now - win_start_);
 }
 
+// A window's delivery rate, as the path's: the best of the last 10-20 ms is
+// kept (two halves, as the base RTT's) for windows whose own figure cannot
+// be trusted (see cut_to).
+void Congestion::note_delivery(uint64_t now, double bps) {
+    if (now >= deliv_roll_) {
+        const uint64_t period = us_to_cycles(kBestWindowUs, cfg_.tsc_hz);
+        deliv_prev_ = now - deliv_roll_ < period ? deliv_best_ : 0; // a period without a figure: none is recent
+        deliv_best_ = 0;
+        deliv_roll_ = now + period;
+    }
+    if (bps <= 0)
+        return;
+    delivery_ = bps;
+    if (!slow_start_ && bps > deliv_best_) // slow start's windows carry a token bucket's burst
+        deliv_best_ = bps;
+}
+
 // A cut: to `bps`, but never above what the path delivered meanwhile (a rate
 // that overshot many times over, in slow start or behind a token bucket's
 // burst, comes down to the path's in one step instead of one halving per RTT).
+// Meanwhile: this window's figure, unless the feedback stopped for a while in
+// it. The receiver's lcore was then descheduled (busy pollers sharing a few
+// CPUs: time slices of several ms); its frames waited in the rx ring and its
+// ACKs with them, so the window shows a fraction of a path that did not slow.
+// A cut to that fraction took 1 Gbit/s to 250-400 Mbit/s, and additive steps
+// took 100 ms back (82-92% goodput where the path carried 96%). Such a window
+// is capped at the path's best recent figure instead.
 void Congestion::cut_to(uint64_t now, double bps) {
+    const bool stalled = win_gap_ > stall_;
     const double d = window_delivery(now);
-    if (d > 0)
-        delivery_ = d;
-    if (delivery_ > 0 && bps > delivery_)
-        bps = delivery_;
+    note_delivery(now, stalled ? 0 : d);
+    double cap = delivery_;
+    if (stalled) {
+        const double best = deliv_best_ > deliv_prev_ ? deliv_best_ : deliv_prev_;
+        if (best > cap)
+            cap = best;
+    }
+    if (cap > 0 && bps > cap)
+        bps = cap;
     set_rate(bps);
     slow_start_ = false;
     cut_tsc_ = now;
+}
+
+void Congestion::open_window(uint64_t now) {
+    win_start_ = now;
+    win_delivered_ = delivered_;
+    win_min_ = UINT64_MAX;
+    win_sent_ = 0;
+    win_gap_ = 0;
+    win_loss_ = false;
 }
 
 CcEvent Congestion::on_rtt(uint64_t now, uint64_t rtt, uint64_t sent) {
     if (srtt_ == 0) { // the first sample opens the first interval
         win_start_ = now;
         win_delivered_ = delivered_;
+    } else if (now - sample_tsc_ > win_gap_) {
+        win_gap_ = now - sample_tsc_;
     }
     last_rtt_ = rtt;
     sample_tsc_ = now;
@@ -123,11 +164,7 @@ CcEvent Congestion::on_rtt(uint64_t now, uint64_t rtt, uint64_t sent) {
     // rate before that doubling, which the path was still carrying.
     if (slow_start_ && rtt > base_rtt() + target_ / 2) {
         cut_to(now, rate_ / 2);
-        win_start_ = now;
-        win_delivered_ = delivered_;
-        win_min_ = UINT64_MAX;
-        win_sent_ = 0;
-        win_loss_ = false;
+        open_window(now);
         return CcEvent::Decrease;
     }
     const uint64_t len = srtt_ > interval_ ? srtt_ : interval_;
@@ -149,19 +186,14 @@ CcEvent Congestion::update(uint64_t now) {
         cut_to(now, rate_ * (1 - cfg_.loss_md));
         ev = CcEvent::LossDecrease;
     } else if (static_cast<double>(win_sent_) * 8 >= rate_ * dt * 0.5) {
-        const double d = window_delivery(now);
-        if (d > 0)
-            delivery_ = d;
+        if (win_gap_ <= stall_)
+            note_delivery(now, window_delivery(now));
         // Only while the rate limits: an application that sends less must not
         // earn a rate it never tried (and then spend it as one burst).
         set_rate(slow_start_ ? rate_ * 2 : rate_ + cfg_.ai_bps_per_ms * dt * 1000);
         ev = CcEvent::Increase;
     }
-    win_start_ = now;
-    win_delivered_ = delivered_;
-    win_min_ = UINT64_MAX;
-    win_sent_ = 0;
-    win_loss_ = false;
+    open_window(now);
     return ev;
 }
 
@@ -170,11 +202,8 @@ bool Congestion::on_timeout(uint64_t now, uint64_t rto) {
         return false;
     slow_start_ = false;
     set_rate(rate_ / 2);
-    win_start_ = cut_tsc_ = now;
-    win_delivered_ = delivered_;
-    win_min_ = UINT64_MAX;
-    win_sent_ = 0;
-    win_loss_ = false;
+    cut_tsc_ = now;
+    open_window(now);
     return true;
 }
 

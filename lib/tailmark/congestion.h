@@ -26,7 +26,10 @@
 //   slow start ends at the first sample with a queue over target/2, and
 //   the rate goes back to the one before the last doubling
 //   else (rate-limited):  slow start: rate *= 2; then rate += ai per ms
-// and a retransmission timeout halves it. The smallest sample of an
+// and a retransmission timeout halves it. A cut goes no lower than what
+// the path delivered in the interval, or, when the feedback stopped for over
+// 1 ms in it (the receiver descheduled), than the best of the last 10-20 ms.
+// The smallest sample of an
 // interval, not the mean: a receiver descheduled for a time slice delays
 // some samples; a standing queue delays all of them. Samples of packets
 // sent before the last decrease are left out: they show the queue that
@@ -109,6 +112,8 @@ private:
     void cut_to(uint64_t now, double bps);
     void note_delivered(uint64_t stamp_units);
     double window_delivery(uint64_t now) const;
+    void note_delivery(uint64_t now, double bps);
+    void open_window(uint64_t now);
 
     // The delivery rate, from the echoes alone: what the sender had sent
     // when it stamped the echoed packet has arrived (one path, in order),
@@ -120,7 +125,15 @@ private:
     uint64_t sent_at_[kSlots] = {};
     uint64_t delivered_ = 0;     // bytes known arrived
     uint64_t win_delivered_ = 0; // ... at the window's start
-    double delivery_ = 0;        // bits/s over the last window
+    double delivery_ = 0;        // bits/s over the last window whose feedback flowed
+    // The best of those windows' figures in the last 10-20 ms (two halves):
+    // the cap of a window in which the feedback stopped (see cut_to).
+    static constexpr uint64_t kBestWindowUs = 10000;
+    static constexpr uint64_t kStallUs = 1000; // 5 ACK feedback periods
+    double deliv_best_ = 0, deliv_prev_ = 0;
+    uint64_t deliv_roll_ = 0;
+    uint64_t stall_ = 0;   // cycles between samples that make a window's figure untrusted
+    uint64_t win_gap_ = 0; // the longest time between two samples in this window
 
     CongestionConfig cfg_;
     unsigned shift_ = 11;

@@ -168,12 +168,11 @@ efficiency() {
     tm_expect_rc "${tag}_send" 0 &&
         tm_check "${tag}_send" "d['messages_acked'] == d['messages_sent'] == $n" "d['flows_failed'] == 0" \
             "d['packets_tx'] - d['control_tx'] == $n * $pkts + d['reliability']['retx_pkts']" "d['ok'] is True"
-    # Always: the two figures.
-    # Goodput >= 85% is asserted where the CPU is not the limit: at 1 Gbit/s
-    # one af_packet sender on these 2 vCPUs reaches 850-960 Mbit/s with the
-    # link idle (tbf drops nothing there), so that figure is printed, not held.
-    local gp="r['messages_completed'] == $n"
-    [ -z "$light" ] && gp="$gp and r['bytes_payload'] * 8 / r['elapsed_s'] >= 0.85 * $bps"
+    # Always: the two figures. At 1 Gbit/s the most a 1500-byte MTU carries
+    # is 96% (1454 payload bytes per 1512-byte frame); with --cc off the
+    # light sender fills it (95.9%, tbf dropping nothing), so the CPU is not
+    # the limit there and the 85% tests the controller.
+    local gp="r['messages_completed'] == $n and r['bytes_payload'] * 8 / r['elapsed_s'] >= 0.85 * $bps"
     tm_check_pair "${tag}_send" "${tag}_recv" \
         "(s['packets_tx'] - s['control_tx']) / ($n * $pkts) <= 1.15" "$gp" ||
         tm_log "$tag: FAIL above: packets ratio <= 1.15 and goodput >= 85% of $rate"

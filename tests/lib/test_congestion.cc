@@ -195,3 +195,74 @@ TEST_CASE("control law: one cut takes at most half, the rate stays within [min, 
     }
     CHECK(cc.rate_bps() == 1e6);
 }
+
+namespace {
+
+// A sender at 1 Gbit/s (1250 B every 10 us) on a path with a 50 us base RTT.
+// Every 100 us an ACK echoes the newest packet the receiver placed: the
+// receiver places `share` x the send rate (1: the path carries it all; 2: a
+// receiver catching up on a backlog), never a packet sent less than 50 us ago.
+struct Path {
+    Congestion& cc;
+    uint64_t t = 0;       // the next send
+    uint64_t placed = 0;  // send time of the newest packet placed
+    CcEvent last = CcEvent::None;
+    bool cut = false;     // a Decrease since the last look
+    void run(uint64_t until, double share, bool acks = true) {
+        for (; t < until; t += 10 * kUs) {
+            cc.sent(t, 1250);
+            if (!acks || t % (100 * kUs) != 0 || t < 50 * kUs)
+                continue;
+            placed += static_cast<uint64_t>(share * 100 * kUs);
+            if (placed > t - 50 * kUs)
+                placed = t - 50 * kUs;
+            last = cc.on_echo(t, static_cast<uint16_t>(placed >> 9), 0);
+            cut |= last == CcEvent::Decrease;
+        }
+    }
+};
+
+} // namespace
+
+TEST_CASE("control law: a window whose feedback stopped (a descheduled receiver) is not cut to what it saw",
+          "[congestion]") {
+    CongestionConfig cfg = config();
+    cfg.start_bps = 1e9;
+    Congestion cc = started(cfg);
+    Path p{cc};
+    p.run(2000 * kUs, 1);
+    REQUIRE(cc.slow_start());
+    cc.on_rtt(p.t, 350 * kUs, p.t - 350 * kUs); // slow start ends (a queue of 300 us)
+    REQUIRE_FALSE(cc.slow_start());
+    // Feedback flows, no queue: the rate creeps up, the path carries 1 Gbit/s.
+    p.run(8010 * kUs, 1); // the last interval closed at the ACK of 8 ms
+    CHECK_FALSE(p.cut);
+    const double before = cc.rate_bps();
+    CHECK(cc.delivery_bps() == Approx(1e9).epsilon(0.05));
+    // The receiver is descheduled for 3 ms: no ACK. Its frames wait in the
+    // rx ring; once back, its first echo shows a 2.85 ms "queue", and the
+    // window that echo closes saw 0.2 ms of sending delivered in 3 ms. The
+    // cut is in proportion (at most half), not to those 67 Mbit/s.
+    p.run(11000 * kUs, 1, false);
+    p.run(11010 * kUs, 2);
+    REQUIRE(p.last == CcEvent::Decrease);
+    CHECK(cc.rate_bps() == Approx(before / 2));
+    CHECK(cc.delivery_bps() == Approx(1e9).epsilon(0.05)); // the last trusted window's figure
+}
+
+TEST_CASE("control law: with the feedback flowing, a cut goes no higher than the window delivered", "[congestion]") {
+    CongestionConfig cfg = config();
+    cfg.start_bps = 1e9;
+    Congestion cc = started(cfg);
+    Path p{cc};
+    p.run(2000 * kUs, 1);
+    cc.on_rtt(p.t, 350 * kUs, p.t - 350 * kUs);
+    p.run(8010 * kUs, 1);
+    REQUIRE_FALSE(p.cut);
+    // The path slows to a fifth (another sender came): the queue passes the
+    // target within the interval, and the cut goes to what the path
+    // delivered, below the proportional cut.
+    p.run(11000 * kUs, 0.2);
+    REQUIRE(p.cut);
+    CHECK(cc.rate_bps() == Approx(0.2e9).epsilon(0.1));
+}
