@@ -65,7 +65,7 @@ std::unique_ptr<Port> Port::open(uint16_t pid, const PortSetup& s, std::string& 
     }
 
     rte_eth_conf conf{};
-    if (s.mtu != 0) {
+    if (s.mtu != 0 && s.ethdev_mtu) {
         if (s.mtu < info.min_mtu || s.mtu > info.max_mtu) {
             err = "port " + std::to_string(pid) + " (" + p->driver_ + "): MTU " + std::to_string(s.mtu) +
                   " outside [" + std::to_string(info.min_mtu) + ", " + std::to_string(info.max_mtu) + "]";
@@ -106,7 +106,7 @@ std::unique_ptr<Port> Port::open(uint16_t pid, const PortSetup& s, std::string& 
     p->nb_rxq_ = s.nb_rxq;
     p->nb_txq_ = s.nb_txq;
     // MTU, where the PMD can set it (a kernel-backed port changes its netdev).
-    if (s.mtu != 0) {
+    if (s.mtu != 0 && s.ethdev_mtu) {
         rc = rte_eth_dev_set_mtu(pid, static_cast<uint16_t>(s.mtu));
         if (rc != 0 && rc != -ENOTSUP) {
             err = fail(pid, "rte_eth_dev_set_mtu", rc);

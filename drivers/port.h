@@ -27,6 +27,10 @@ struct PortSetup {
     uint16_t nb_rxd = 1024;
     uint16_t nb_txd = 1024;
     uint32_t mtu = 0;          // 0: the port's default
+    // false: ethdev is not told the MTU (a kernel-backed port whose frames
+    // are bounded by its interface and its socket ring, where the PMD
+    // reports a smaller maximum than it moves; the caller checked).
+    bool ethdev_mtu = true;
     bool rss = false;          // spread UDP/IPv4 over the rx queues by RSS (nb_rxq > 1)
     bool promiscuous = true;
     bool stamp_rx_tsc = true;  // rx_tsc_stamp_cb on every rx queue

@@ -10,6 +10,8 @@
 #include <rte_bus_vdev.h>
 #endif
 #include <rte_cycles.h>
+#include <rte_dev.h>
+#include <rte_devargs.h>
 #include <rte_errno.h>
 #include <rte_launch.h>
 #include <rte_malloc.h>
@@ -25,6 +27,21 @@
 namespace tailmark::app {
 
 namespace {
+
+// net_af_packet's socket ring frame size (its framesz devarg; 2048 by
+// default), 0 for other drivers. The PMD copies whole frames of up to that
+// size into one mbuf, and refuses a pool whose mbufs cannot hold one. DPDK
+// 22.11's af_packet reports a 1518-byte maximum frame whatever framesz is,
+// and ethdev then refuses a larger MTU, yet its rx and tx move frames up to
+// framesz: jumbo frames over a veth (ip link set ... mtu 9000) take
+// framesz=9216 and --mtu 9000, with ethdev left at its default.
+uint32_t af_packet_frame(const rte_eth_dev_info& i) {
+    if (i.driver_name == nullptr || strcmp(i.driver_name, "net_af_packet") != 0)
+        return 0;
+    const rte_devargs* da = i.device != nullptr ? rte_dev_devargs(i.device) : nullptr;
+    const char* f = da != nullptr && da->args != nullptr ? strstr(da->args, "framesz=") : nullptr;
+    return f != nullptr ? static_cast<uint32_t>(strtoul(f + 8, nullptr, 10)) : 2048;
+}
 
 constexpr uint64_t kTxStallUs = 250000;     // give up a partial burst after 250 ms without progress
 constexpr uint64_t kAckMinUs = 20;          // recv: ACK a moved cursor within 20 us
@@ -213,8 +230,8 @@ bool Runtime::open_ports(SetupError& e) {
     // Pools: one per NUMA socket in use, every frame in one segment.
     tx_socket_ = drivers::port_socket(opt_.tx_port);
     rx_socket_ = drivers::port_socket(opt_.rx_port);
-    const uint32_t room = std::max<uint32_t>(RTE_MBUF_DEFAULT_DATAROOM,
-                                             RTE_ALIGN_CEIL(opt_.mtu + kEthLen + 4, 64));
+    const uint32_t room = std::max({uint32_t(RTE_MBUF_DEFAULT_DATAROOM), RTE_ALIGN_CEIL(opt_.mtu + kEthLen + 4, 64u),
+                                    af_packet_frame(txi), af_packet_frame(rxi)});
     const uint64_t queues = same ? uint64_t(rx_nrxq) + rx_ntxq : uint64_t(tx_nrxq) + tx_nq_ + rx_nrxq + rx_ntxq;
     const uint64_t want = queues * 1024 * 2 + uint64_t(rte_lcore_count()) * 512 + 8192;
     for (int sock : {tx_socket_, rx_socket_}) {
@@ -244,6 +261,28 @@ bool Runtime::open_ports(SetupError& e) {
 
     drivers::PortSetup ps;
     ps.mtu = opt_.mtu;
+    // af_packet past its reported maximum: frames up to its ring's frame
+    // size move (af_packet_frame); the interface's MTU is the user's to set.
+    const uint32_t frame = opt_.mtu + kEthLen;
+    if (frame > txi.max_rx_pktlen && frame > rxi.max_rx_pktlen && af_packet_frame(txi) != 0 &&
+        af_packet_frame(rxi) != 0) {
+        const uint32_t ring = std::min(af_packet_frame(txi), af_packet_frame(rxi));
+        // The ring frame also holds the tpacket header and the sockaddr (80
+        // B before the frame). Measured over veths: frames arrive whole only
+        // with framesz a multiple of 512 (9014-byte frames: 9216 and 9728
+        // carry them, 9104-9200 cut every one short; 4014-byte: 4096 and
+        // 4608, not 4352).
+        if (ring < frame + 80 || ring % 512 != 0) {
+            e = {2, "--mtu: " + std::to_string(opt_.mtu) + " needs net_af_packet's framesz >= " +
+                        std::to_string(RTE_ALIGN_CEIL(frame + 80, 512u)) + ", in steps of 512 (it is " +
+                        std::to_string(ring) + ")"};
+            return false;
+        }
+        ps.ethdev_mtu = false;
+        TM_LOG(NOTICE, app, "--mtu %u: net_af_packet reports a %u-byte maximum frame, its socket ring takes "
+               "%u; ethdev left at its MTU, the interface's MTU bounds what arrives", opt_.mtu,
+               rxi.max_rx_pktlen, ring);
+    }
     ps.l4_checksum = opt_.udp_checksum;
     ps.rss = rss_;
     if (same) {

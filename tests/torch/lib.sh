@@ -7,6 +7,10 @@
 # kernel neither owns nor answers ARP for.
 # Sets TT_NS[r], TT_SOCK[r], TT_IP[r] (tailmark), TT_KIP[r] (kernel),
 # TT_PID[r] (the daemon's `timeout`).
+# TT_MTU (default 1500): the veths' and the bridge's MTU, both backends'
+# link; above 1500 the daemons take --mtu TT_MTU and af_packet socket ring
+# frames large enough for it (framesz; the PMD's reported 1518-byte maximum
+# is left aside, see runtime.cc's af_packet_frame).
 # shellcheck shell=bash
 TT_PY=${TAILMARK_PYTHON:-/usr/bin/python3}
 TT_PYPATH=${TAILMARK_PYTHONPATH:-$TM_SRC/build/lib/tailmark-torch}
@@ -26,14 +30,15 @@ tt_require() {
 tt_mesh() {
     local n=$1 r
     TT_N=$n
-    TT_BR=tm_tb_$$
+    TT_MESHES=$((${TT_MESHES:-0} + 1)) # a script may build one after another
+    TT_BR=tm_tb${TT_MESHES}_$$
     TM_NETNS+=("$TT_BR")
     ip netns add "$TT_BR" || { tm_fail "bridge namespace"; tm_finish; }
     ip netns exec "$TT_BR" ip link add br0 type bridge || { tm_fail "bridge"; tm_finish; }
     ip netns exec "$TT_BR" ip link set br0 up
     ip netns exec "$TT_BR" sysctl -qw net.ipv6.conf.all.disable_ipv6=1
     for ((r = 0; r < n; r++)); do
-        TT_NS[r]=tm_tr${r}_$$
+        TT_NS[r]=tm_tr${TT_MESHES}${r}_$$
         TM_NETNS+=("${TT_NS[r]}")
         ip netns add "${TT_NS[r]}" || { tm_fail "namespace ${TT_NS[r]}"; tm_finish; }
         ip netns exec "${TT_NS[r]}" sysctl -qw net.ipv6.conf.all.disable_ipv6=1
@@ -41,13 +46,25 @@ tt_mesh() {
         ip link add eth0 netns "${TT_NS[r]}" type veth peer name p$r netns "$TT_BR" ||
             { tm_fail "veth of rank $r"; tm_finish; }
         ip netns exec "$TT_BR" ip link set p$r master br0
-        ip netns exec "$TT_BR" ip link set p$r up
+        ip netns exec "$TT_BR" ip link set p$r mtu "${TT_MTU:-1500}" up
+        ip netns exec "${TT_NS[r]}" ip link set eth0 mtu "${TT_MTU:-1500}"
         ip netns exec "${TT_NS[r]}" ip link set lo up
         TT_KIP[r]=10.77.0.$((r + 1))
         TT_IP[r]=198.18.1.$((r + 1))
         ip netns exec "${TT_NS[r]}" ip addr add "${TT_KIP[r]}/24" dev eth0
         ip netns exec "${TT_NS[r]}" ip link set eth0 up
     done
+    ip netns exec "$TT_BR" ip link set br0 mtu "${TT_MTU:-1500}"
+    local vdev_extra="" mtu_opt=()
+    if [ "${TT_MTU:-1500}" -gt 1500 ]; then
+        # A ring frame: the frame, the tpacket header and sockaddr (80 B),
+        # in 512-byte steps (runtime.cc checks both), 8 per block, 1024 frames.
+        local fs=$(((TT_MTU + 14 + 80 + 511) / 512 * 512))
+        vdev_extra=",framesz=$fs,blocksz=$((fs * 8)),framecnt=1024"
+        mtu_opt=(--mtu "$TT_MTU")
+    else
+        vdev_extra=",framecnt=4096"
+    fi
     for ((r = 0; r < n; r++)); do
         TT_SOCK[r]=$TM_WORK/r$r.sock
         # Two vCPUs: the daemons take turns on them (their busy loops are
@@ -61,8 +78,8 @@ tt_mesh() {
         # daemons alive and answering; an af_packet ring overflows while its
         # daemon waits for a CPU. 12 expiries are 1.7 s, still well inside
         # --peer-timeout-ms, which is what declares a rank dead here.
-        tm_start d$r 900 ns "${TT_NS[r]}" -- --vdev=net_af_packet0,iface=eth0,framecnt=4096 -l $((r % 2)) -- \
-            --mode service --src-ip "${TT_IP[r]}" --control-socket "${TT_SOCK[r]}" --secret "$TM_SECRET" \
+        tm_start d$r 900 ns "${TT_NS[r]}" -- --vdev=net_af_packet0,iface=eth0$vdev_extra -l $((r % 2)) -- \
+            --mode service --src-ip "${TT_IP[r]}" --control-socket "${TT_SOCK[r]}" --secret "$TM_SECRET" "${mtu_opt[@]}" \
             --stats-period 0 --peer-timeout-ms 5000 --idle-sleep-us ${TT_IDLE_SLEEP_US:-50} \
             --cc-target-us ${TT_CC_TARGET_US:-20000} --retry-limit ${TT_RETRY_LIMIT:-12}
         TT_PID[r]=$TM_PID
