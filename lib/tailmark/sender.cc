@@ -740,6 +740,8 @@ void Sender::next_turn() {
     // Many flows: the one after next is out of cache by its turn (64 flows x
     // 64 B: its state and its local peer's cursor words were most of the
     // round robin's misses). Fetch it a turn ahead.
+    if (flows_.size() <= kPrefetchFlows)
+        return; // a few flows' state stays in L1 between their turns
     const uint32_t ahead = rr_ + 1 >= flows_.size() ? 0 : rr_ + 1;
     const SendFlow* nf = flows_[ahead];
     for (size_t off = 0; off < sizeof(SendFlow); off += 64)

@@ -279,6 +279,7 @@ private:
     SenderCounters ctr_;
     SendFlow** table_ = nullptr; // by id, 65536 entries
     std::vector<SendFlow*> flows_; // the round robin (capacity max_flows: no allocation on install)
+    static constexpr size_t kPrefetchFlows = 8; // next_turn fetches the next flow's state above this many
     uint32_t rr_ = 0;
     uint64_t turn_bytes_ = 0;
     uint32_t active_ = 0;
