@@ -441,6 +441,18 @@ namespace {
 // Two Receivers (two rx lcores) sharing an owner table, each with its
 // hand-off ring of ring_size places; with learn, the table of where each
 // flow's frames come in too.
+// The test flow (kRxFlow) on ring, not installed anywhere yet.
+RecvFlow* handoff_flow(CompletionRing* ring) {
+    RecvFlowSpec sp;
+    sp.id = kRxFlow;
+    sp.ring = ring;
+    sp.key = kDataKey;
+    sp.stride = kStride;
+    RecvFlow* flow = Receiver::make_flow(sp, SOCKET_ID_ANY);
+    REQUIRE(flow != nullptr);
+    return flow;
+}
+
 struct HandoffPair {
     std::vector<uint8_t> owner = std::vector<uint8_t>(65536, RxPlacer::kNoOwner);
     std::vector<uint8_t> arrived = std::vector<uint8_t>(65536, RxPlacer::kNoOwner);
@@ -467,6 +479,19 @@ struct HandoffPair {
             REQUIRE(rx[i]->ok());
         }
     }
+    // The test flow on a completion ring of its own, named rx[at]'s in the
+    // owner table and installed there; tx cuts its packets. The test
+    // removes and frees the flow.
+    std::unique_ptr<CompletionRing> ring;
+    RecvFlow* flow = nullptr;
+    TxFlow tx = tmtest::make_flow(kRxFlow, kDataKey, kRing);
+    void install_flow(uint8_t at) {
+        ring = tmtest::make_ring(kRxFlow, kRing, 64 * 1024);
+        REQUIRE(ring != nullptr);
+        flow = handoff_flow(ring.get());
+        owner[kRxFlow] = at;
+        REQUIRE(rx[at]->install(flow));
+    }
     ~HandoffPair() {
         rx[0].reset();
         rx[1].reset();
@@ -474,18 +499,6 @@ struct HandoffPair {
         rte_ring_free(in[1]);
     }
 };
-
-// The test flow (kRxFlow) on ring, not installed anywhere yet.
-RecvFlow* handoff_flow(CompletionRing* ring) {
-    RecvFlowSpec sp;
-    sp.id = kRxFlow;
-    sp.ring = ring;
-    sp.key = kDataKey;
-    sp.stride = kStride;
-    RecvFlow* flow = Receiver::make_flow(sp, SOCKET_ID_ANY);
-    REQUIRE(flow != nullptr);
-    return flow;
-}
 
 } // namespace
 
@@ -495,69 +508,62 @@ TEST_CASE("hand-off: data of another Receiver's flow goes to its ring, is placed
           "[receiver]") {
     tmtest::Pool pool;
     HandoffPair hp(pool.mp, "ho", 8, false); // each ring holds 7
-    std::vector<uint8_t>& owner = hp.owner;
-    rte_ring** in = hp.in;
-    std::unique_ptr<Receiver>* rx = hp.rx;
-    auto ring = tmtest::make_ring(kRxFlow, kRing, 64 * 1024);
-    RecvFlow* flow = handoff_flow(ring.get());
-    owner[kRxFlow] = 1;
-    REQUIRE(rx[1]->install(flow));
+    hp.install_flow(1);
     const unsigned start = pool.avail();
-    TxFlow tx = tmtest::make_flow(kRxFlow, kDataKey, kRing);
 
     std::vector<uint8_t> msg(5000);
     for (size_t i = 0; i < msg.size(); i++)
         msg[i] = static_cast<uint8_t>(i * 7 + 3);
-    auto g = tmtest::build_group(pool.mp, tx, 0, msg); // 4 packets
+    auto g = tmtest::build_group(pool.mp, hp.tx, 0, msg); // 4 packets
     REQUIRE(g.size() == 4);
-    rx[0]->rx_burst(g.data(), 4, 100);
-    CHECK(rx[0]->counters().handed_out == 4);
-    CHECK(rx[0]->placer().counters().packets == 0); // counted where placed
-    CHECK(ring->poll(0) == nullptr);
-    rx[1]->poll(200);
-    CHECK(rx[1]->counters().handed_in == 4);
-    CHECK(rx[1]->placer().counters().placed == 4);
-    const CompletionSlot* s = ring->poll(0);
+    hp.rx[0]->rx_burst(g.data(), 4, 100);
+    CHECK(hp.rx[0]->counters().handed_out == 4);
+    CHECK(hp.rx[0]->placer().counters().packets == 0); // counted where placed
+    CHECK(hp.ring->poll(0) == nullptr);
+    hp.rx[1]->poll(200);
+    CHECK(hp.rx[1]->counters().handed_in == 4);
+    CHECK(hp.rx[1]->placer().counters().placed == 4);
+    const CompletionSlot* s = hp.ring->poll(0);
     REQUIRE(s != nullptr);
     CHECK(s->msg_len == msg.size());
-    CHECK(memcmp(ring->region(0), msg.data(), msg.size()) == 0);
-    REQUIRE(ring->release(0));
+    CHECK(memcmp(hp.ring->region(0), msg.data(), msg.size()) == 0);
+    REQUIRE(hp.ring->release(0));
 
     // B's own data on B's queue: placed at once, nothing handed.
-    auto g1 = tmtest::build_group(pool.mp, tx, 1, msg);
-    rx[1]->rx_burst(g1.data(), static_cast<uint16_t>(g1.size()), 300);
-    CHECK(rx[1]->placer().counters().placed == 8);
-    CHECK(rx[1]->counters().handed_out == 0);
-    REQUIRE(ring->poll(1) != nullptr);
-    REQUIRE(ring->release(1));
+    auto g1 = tmtest::build_group(pool.mp, hp.tx, 1, msg);
+    hp.rx[1]->rx_burst(g1.data(), static_cast<uint16_t>(g1.size()), 300);
+    CHECK(hp.rx[1]->placer().counters().placed == 8);
+    CHECK(hp.rx[1]->counters().handed_out == 0);
+    REQUIRE(hp.ring->poll(1) != nullptr);
+    REQUIRE(hp.ring->release(1));
 
     // A full hand-off ring (7 places): the rest is dropped and counted; the
     // sender's recovery owes it.
     std::vector<rte_mbuf*> many;
     for (uint32_t m = 2; m < 4; m++) {
-        auto gm = tmtest::build_group(pool.mp, tx, m, msg);
+        auto gm = tmtest::build_group(pool.mp, hp.tx, m, msg);
         many.insert(many.end(), gm.begin(), gm.end());
     }
-    rx[0]->rx_burst(many.data(), static_cast<uint16_t>(many.size()), 400);
-    CHECK(rx[0]->counters().handed_out == 4 + 7);
-    CHECK(rx[0]->counters().drops[index(R::HandoffBacklog)] == 1);
+    hp.rx[0]->rx_burst(many.data(), static_cast<uint16_t>(many.size()), 400);
+    CHECK(hp.rx[0]->counters().handed_out == 4 + 7);
+    CHECK(hp.rx[0]->counters().drops[index(R::HandoffBacklog)] == 1);
 
     // The flow leaves B before B drains: the frames are dropped at B as an
     // unknown flow's, never passed back to A.
-    REQUIRE(rx[1]->remove(kRxFlow) == flow);
-    owner[kRxFlow] = RxPlacer::kNoOwner;
-    rx[1]->poll(500);
-    CHECK(rx[1]->counters().handed_in == 4 + 7);
-    CHECK(rx[1]->placer().counters().drops[index(R::UnknownFlow)] == 7);
-    CHECK(rx[1]->counters().handed_out == 0);
-    CHECK(rte_ring_count(in[0]) == 0);
+    REQUIRE(hp.rx[1]->remove(kRxFlow) == hp.flow);
+    hp.owner[kRxFlow] = RxPlacer::kNoOwner;
+    hp.rx[1]->poll(500);
+    CHECK(hp.rx[1]->counters().handed_in == 4 + 7);
+    CHECK(hp.rx[1]->placer().counters().drops[index(R::UnknownFlow)] == 7);
+    CHECK(hp.rx[1]->counters().handed_out == 0);
+    CHECK(rte_ring_count(hp.in[0]) == 0);
     // No owner at all: A drops it itself.
-    auto g2 = tmtest::build_group(pool.mp, tx, 4, msg);
-    rx[0]->rx_burst(g2.data(), static_cast<uint16_t>(g2.size()), 600);
-    CHECK(rx[0]->placer().counters().drops[index(R::UnknownFlow)] == 4);
-    CHECK(rx[0]->counters().handed_out == 11);
+    auto g2 = tmtest::build_group(pool.mp, hp.tx, 4, msg);
+    hp.rx[0]->rx_burst(g2.data(), static_cast<uint16_t>(g2.size()), 600);
+    CHECK(hp.rx[0]->placer().counters().drops[index(R::UnknownFlow)] == 4);
+    CHECK(hp.rx[0]->counters().handed_out == 11);
     CHECK(pool.avail() == start); // every frame freed exactly once
-    Receiver::free_flow(flow);
+    Receiver::free_flow(hp.flow);
 }
 
 // A flow moving to the Receiver its frames reach (the daemon's rebalance):
@@ -569,16 +575,8 @@ TEST_CASE("hand-off: data of another Receiver's flow goes to its ring, is placed
 TEST_CASE("hand-off: a moving flow's frames are held until it is installed, then placed once", "[receiver]") {
     tmtest::Pool pool;
     HandoffPair hp(pool.mp, "mv", 64, true);
-    std::vector<uint8_t>& owner = hp.owner;
-    std::vector<uint8_t>& arrived = hp.arrived;
-    rte_ring** in = hp.in;
-    std::unique_ptr<Receiver>* rx = hp.rx;
-    auto ring = tmtest::make_ring(kRxFlow, kRing, 64 * 1024);
-    RecvFlow* flow = handoff_flow(ring.get());
-    owner[kRxFlow] = 0;
-    REQUIRE(rx[0]->install(flow));
+    hp.install_flow(0);
     const unsigned start = pool.avail();
-    TxFlow tx = tmtest::make_flow(kRxFlow, kDataKey, kRing);
     std::vector<uint8_t> msg(5000);
     for (size_t i = 0; i < msg.size(); i++)
         msg[i] = static_cast<uint8_t>(i * 13 + 1);
@@ -586,60 +584,60 @@ TEST_CASE("hand-off: a moving flow's frames are held until it is installed, then
 
     // Message 0 comes in on lcore 1's queue: handed to 0, placed there; the
     // arrival is 1's, and placing the handed frames on 0 does not change it.
-    auto g0 = tmtest::build_group(pool.mp, tx, 0, msg);
+    auto g0 = tmtest::build_group(pool.mp, hp.tx, 0, msg);
     REQUIRE(g0.size() == 4);
-    rx[1]->rx_burst(g0.data(), 4, t0);
-    CHECK(arrived[kRxFlow] == 1);
-    rx[0]->poll(t0 + 1);
-    CHECK(rx[0]->placer().counters().placed == 4);
-    CHECK(arrived[kRxFlow] == 1);
-    REQUIRE(ring->poll(0) != nullptr);
-    REQUIRE(ring->release(0));
+    hp.rx[1]->rx_burst(g0.data(), 4, t0);
+    CHECK(hp.arrived[kRxFlow] == 1);
+    hp.rx[0]->poll(t0 + 1);
+    CHECK(hp.rx[0]->placer().counters().placed == 4);
+    CHECK(hp.arrived[kRxFlow] == 1);
+    REQUIRE(hp.ring->poll(0) != nullptr);
+    REQUIRE(hp.ring->release(0));
 
     // The move: out of 0, named 1's, not yet in 1. Message 1 comes in on 1:
     // held on 1's own ring, again at each poll, nothing placed or dropped.
-    REQUIRE(rx[0]->remove(kRxFlow) == flow);
-    owner[kRxFlow] = 1;
-    auto g1 = tmtest::build_group(pool.mp, tx, 1, msg);
-    rx[1]->rx_burst(g1.data(), 4, t0 + 2);
-    CHECK(rx[1]->counters().held == 4);
-    CHECK(rte_ring_count(in[1]) == 4);
-    rx[1]->poll(t0 + 3);
-    CHECK(rx[1]->counters().held == 8);
-    CHECK(rx[1]->counters().handed_in == 4);
-    CHECK(rte_ring_count(in[1]) == 4);
-    CHECK(rx[1]->placer().counters().placed == 0);
+    REQUIRE(hp.rx[0]->remove(kRxFlow) == hp.flow);
+    hp.owner[kRxFlow] = 1;
+    auto g1 = tmtest::build_group(pool.mp, hp.tx, 1, msg);
+    hp.rx[1]->rx_burst(g1.data(), 4, t0 + 2);
+    CHECK(hp.rx[1]->counters().held == 4);
+    CHECK(rte_ring_count(hp.in[1]) == 4);
+    hp.rx[1]->poll(t0 + 3);
+    CHECK(hp.rx[1]->counters().held == 8);
+    CHECK(hp.rx[1]->counters().handed_in == 4);
+    CHECK(rte_ring_count(hp.in[1]) == 4);
+    CHECK(hp.rx[1]->placer().counters().placed == 0);
     // In 1 now: the held frames are placed at its next poll, once.
-    REQUIRE(rx[1]->install(flow));
-    rx[1]->poll(t0 + 4);
-    CHECK(rx[1]->placer().counters().placed == 4);
-    CHECK(rx[1]->counters().handed_in == 8);
+    REQUIRE(hp.rx[1]->install(hp.flow));
+    hp.rx[1]->poll(t0 + 4);
+    CHECK(hp.rx[1]->placer().counters().placed == 4);
+    CHECK(hp.rx[1]->counters().handed_in == 8);
     // Held frames count as handed to itself (4 to 0, then 4 held twice): the sums balance.
-    CHECK(rx[1]->counters().handed_out == 12);
-    CHECK(rx[0]->counters().handed_in + rx[1]->counters().handed_in ==
-          rx[0]->counters().handed_out + rx[1]->counters().handed_out);
-    CHECK(rte_ring_count(in[1]) == 0);
-    const CompletionSlot* s = ring->poll(1);
+    CHECK(hp.rx[1]->counters().handed_out == 12);
+    CHECK(hp.rx[0]->counters().handed_in + hp.rx[1]->counters().handed_in ==
+          hp.rx[0]->counters().handed_out + hp.rx[1]->counters().handed_out);
+    CHECK(rte_ring_count(hp.in[1]) == 0);
+    const CompletionSlot* s = hp.ring->poll(1);
     REQUIRE(s != nullptr);
     CHECK(s->msg_len == msg.size());
-    CHECK(memcmp(ring->region(1), msg.data(), msg.size()) == 0);
-    REQUIRE(ring->release(1));
+    CHECK(memcmp(hp.ring->region(1), msg.data(), msg.size()) == 0);
+    REQUIRE(hp.ring->release(1));
     for (uint8_t i = 0; i < 2; i++) {
-        CHECK(rx[i]->counters().drops[index(R::UnknownFlow)] == 0);
-        CHECK(rx[i]->placer().counters().drops[index(R::UnknownFlow)] == 0);
+        CHECK(hp.rx[i]->counters().drops[index(R::UnknownFlow)] == 0);
+        CHECK(hp.rx[i]->placer().counters().drops[index(R::UnknownFlow)] == 0);
     }
 
     // Named 1's but never installed again: held for kHoldLimitUs, then dropped.
-    REQUIRE(rx[1]->remove(kRxFlow) == flow);
+    REQUIRE(hp.rx[1]->remove(kRxFlow) == hp.flow);
     const uint64_t limit = kHoldLimitUs * rte_get_tsc_hz() / 1000000;
-    auto g2 = tmtest::build_group(pool.mp, tx, 2, msg);
+    auto g2 = tmtest::build_group(pool.mp, hp.tx, 2, msg);
     const uint64_t t1 = t0 + 10;
-    rx[1]->rx_burst(g2.data(), 4, t1);
-    rx[1]->poll(t1 + limit / 2);
-    CHECK(rte_ring_count(in[1]) == 4);
-    rx[1]->poll(t1 + limit + 1);
-    CHECK(rte_ring_count(in[1]) == 0);
-    CHECK(rx[1]->counters().drops[index(R::UnknownFlow)] == 4);
+    hp.rx[1]->rx_burst(g2.data(), 4, t1);
+    hp.rx[1]->poll(t1 + limit / 2);
+    CHECK(rte_ring_count(hp.in[1]) == 4);
+    hp.rx[1]->poll(t1 + limit + 1);
+    CHECK(rte_ring_count(hp.in[1]) == 0);
+    CHECK(hp.rx[1]->counters().drops[index(R::UnknownFlow)] == 4);
     CHECK(pool.avail() == start); // every frame freed exactly once
-    Receiver::free_flow(flow);
+    Receiver::free_flow(hp.flow);
 }
