@@ -230,8 +230,9 @@ bool Runtime::open_ports(SetupError& e) {
     // Pools: one per NUMA socket in use, every frame in one segment.
     tx_socket_ = drivers::port_socket(opt_.tx_port);
     rx_socket_ = drivers::port_socket(opt_.rx_port);
+    const uint32_t tx_ring = af_packet_frame(txi), rx_ring = af_packet_frame(rxi); // 0: not af_packet
     const uint32_t room = std::max({uint32_t(RTE_MBUF_DEFAULT_DATAROOM), RTE_ALIGN_CEIL(opt_.mtu + kEthLen + 4, 64u),
-                                    af_packet_frame(txi), af_packet_frame(rxi)});
+                                    tx_ring, rx_ring});
     const uint64_t queues = same ? uint64_t(rx_nrxq) + rx_ntxq : uint64_t(tx_nrxq) + tx_nq_ + rx_nrxq + rx_ntxq;
     const uint64_t want = queues * 1024 * 2 + uint64_t(rte_lcore_count()) * 512 + 8192;
     for (int sock : {tx_socket_, rx_socket_}) {
@@ -264,9 +265,8 @@ bool Runtime::open_ports(SetupError& e) {
     // af_packet past its reported maximum: frames up to its ring's frame
     // size move (af_packet_frame); the interface's MTU is the user's to set.
     const uint32_t frame = opt_.mtu + kEthLen;
-    if (frame > txi.max_rx_pktlen && frame > rxi.max_rx_pktlen && af_packet_frame(txi) != 0 &&
-        af_packet_frame(rxi) != 0) {
-        const uint32_t ring = std::min(af_packet_frame(txi), af_packet_frame(rxi));
+    if (frame > txi.max_rx_pktlen && frame > rxi.max_rx_pktlen && tx_ring != 0 && rx_ring != 0) {
+        const uint32_t ring = std::min(tx_ring, rx_ring);
         // The ring frame also holds the tpacket header and the sockaddr (80
         // B before the frame). Measured over veths: frames arrive whole only
         // with framesz a multiple of 512 (9014-byte frames: 9216 and 9728

@@ -26,12 +26,12 @@
 //   slow start ends at the first sample with a queue over target/2, and
 //   the rate goes back to the one before the last doubling
 //   else (rate-limited):  slow start: rate *= 2; then rate += ai per ms
-// and a retransmission timeout halves it. A cut goes no lower than what
-// the path delivered in the interval, or, when the feedback stopped for over
-// 1 ms in it (the receiver descheduled), than the best of the last 10-20 ms.
-// The smallest sample of an
-// interval, not the mean: a receiver descheduled for a time slice delays
-// some samples; a standing queue delays all of them. Samples of packets
+// and a retransmission timeout halves it. A cut takes the rate no higher
+// than what the path delivered in the interval, or, when the feedback
+// stopped for over 1 ms in it (the receiver descheduled), than the best of
+// the last 10-20 ms. The smallest sample of an interval, not the mean: a
+// receiver descheduled for a time slice delays some samples; a standing
+// queue delays all of them. Samples of packets
 // sent before the last decrease are left out: they show the queue that
 // decrease answered (Swift's one decrease per RTT). Equal additive steps
 // and equal multiplicative cuts bring two sessions to equal rates (AIMD).
