@@ -2,6 +2,7 @@
 // through these functions so a faster kernel can replace them in one place.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 
@@ -16,6 +17,29 @@ inline uint32_t crc32c_finish(uint32_t state) { return ~state; }
 // updated over src, in one pass where the kernel allows: the receiver
 // checksums a payload as it places it instead of reading it again later.
 uint32_t crc32c_copy(uint32_t state, uint8_t* dst, std::span<const uint8_t> src);
+
+// A short buffer (a small message, under kCrc32cShortMax bytes): the crc32
+// instruction inline when the build targets SSE4.2 (-march), without the
+// call through the kernel pointer; otherwise crc32c_update. The same value.
+inline constexpr size_t kCrc32cShortMax = 256;
+inline uint32_t crc32c_update_short(uint32_t state, std::span<const uint8_t> bytes) {
+#if defined(__SSE4_2__) && defined(__x86_64__)
+    const uint8_t* p = bytes.data();
+    size_t len = bytes.size();
+    uint64_t crc = state;
+    for (; len >= 8; len -= 8, p += 8) {
+        uint64_t v;
+        __builtin_memcpy(&v, p, 8);
+        crc = __builtin_ia32_crc32di(crc, v);
+    }
+    uint32_t c = static_cast<uint32_t>(crc);
+    for (; len > 0; len--, p++)
+        c = __builtin_ia32_crc32qi(c, *p);
+    return c;
+#else
+    return crc32c_update(state, bytes);
+#endif
+}
 
 inline uint32_t crc32c(std::span<const uint8_t> bytes) {
     return crc32c_finish(crc32c_update(kCrc32cInit, bytes));

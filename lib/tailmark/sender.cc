@@ -149,7 +149,7 @@ Sender::FlowView Sender::view(const SendFlow* f) {
 
 Sender::Sender(const SenderConfig& cfg)
     : cfg_(cfg), marker_(cfg.pool, PayloadMode::Copy), marker_zc_(cfg.pool, PayloadMode::ZeroCopy),
-      tx_(cfg.port, cfg.queue, cfg.stall), pend_(tx_.slots()) {
+      tx_(cfg.port, cfg.queue, cfg.stall), pend_(tx_.slots()), stash_(cfg.pool) {
     marker_.set_udp_checksum(cfg.udp_checksum, cfg.udp_checksum_offload);
     marker_zc_.set_udp_checksum(cfg.udp_checksum, cfg.udp_checksum_offload);
     pcfg_.udp_port = cfg.udp_port;
@@ -734,14 +734,17 @@ void Sender::timers(uint64_t now) {
 
 // --- transmit --------------------------------------------------------------------
 
-void Sender::next_turn() {
+inline void Sender::next_turn() {
     rr_ = rr_ + 1 >= flows_.size() ? 0 : rr_ + 1;
     turn_bytes_ = 0;
     // Many flows: the one after next is out of cache by its turn (64 flows x
     // 64 B: its state and its local peer's cursor words were most of the
     // round robin's misses). Fetch it a turn ahead.
-    if (flows_.size() <= kPrefetchFlows)
-        return; // a few flows' state stays in L1 between their turns
+    if (flows_.size() > kPrefetchFlows) // a few flows' state stays in L1 between their turns
+        prefetch_next();
+}
+
+void Sender::prefetch_next() const {
     const uint32_t ahead = rr_ + 1 >= flows_.size() ? 0 : rr_ + 1;
     const SendFlow* nf = flows_[ahead];
     for (size_t off = 0; off < sizeof(SendFlow); off += 64)
@@ -752,6 +755,20 @@ void Sender::next_turn() {
     }
 }
 
+// The source's message m as the flow's message to cut (always true).
+inline bool Sender::fill_msg(SendFlow& f, const Message& m) {
+    // m was just written field by field by the source: two 8-byte loads,
+    // not one 16-byte load that no store can forward to.
+    const uint8_t* data = m.bytes.data();
+    size_t size = m.bytes.size();
+    asm volatile("" : "+r"(data), "+r"(size));
+    f.msg.bytes = m.chain ? std::span<const uint8_t>{} : std::span<const uint8_t>{data, size};
+    f.msg.chain = m.chain;
+    f.msg.shinfo = m.chain ? nullptr : m.shinfo;
+    f.msg.iova = m.iova;
+    return true;
+}
+
 // New messages, round robin: a flow keeps its turn until its message is
 // done, or for a quantum of one larger than the quantum. Interleaving every
 // burst instead put a partly sent message of every flow in flight at once
@@ -759,6 +776,7 @@ void Sender::next_turn() {
 uint32_t Sender::new_data(uint32_t burst, uint32_t n, uint64_t now) {
     const uint32_t nflows = static_cast<uint32_t>(flows_.size());
     uint32_t idle = 0;
+    stash_.open(burst - n);
     while (n < burst && idle < nflows) {
         SendFlow& f = *flows_[rr_];
         if (!f.active) {
@@ -772,8 +790,9 @@ uint32_t Sender::new_data(uint32_t burst, uint32_t n, uint64_t now) {
                 uint64_t cookie = 0;
                 if (source_(source_ctx_, f.spec.user, f.submitted, m, cookie)) {
                     const uint64_t len = m.length();
-                    // submit()'s checks; the flow and the window are known good here.
-                    have = len <= f.spec.max_msg && plan_group(len, f.spec.tx.stride).ok();
+                    // submit()'s checks; the flow and the window are known good
+                    // here. The plan is made once, for the check and the cut.
+                    have = len <= f.spec.max_msg && fill_msg(f, m) && marker(f, f.msg).prepare_streamed(f.spec.tx, f.msg);
                     // An unreliable flow that reports nothing, and bytes nobody
                     // holds: nothing will ever read a record of this message
                     // (no retransmission, no completion, no reference to let
@@ -796,25 +815,15 @@ uint32_t Sender::new_data(uint32_t burst, uint32_t n, uint64_t now) {
             }
             OutMsg& o = f.out[f.sent & f.mask];
             f.msg.msg_id = f.sent;
-            if (fresh) { // from m: reading back the record just written stalls (store forwarding)
-                // m was just written field by field by the source: two 8-byte
-                // loads, not one 16-byte load that no store can forward to.
-                const uint8_t* data = m.bytes.data();
-                size_t size = m.bytes.size();
-                asm volatile("" : "+r"(data), "+r"(size));
-                f.msg.bytes = m.chain ? std::span<const uint8_t>{} : std::span<const uint8_t>{data, size};
-                f.msg.chain = m.chain;
-                f.msg.shinfo = m.chain ? nullptr : m.shinfo;
-                f.msg.iova = m.iova;
-            } else {
+            if (!fresh) { // prepared above when fresh
                 f.msg.bytes = {o.data, o.chain ? 0 : o.len};
                 f.msg.chain = o.chain;
                 f.msg.shinfo = o.shinfo;
                 f.msg.iova = o.iova;
+                // The CRC32C is folded into the copy as the packets are built
+                // (final once the LAST is); checked at submit: the plan fits.
+                marker(f, f.msg).prepare_streamed(f.spec.tx, f.msg);
             }
-            // The CRC32C is folded into the copy as the packets are built
-            // (final once the LAST is); checked at submit: the plan fits.
-            marker(f, f.msg).prepare_streamed(f.spec.tx, f.msg);
             if (!f.unrecorded)
                 o.pkt_count = f.msg.plan.pkt_count;
             f.next_pkt = 0;
@@ -833,7 +842,7 @@ uint32_t Sender::new_data(uint32_t burst, uint32_t n, uint64_t now) {
         if (f.cc != nullptr && k * f.msg.plan.stride > f.cc->step_bytes())
             k = f.cc->step_bytes() / f.msg.plan.stride + 1;
         f.msg.stamp = stamp_;
-        const int rc = marker(f, f.msg).build(f.spec.tx, f.msg, f.next_pkt, k, pend_ + n);
+        const int rc = marker(f, f.msg).build(f.spec.tx, f.msg, f.next_pkt, k, pend_ + n, Flags::None, &stash_);
         if (unlikely(rc < 0)) {
             bump(ctr_.alloc_fail);
             break; // pool empty: next round
@@ -869,6 +878,7 @@ uint32_t Sender::new_data(uint32_t burst, uint32_t n, uint64_t now) {
             next_turn();
         }
     }
+    stash_.release();
     return n;
 }
 
@@ -880,10 +890,9 @@ bool Sender::intake(uint64_t now) {
         on_wire_control(in[i], now);
     if (k)
         rte_pktmbuf_free_bulk(in, k);
-    Control cs[16];
-    const unsigned l = rte_ring_sc_dequeue_burst_elem(local_in_, cs, sizeof(Control), 16, nullptr);
+    const unsigned l = rte_ring_sc_dequeue_burst_elem(local_in_, ctl_in_, sizeof(Control), std::size(ctl_in_), nullptr);
     for (unsigned i = 0; i < l; i++)
-        on_control(cs[i], now);
+        on_control(ctl_in_[i], now);
     return k + l != 0;
 }
 

@@ -263,6 +263,8 @@ private:
     bool push_job(const Nack& n);
     bool start_job();
     void next_turn();
+    void prefetch_next() const;
+    bool fill_msg(SendFlow& f, const Message& m);
     void count_drop(DropReason r);
 
     SenderConfig cfg_;
@@ -289,6 +291,8 @@ private:
     void* source_ctx_ = nullptr;
     TxBurst tx_;
     rte_mbuf** pend_; // tx_'s slots
+    MbufStash stash_; // new data's mbufs, per round
+    Control ctl_in_[16]; // intake's records (a buffer, not rebuilt every round)
     // Retransmission requests (NACKs, timer probes): a circular queue.
     std::vector<Nack> jobs_;
     uint32_t job_head_ = 0, job_count_ = 0;

@@ -52,10 +52,7 @@ bool TxFlow::make(TxFlow& out, uint16_t id, uint32_t key, uint32_t ring_size, ui
     return true;
 }
 
-bool TxMarker::prepare_streamed(const TxFlow& flow, TxMessage& msg) const {
-    msg.plan = plan_group(msg.length(), flow.stride);
-    if (!msg.plan.ok())
-        return false;
+bool TxMarker::prepare_long(TxMessage& msg) const {
     // Only the single-segment path streams, and a short message gains nothing:
     // its CRC is cheaper in one go (folding's set-up costs more than the copy).
     if (!single_segment(msg) || msg.plan.msg_len < kStreamMin) {
@@ -84,7 +81,7 @@ void TxMarker::checksum(TxMessage& msg) {
         for (const rte_mbuf* s = msg.chain; s; s = s->next)
             st = crc32c_update(st, {rte_pktmbuf_mtod(s, const uint8_t*), s->data_len});
     } else {
-        st = crc32c_update(st, msg.bytes);
+        st = msg.bytes.size() < kCrc32cShortMax ? crc32c_update_short(st, msg.bytes) : crc32c_update(st, msg.bytes);
     }
     msg.crc32c = crc32c_finish(st);
 }
@@ -208,10 +205,17 @@ inline Trailer trailer_for(const TxMessage& msg, const TxFlow& flow) {
 // bulk allocation, then headers, payload and trailer written in place; no
 // segment arithmetic. kStream: the CRC32C is folded into the copy (a
 // separate instance, so the plain one pays nothing for it).
+//
+// The mbufs come raw from the pool (rte_mempool_get_bulk) and are set up
+// here with constant stores: rte_pktmbuf_reset reads buf_len and rewrites
+// ol_flags in place, loads that every packet's writes waited on (the top
+// sample of the tx path). A pool's free mbuf has refcnt 1, nb_segs 1 and
+// next NULL (rte_mbuf_raw_alloc's guarantee), and a direct one's buffer
+// right behind it (TxMarker::direct_).
 template <bool kStream>
-int build_single(rte_mempool* pool, bool udp_checksum, bool offload, const TxFlow& flow, TxMessage& msg, uint32_t first,
-                 uint32_t n, rte_mbuf** out, Flags extra) {
-    if (rte_pktmbuf_alloc_bulk(pool, out, n) != 0)
+int build_single(const TxMarker::Fresh& fresh, bool udp_checksum, bool offload, const TxFlow& flow, TxMessage& msg,
+                 uint32_t first, uint32_t n, rte_mbuf** out, Flags extra, MbufStash* stash) {
+    if (stash != nullptr ? !stash->take(out, n) : rte_mempool_get_bulk(fresh.pool, reinterpret_cast<void**>(out), n) != 0)
         return -ENOMEM;
     const GroupPlan& plan = msg.plan;
     for (uint32_t i = 0; i < n; i++) {
@@ -219,7 +223,8 @@ int build_single(rte_mempool* pool, bool udp_checksum, bool offload, const TxFlo
         const bool last = plan.is_last(idx);
         const Header h = header_for(msg, flow, idx, last, extra);
         rte_mbuf* m = out[i];
-        uint8_t* p = rte_pktmbuf_mtod(m, uint8_t*);
+        uint8_t* p = fresh.data(m);
+        fresh.init(m);
         rte_udp_hdr* udp = write_headers(p, flow, h, last, msg.stamp);
         const uint8_t* src = msg.bytes.data() + h.offset;
         if (kStream && h.offset == msg.crc_upto) { // in order: copy and checksum in one pass
@@ -242,8 +247,6 @@ int build_single(rte_mempool* pool, bool udp_checksum, bool offload, const TxFlo
         }
         m->data_len = static_cast<uint16_t>(len);
         m->pkt_len = len;
-        m->l2_len = kEthLen;
-        m->l3_len = kIpLen;
         if (udp_checksum)
             fill_udp_checksum(m, reinterpret_cast<rte_ipv4_hdr*>(p + kEthLen), udp, offload);
     }
@@ -252,8 +255,43 @@ int build_single(rte_mempool* pool, bool udp_checksum, bool offload, const TxFlo
 
 } // namespace
 
+TxMarker::Fresh TxMarker::fresh_for(rte_mempool* pool) {
+    Fresh f;
+    f.pool = pool;
+    const uint16_t room = rte_pktmbuf_data_room_size(pool);
+    rte_mbuf t{};
+    t.data_off = room < RTE_PKTMBUF_HEADROOM ? room : RTE_PKTMBUF_HEADROOM; // rte_pktmbuf_reset_headroom
+    rte_mbuf_refcnt_set(&t, 1);
+    t.nb_segs = 1;
+    t.port = RTE_MBUF_PORT_INVALID;
+    memcpy(&f.rearm, reinterpret_cast<const uint8_t*>(&t) + offsetof(rte_mbuf, data_off), sizeof(f.rearm));
+    t.l2_len = kEthLen;
+    t.l3_len = kIpLen;
+    f.tx_offload = t.tx_offload;
+    // A direct mbuf's buffer follows its header and private area, where
+    // rte_pktmbuf_init put it and every detach puts it back; not so for a
+    // pool of pinned external buffers.
+    f.direct = (rte_pktmbuf_priv_flags(pool) & RTE_PKTMBUF_POOL_F_PINNED_EXT_BUF) == 0;
+    f.data_at = static_cast<uint32_t>(sizeof(rte_mbuf) + rte_pktmbuf_priv_size(pool) + t.data_off);
+    f.data_off = t.data_off;
+    return f;
+}
+
+bool MbufStash::refill(uint32_t k) {
+    release();
+    const uint32_t w = want_ > k ? want_ : k;
+    if (rte_mempool_get_bulk(pool_, reinterpret_cast<void**>(m_), w) == 0) {
+        n_ = w;
+        return true;
+    }
+    if (w == k || rte_mempool_get_bulk(pool_, reinterpret_cast<void**>(m_), k) != 0)
+        return false;
+    n_ = k;
+    return true;
+}
+
 int TxMarker::build(const TxFlow& flow, TxMessage& msg, uint32_t first, uint32_t n, rte_mbuf** out,
-                    Flags extra) const {
+                    Flags extra, MbufStash* stash) const {
     const GroupPlan& plan = msg.plan;
     if (n == 0 || n > kMaxBurst || first >= plan.pkt_count || n > plan.pkt_count - first)
         return -EINVAL;
@@ -265,8 +303,16 @@ int TxMarker::build(const TxFlow& flow, TxMessage& msg, uint32_t first, uint32_t
     // A full packet's payload, or a tail and the trailer (never more than a
     // stride together: plan_group), fits one mbuf.
     if (single_segment(msg))
-        return msg.crc_pending ? build_single<true>(pool_, udp_checksum_, udp_offload_, flow, msg, first, n, out, extra)
-                               : build_single<false>(pool_, udp_checksum_, udp_offload_, flow, msg, first, n, out, extra);
+        return msg.crc_pending ? build_single<true>(fresh_, udp_checksum_, udp_offload_, flow, msg, first, n, out, extra, stash)
+                               : build_single<false>(fresh_, udp_checksum_, udp_offload_, flow, msg, first, n, out, extra, stash);
+    return build_segments(flow, msg, first, n, out, extra);
+}
+
+// Out of line: its arrays (8 KiB of segment pointers) would make every
+// single-segment build touch and probe a stack frame that large.
+int TxMarker::build_segments(const TxFlow& flow, TxMessage& msg, uint32_t first, uint32_t n, rte_mbuf** out,
+                             Flags extra) const {
+    const GroupPlan& plan = msg.plan;
     if (msg.crc_pending) // not streamed on this path: the whole message first
         checksum(msg);
     uint32_t segs[kMaxBurst];

@@ -3,6 +3,7 @@
 // the final mbuf segment of the group's last packet.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 
@@ -10,6 +11,7 @@
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
 
+#include "tailmark/crc32c.h"
 #include "tailmark/wire.h"
 
 namespace tailmark {
@@ -70,11 +72,52 @@ struct TxMessage {
     uint64_t length() const { return chain ? rte_pktmbuf_pkt_len(chain) : bytes.size(); }
 };
 
+// Raw mbufs taken from the pool once per round of building, as many as the
+// round may send, and handed to build() a message at a time; what is left
+// goes back at the end of the round. One-packet messages (64 B) otherwise
+// pay a pool call per message. Only pointers move here: each mbuf is set up
+// when it is built (build_single), so a round that sends less costs no more
+// than two pointer copies.
+class MbufStash {
+public:
+    explicit MbufStash(rte_mempool* pool) : pool_(pool) {}
+    ~MbufStash() { release(); }
+    MbufStash(const MbufStash&) = delete;
+    MbufStash& operator=(const MbufStash&) = delete;
+
+    rte_mempool* pool() const { return pool_; }
+    // The round may build up to `want` more packets.
+    void open(uint32_t want) { want_ = want; }
+    // k raw mbufs of the pool into out; false when the pool has too few.
+    bool take(rte_mbuf** out, uint32_t k) {
+        if (n_ - pos_ < k && !refill(k))
+            return false;
+        for (uint32_t i = 0; i < k; i++)
+            out[i] = m_[pos_ + i];
+        pos_ += k;
+        want_ = want_ > k ? want_ - k : 0;
+        return true;
+    }
+    // The round is over: the rest back to the pool.
+    void release() {
+        if (pos_ < n_)
+            rte_mempool_put_bulk(pool_, reinterpret_cast<void**>(m_ + pos_), n_ - pos_);
+        n_ = pos_ = 0;
+    }
+
+private:
+    bool refill(uint32_t k);
+    rte_mempool* pool_;
+    uint32_t n_ = 0, pos_ = 0, want_ = 0;
+    rte_mbuf* m_[64]; // TxMarker::kMaxBurst
+};
+
 class TxMarker {
 public:
     // `pool` gives every mbuf the marker needs (headers, copies, attachments).
     TxMarker(rte_mempool* pool, PayloadMode mode)
-        : pool_(pool), room_(rte_pktmbuf_data_room_size(pool) - RTE_PKTMBUF_HEADROOM), mode_(mode) {}
+        : pool_(pool), room_(rte_pktmbuf_data_room_size(pool) - RTE_PKTMBUF_HEADROOM), mode_(mode),
+          fresh_(fresh_for(pool)) {}
 
     // Plans the group and computes the CRC32C. False: the message cannot be
     // sent with this flow's stride (more than 65535 packets).
@@ -83,15 +126,29 @@ public:
     // copy of each packet's payload: one pass over the message instead of
     // two. msg.crc32c is valid once the LAST packet is built (packets built
     // out of order are checksummed again, whole, at the LAST).
-    bool prepare_streamed(const TxFlow& flow, TxMessage& msg) const;
+    bool prepare_streamed(const TxFlow& flow, TxMessage& msg) const {
+        msg.plan = plan_group(msg.length(), flow.stride);
+        if (!msg.plan.ok())
+            return false;
+        // A short message (64 B: the tx path's common case) is checksummed
+        // here, inline: two calls and the kernel dispatch cost as much as its CRC.
+        if (msg.chain == nullptr && msg.plan.msg_len < kCrc32cShortMax) {
+            msg.crc_pending = false;
+            msg.crc32c = crc32c_finish(crc32c_update_short(kCrc32cInit, msg.bytes));
+            return true;
+        }
+        return prepare_long(msg);
+    }
 
     // Builds packets [first, first + n) of the group into out[0..n). Returns n,
     // or a negative errno with nothing allocated and nothing leaked:
     // -ENOMEM (pool empty), -EINVAL (range outside the group, or a packet would
     // need more than kMaxSegs segments). `extra` is or-ed into every header's
     // flags (Flags::Retx for a retransmitted copy).
+    // `stash` (of this marker's pool), if given, supplies single-segment
+    // packets' mbufs.
     int build(const TxFlow& flow, TxMessage& msg, uint32_t first, uint32_t n, rte_mbuf** out,
-              Flags extra = Flags::None) const;
+              Flags extra = Flags::None, MbufStash* stash = nullptr) const;
 
     static constexpr uint32_t kMaxBurst = 64;
     // prepare_streamed checksums shorter messages in one go.
@@ -110,7 +167,36 @@ public:
         udp_offload_ = on && offload;
     }
 
+    // A single-segment packet's mbuf straight from the pool, set up with
+    // constant stores (see build_single).
+    struct Fresh {
+        static_assert(offsetof(rte_mbuf, port) + sizeof(uint16_t) - offsetof(rte_mbuf, data_off) == sizeof(uint64_t));
+        rte_mempool* pool = nullptr;
+        uint64_t rearm = 0;      // data_off, refcnt 1, nb_segs 1, port: rte_mbuf::rearm_data
+        uint64_t tx_offload = 0; // l2_len, l3_len
+        uint32_t data_at = 0;    // the data's offset from the mbuf (direct mbufs)
+        uint16_t data_off = 0;
+        bool direct = true;
+
+        uint8_t* data(rte_mbuf* m) const {
+            return direct ? reinterpret_cast<uint8_t*>(m) + data_at : static_cast<uint8_t*>(m->buf_addr) + data_off;
+        }
+        void init(rte_mbuf* m) const {
+            // data_off, refcnt, nb_segs and port: one 8-byte store (rearm_data)
+            __builtin_memcpy(reinterpret_cast<uint8_t*>(m) + offsetof(rte_mbuf, data_off), &rearm, sizeof(rearm));
+            m->ol_flags = 0;
+            m->packet_type = 0;
+            m->vlan_tci = 0;
+            m->vlan_tci_outer = 0;
+            m->tx_offload = tx_offload;
+        }
+    };
+
 private:
+    static Fresh fresh_for(rte_mempool* pool);
+    bool prepare_long(TxMessage& msg) const; // prepare_streamed once the plan is made
+    int build_segments(const TxFlow& flow, TxMessage& msg, uint32_t first, uint32_t n, rte_mbuf** out,
+                       Flags extra) const;
     static void checksum(TxMessage& msg); // msg.crc32c over the whole message
     uint32_t segs_for(const TxMessage& msg, uint32_t idx) const;
     bool single_segment(const TxMessage& msg) const {
@@ -121,6 +207,7 @@ private:
     PayloadMode mode_;
     bool udp_checksum_ = false;
     bool udp_offload_ = false;
+    Fresh fresh_;
 };
 
 } // namespace tailmark
