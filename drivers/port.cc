@@ -209,16 +209,21 @@ void Port::query_rss(const rte_eth_dev_info& info) {
     reta_ = std::move(reta);
 }
 
-int Port::rss_queue_of(uint32_t src_ip, uint32_t dst_ip, uint16_t src_port, uint16_t dst_port) const {
-    if (reta_.empty())
+int rss_queue(std::span<const uint8_t> key, std::span<const uint16_t> reta, uint32_t src_ip, uint32_t dst_ip,
+              uint16_t src_port, uint16_t dst_port) {
+    if (reta.empty())
         return -1;
     rte_ipv4_tuple t{};
     t.src_addr = src_ip;
     t.dst_addr = dst_ip;
     t.sport = src_port;
     t.dport = dst_port;
-    const uint32_t h = rte_softrss(reinterpret_cast<uint32_t*>(&t), RTE_THASH_V4_L4_LEN, rss_key_.data());
-    return reta_[h % reta_.size()];
+    const uint32_t h = rte_softrss(reinterpret_cast<uint32_t*>(&t), RTE_THASH_V4_L4_LEN, key.data());
+    return reta[h % reta.size()]; // RETA sizes are powers of two: the hash's low bits
+}
+
+int Port::rss_queue_of(uint32_t src_ip, uint32_t dst_ip, uint16_t src_port, uint16_t dst_port) const {
+    return rss_queue(rss_key_, reta_, src_ip, dst_ip, src_port, dst_port);
 }
 
 Port::~Port() {

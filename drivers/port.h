@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,13 @@ struct PortSetup {
     rte_mempool* pool = nullptr; // rx buffers
 };
 
+// The rx queue a NIC's RSS picks for a UDP/IPv4 tuple (host order): the
+// Toeplitz hash of source address, destination address, source port and
+// destination port under `key` (rte_softrss), its low bits indexing `reta`.
+// -1 when reta is empty.
+int rss_queue(std::span<const uint8_t> key, std::span<const uint16_t> reta, uint32_t src_ip, uint32_t dst_ip,
+              uint16_t src_port, uint16_t dst_port);
+
 class Port {
 public:
     // nullptr and `err` filled (naming the port and the failing step) on failure.
@@ -60,7 +68,7 @@ public:
     bool rx_udp_checksum() const { return rx_udp_cksum_; }
 
     // RSS: the rx queue the NIC picks for this UDP/IPv4 tuple (host order),
-    // computed in software (rte_softrss) from the port's key and RETA.
+    // computed in software (rss_queue) from the port's key and RETA.
     // -1 when RSS is off or the port would not tell its key or RETA.
     int rss_queue_of(uint32_t src_ip, uint32_t dst_ip, uint16_t src_port, uint16_t dst_port) const;
 
