@@ -755,8 +755,8 @@ void Sender::prefetch_next() const {
     }
 }
 
-// The source's message m as the flow's message to cut (always true).
-inline bool Sender::fill_msg(SendFlow& f, const Message& m) {
+// The source's message m as the flow's message to cut.
+inline void Sender::fill_msg(SendFlow& f, const Message& m) {
     // m was just written field by field by the source: two 8-byte loads,
     // not one 16-byte load that no store can forward to.
     const uint8_t* data = m.bytes.data();
@@ -766,7 +766,6 @@ inline bool Sender::fill_msg(SendFlow& f, const Message& m) {
     f.msg.chain = m.chain;
     f.msg.shinfo = m.chain ? nullptr : m.shinfo;
     f.msg.iova = m.iova;
-    return true;
 }
 
 // New messages, round robin: a flow keeps its turn until its message is
@@ -792,7 +791,8 @@ uint32_t Sender::new_data(uint32_t burst, uint32_t n, uint64_t now) {
                     const uint64_t len = m.length();
                     // submit()'s checks; the flow and the window are known good
                     // here. The plan is made once, for the check and the cut.
-                    have = len <= f.spec.max_msg && fill_msg(f, m) && marker(f, f.msg).prepare_streamed(f.spec.tx, f.msg);
+                    fill_msg(f, m);
+                    have = len <= f.spec.max_msg && marker(f, f.msg).prepare_streamed(f.spec.tx, f.msg);
                     // An unreliable flow that reports nothing, and bytes nobody
                     // holds: nothing will ever read a record of this message
                     // (no retransmission, no completion, no reference to let

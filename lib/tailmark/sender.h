@@ -264,7 +264,7 @@ private:
     bool start_job();
     void next_turn();
     void prefetch_next() const;
-    bool fill_msg(SendFlow& f, const Message& m);
+    void fill_msg(SendFlow& f, const Message& m);
     void count_drop(DropReason r);
 
     SenderConfig cfg_;

@@ -1,5 +1,6 @@
 #include "tailmark/tx_marker.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -279,7 +280,7 @@ TxMarker::Fresh TxMarker::fresh_for(rte_mempool* pool) {
 
 bool MbufStash::refill(uint32_t k) {
     release();
-    const uint32_t w = want_ > k ? want_ : k;
+    const uint32_t w = std::min(want_ > k ? want_ : k, kMax); // k <= kMaxBurst: build() checks
     if (rte_mempool_get_bulk(pool_, reinterpret_cast<void**>(m_), w) == 0) {
         n_ = w;
         return true;

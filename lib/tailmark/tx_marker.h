@@ -85,7 +85,6 @@ public:
     MbufStash(const MbufStash&) = delete;
     MbufStash& operator=(const MbufStash&) = delete;
 
-    rte_mempool* pool() const { return pool_; }
     // The round may build up to `want` more packets.
     void open(uint32_t want) { want_ = want; }
     // k raw mbufs of the pool into out; false when the pool has too few.
@@ -105,11 +104,13 @@ public:
         n_ = pos_ = 0;
     }
 
+    static constexpr uint32_t kMax = 64; // a burst (TxMarker::kMaxBurst)
+
 private:
     bool refill(uint32_t k);
     rte_mempool* pool_;
     uint32_t n_ = 0, pos_ = 0, want_ = 0;
-    rte_mbuf* m_[64]; // TxMarker::kMaxBurst
+    rte_mbuf* m_[kMax];
 };
 
 class TxMarker {
@@ -151,6 +152,7 @@ public:
               Flags extra = Flags::None, MbufStash* stash = nullptr) const;
 
     static constexpr uint32_t kMaxBurst = 64;
+    static_assert(kMaxBurst == MbufStash::kMax);
     // prepare_streamed checksums shorter messages in one go.
     static constexpr uint32_t kStreamMin = 512;
     static constexpr uint32_t kMaxSegs = 16;
