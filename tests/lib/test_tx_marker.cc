@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
 
 #include "fixtures.h"
@@ -449,4 +450,46 @@ TEST_CASE("mbuf stash: one allocation per round, the rest given back", "[tx]") {
     rte_pktmbuf_free(out[0]);
     s3.release();
     CHECK(small.avail() == 3);
+}
+
+// An mbuf that last carried an application's bytes as an external buffer
+// (zero copy) comes back to the pool detached: build_single writes into its
+// own buffer, at the fixed offset it assumes, never into the old bytes.
+TEST_CASE("single-segment packets: an mbuf that held an external buffer is written in its own", "[tx]") {
+    tmtest::Pool pool(1);
+    TxFlow flow = tmtest::make_flow(4, 0x99, 16);
+    std::vector<uint8_t> ext(256, 0x5A);
+    int freed = 0;
+    rte_mbuf_ext_shared_info sh{};
+    sh.free_cb = [](void*, void* opaque) { ++*static_cast<int*>(opaque); };
+    sh.fcb_opaque = &freed;
+    rte_mbuf_ext_refcnt_set(&sh, 1);
+    rte_mbuf* d = rte_pktmbuf_alloc(pool.mp);
+    REQUIRE(d != nullptr);
+    void* own = d->buf_addr;
+    rte_pktmbuf_attach_extbuf(d, ext.data(), rte_mem_virt2iova(ext.data()), static_cast<uint16_t>(ext.size()), &sh);
+    d->data_len = 100;
+    d->pkt_len = 100;
+    REQUIRE(RTE_MBUF_HAS_EXTBUF(d));
+    rte_pktmbuf_free(d);
+    CHECK(freed == 1);
+
+    auto data = tmtest::pattern(64, 3);
+    TxMarker tx(pool.mp, PayloadMode::Copy);
+    TxMessage m;
+    m.msg_id = 1;
+    m.bytes = data;
+    REQUIRE(tx.prepare_streamed(flow, m));
+    rte_mbuf* out[1];
+    REQUIRE(tx.build(flow, m, 0, 1, out) == 1);
+    rte_mbuf* p = out[0];
+    CHECK(p == d);
+    CHECK(p->buf_addr == own);
+    CHECK((p->ol_flags & RTE_MBUF_F_EXTERNAL) == 0);
+    CHECK(rte_pktmbuf_mtod(p, uint8_t*) ==
+          reinterpret_cast<uint8_t*>(p) + sizeof(rte_mbuf) + rte_pktmbuf_priv_size(pool.mp) + RTE_PKTMBUF_HEADROOM);
+    CHECK(reassemble({p}, 1, flow.key) == data);
+    CHECK(std::all_of(ext.begin(), ext.end(), [](uint8_t b) { return b == 0x5A; }));
+    rte_pktmbuf_free(p);
+    CHECK(pool.avail() == 1);
 }
