@@ -18,12 +18,16 @@ inline uint32_t crc32c_finish(uint32_t state) { return ~state; }
 // checksums a payload as it places it instead of reading it again later.
 uint32_t crc32c_copy(uint32_t state, uint8_t* dst, std::span<const uint8_t> src);
 
-// A short buffer (a small message, under kCrc32cShortMax bytes): the crc32
-// instruction inline when the build targets SSE4.2 (-march), without the
-// call through the kernel pointer; otherwise crc32c_update. The same value.
+// crc32c_update, with a short buffer (a small message, under
+// kCrc32cShortMax bytes) done by the crc32 instruction inline when the build
+// targets SSE4.2 (-march): no call through the kernel pointer, which costs
+// as much as a 64-byte CRC. Longer buffers, or another target, go through
+// crc32c_update. The same value either way.
 inline constexpr size_t kCrc32cShortMax = 256;
-inline uint32_t crc32c_update_short(uint32_t state, std::span<const uint8_t> bytes) {
+inline uint32_t crc32c_inline(uint32_t state, std::span<const uint8_t> bytes) {
 #if defined(__SSE4_2__) && defined(__x86_64__)
+    if (bytes.size() >= kCrc32cShortMax)
+        return crc32c_update(state, bytes);
     const uint8_t* p = bytes.data();
     size_t len = bytes.size();
     uint64_t crc = state;

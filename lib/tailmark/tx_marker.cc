@@ -82,7 +82,7 @@ void TxMarker::checksum(TxMessage& msg) {
         for (const rte_mbuf* s = msg.chain; s; s = s->next)
             st = crc32c_update(st, {rte_pktmbuf_mtod(s, const uint8_t*), s->data_len});
     } else {
-        st = msg.bytes.size() < kCrc32cShortMax ? crc32c_update_short(st, msg.bytes) : crc32c_update(st, msg.bytes);
+        st = crc32c_inline(st, msg.bytes);
     }
     msg.crc32c = crc32c_finish(st);
 }
@@ -212,11 +212,11 @@ inline Trailer trailer_for(const TxMessage& msg, const TxFlow& flow) {
 // ol_flags in place, loads that every packet's writes waited on (the top
 // sample of the tx path). A pool's free mbuf has refcnt 1, nb_segs 1 and
 // next NULL (rte_mbuf_raw_alloc's guarantee), and a direct one's buffer
-// right behind it (TxMarker::direct_).
+// right behind it (TxMarker::Fresh::direct).
 template <bool kStream>
-int build_single(const TxMarker::Fresh& fresh, bool udp_checksum, bool offload, const TxFlow& flow, TxMessage& msg,
-                 uint32_t first, uint32_t n, rte_mbuf** out, Flags extra, MbufStash* stash) {
-    if (stash != nullptr ? !stash->take(out, n) : rte_mempool_get_bulk(fresh.pool, reinterpret_cast<void**>(out), n) != 0)
+int build_single(rte_mempool* pool, const TxMarker::Fresh& fresh, bool udp_checksum, bool offload, const TxFlow& flow,
+                 TxMessage& msg, uint32_t first, uint32_t n, rte_mbuf** out, Flags extra, MbufStash* stash) {
+    if (stash != nullptr ? !stash->take(out, n) : rte_mempool_get_bulk(pool, reinterpret_cast<void**>(out), n) != 0)
         return -ENOMEM;
     const GroupPlan& plan = msg.plan;
     for (uint32_t i = 0; i < n; i++) {
@@ -258,7 +258,6 @@ int build_single(const TxMarker::Fresh& fresh, bool udp_checksum, bool offload, 
 
 TxMarker::Fresh TxMarker::fresh_for(rte_mempool* pool) {
     Fresh f;
-    f.pool = pool;
     const uint16_t room = rte_pktmbuf_data_room_size(pool);
     rte_mbuf t{};
     t.data_off = room < RTE_PKTMBUF_HEADROOM ? room : RTE_PKTMBUF_HEADROOM; // rte_pktmbuf_reset_headroom
@@ -304,8 +303,8 @@ int TxMarker::build(const TxFlow& flow, TxMessage& msg, uint32_t first, uint32_t
     // A full packet's payload, or a tail and the trailer (never more than a
     // stride together: plan_group), fits one mbuf.
     if (single_segment(msg))
-        return msg.crc_pending ? build_single<true>(fresh_, udp_checksum_, udp_offload_, flow, msg, first, n, out, extra, stash)
-                               : build_single<false>(fresh_, udp_checksum_, udp_offload_, flow, msg, first, n, out, extra, stash);
+        return msg.crc_pending ? build_single<true>(pool_, fresh_, udp_checksum_, udp_offload_, flow, msg, first, n, out, extra, stash)
+                               : build_single<false>(pool_, fresh_, udp_checksum_, udp_offload_, flow, msg, first, n, out, extra, stash);
     return build_segments(flow, msg, first, n, out, extra);
 }
 

@@ -135,7 +135,7 @@ public:
         // here, inline: two calls and the kernel dispatch cost as much as its CRC.
         if (msg.chain == nullptr && msg.plan.msg_len < kCrc32cShortMax) {
             msg.crc_pending = false;
-            msg.crc32c = crc32c_finish(crc32c_update_short(kCrc32cInit, msg.bytes));
+            msg.crc32c = crc32c_finish(crc32c_inline(kCrc32cInit, msg.bytes));
             return true;
         }
         return prepare_long(msg);
@@ -173,7 +173,6 @@ public:
     // constant stores (see build_single).
     struct Fresh {
         static_assert(offsetof(rte_mbuf, port) + sizeof(uint16_t) - offsetof(rte_mbuf, data_off) == sizeof(uint64_t));
-        rte_mempool* pool = nullptr;
         uint64_t rearm = 0;      // data_off, refcnt 1, nb_segs 1, port: rte_mbuf::rearm_data
         uint64_t tx_offload = 0; // l2_len, l3_len
         uint32_t data_at = 0;    // the data's offset from the mbuf (direct mbufs)

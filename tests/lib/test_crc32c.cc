@@ -440,3 +440,25 @@ TEST_CASE("every kernel touches only the bytes it is given", "[crc32c]") {
         }
     }
 }
+
+// crc32c_inline: the crc32 instruction inline under kCrc32cShortMax bytes,
+// the dispatch from there on; the same value as the reference at every
+// length across that boundary, every alignment, and from a running state.
+TEST_CASE("crc32c_inline agrees with the bitwise reference around its short-buffer bound", "[crc32c]") {
+    auto data = tmtest::pattern(2 * kCrc32cShortMax + 16, 11);
+    for (size_t align = 0; align < 8; align++) {
+        const auto ref = crc32c_reference_prefixes(data.data() + align, 2 * kCrc32cShortMax);
+        for (size_t len = 0; len <= 2 * kCrc32cShortMax; len++) {
+            INFO("align " << align << " len " << len);
+            REQUIRE(crc32c_finish(crc32c_inline(kCrc32cInit, {data.data() + align, len})) == ref[len]);
+        }
+    }
+    // Running: a short piece after a long one, and the other way round.
+    const size_t total = kCrc32cShortMax + 100;
+    const uint32_t whole = crc32c_reference(data.data(), total);
+    for (size_t cut : {size_t(3), size_t(64), kCrc32cShortMax - 1, kCrc32cShortMax, total - 5}) {
+        INFO("cut " << cut);
+        const uint32_t st = crc32c_inline(kCrc32cInit, {data.data(), cut});
+        CHECK(crc32c_finish(crc32c_inline(st, {data.data() + cut, total - cut})) == whole);
+    }
+}
