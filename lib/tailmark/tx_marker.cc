@@ -272,6 +272,7 @@ TxMarker::Fresh TxMarker::fresh_for(rte_mempool* pool) {
     // rte_pktmbuf_init put it and every detach puts it back; not so for a
     // pool of pinned external buffers.
     f.direct = (rte_pktmbuf_priv_flags(pool) & RTE_PKTMBUF_POOL_F_PINNED_EXT_BUF) == 0;
+    f.ol_flags = f.direct ? 0 : RTE_MBUF_F_EXTERNAL;
     f.data_at = static_cast<uint32_t>(sizeof(rte_mbuf) + rte_pktmbuf_priv_size(pool) + t.data_off);
     f.data_off = t.data_off;
     return f;

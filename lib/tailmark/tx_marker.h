@@ -175,6 +175,7 @@ public:
         static_assert(offsetof(rte_mbuf, port) + sizeof(uint16_t) - offsetof(rte_mbuf, data_off) == sizeof(uint64_t));
         uint64_t rearm = 0;      // data_off, refcnt 1, nb_segs 1, port: rte_mbuf::rearm_data
         uint64_t tx_offload = 0; // l2_len, l3_len
+        uint64_t ol_flags = 0;   // RTE_MBUF_F_EXTERNAL in a pool of pinned external buffers (kept, as reset keeps it)
         uint32_t data_at = 0;    // the data's offset from the mbuf (direct mbufs)
         uint16_t data_off = 0;
         bool direct = true;
@@ -185,7 +186,7 @@ public:
         void init(rte_mbuf* m) const {
             // data_off, refcnt, nb_segs and port: one 8-byte store (rearm_data)
             __builtin_memcpy(reinterpret_cast<uint8_t*>(m) + offsetof(rte_mbuf, data_off), &rearm, sizeof(rearm));
-            m->ol_flags = 0;
+            m->ol_flags = ol_flags;
             m->packet_type = 0;
             m->vlan_tci = 0;
             m->vlan_tci_outer = 0;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include <rte_malloc.h>
+
 #include "fixtures.h"
 #include "tailmark/crc32c.h"
 #include "tailmark/packet_parser.h"
@@ -492,4 +494,50 @@ TEST_CASE("single-segment packets: an mbuf that held an external buffer is writt
     CHECK(std::all_of(ext.begin(), ext.end(), [](uint8_t b) { return b == 0x5A; }));
     rte_pktmbuf_free(p);
     CHECK(pool.avail() == 1);
+}
+
+// A pool of pinned external buffers (rte_pktmbuf_pool_create_extbuf): each
+// mbuf's data lives in the caller's memory for good. build_single writes
+// there (through buf_addr) and keeps the mbuf marked external, as
+// rte_pktmbuf_reset does, so the free does not take it for a direct one.
+TEST_CASE("single-segment packets: a pool of pinned external buffers", "[tx]") {
+    constexpr unsigned kN = 8;
+    constexpr uint16_t kElt = 2048;
+    auto* mem = static_cast<uint8_t*>(rte_malloc("tm_test_pinned", size_t(kN) * kElt, 4096));
+    REQUIRE(mem != nullptr);
+    rte_pktmbuf_extmem ext{};
+    ext.buf_ptr = mem;
+    ext.buf_iova = rte_malloc_virt2iova(mem);
+    ext.buf_len = size_t(kN) * kElt;
+    ext.elt_size = kElt;
+    rte_mempool* mp = rte_pktmbuf_pool_create_extbuf(tmtest::unique_name("pin").c_str(), kN, 0, 0, kElt,
+                                                     SOCKET_ID_ANY, &ext, 1);
+    REQUIRE(mp != nullptr);
+    TxFlow flow = tmtest::make_flow(5, 0x31, 16);
+    auto data = tmtest::pattern(64, 21);
+    TxMarker tx(mp, PayloadMode::Copy);
+    MbufStash stash(mp);
+    for (bool stashed : {false, true}) {
+        INFO("stash " << stashed);
+        TxMessage m;
+        m.msg_id = 2;
+        m.bytes = data;
+        REQUIRE(tx.prepare_streamed(flow, m));
+        rte_mbuf* out[2];
+        stash.open(2);
+        REQUIRE(tx.build(flow, m, 0, 1, out, Flags::None, stashed ? &stash : nullptr) == 1);
+        stash.release();
+        rte_mbuf* p = out[0];
+        CHECK((p->ol_flags & RTE_MBUF_F_EXTERNAL) != 0);
+        CHECK(RTE_MBUF_HAS_PINNED_EXTBUF(p));
+        uint8_t* b = static_cast<uint8_t*>(p->buf_addr);
+        CHECK(b >= mem);
+        CHECK(b < mem + size_t(kN) * kElt);
+        CHECK(rte_pktmbuf_mtod(p, uint8_t*) == b + RTE_PKTMBUF_HEADROOM);
+        CHECK(reassemble({p}, 2, flow.key) == data);
+        rte_pktmbuf_free(p);
+        CHECK(rte_mempool_avail_count(mp) == kN);
+    }
+    rte_mempool_free(mp);
+    rte_free(mem);
 }
