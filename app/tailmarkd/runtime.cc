@@ -1751,8 +1751,15 @@ void Runtime::control(uint64_t now) {
         failed_logged_.resize(flows_.size(), false);
     if (floor_since_.size() < flows_.size())
         floor_since_.resize(flows_.size(), 0);
+    // Every 10 ms, not every control round: each look reads every flow's
+    // Sender state, lines its tx lcore writes per message, which then come
+    // back to that lcore as misses (64 flows of 64 B messages in loopback:
+    // 7% of the rate when it was every 100 us).
+    const bool scan = now >= next_flow_scan_;
+    if (scan)
+        next_flow_scan_ = now + tsc_hz_ / 100;
     const double floor_bps = CongestionConfig{}.min_bps * 1.05;
-    for (size_t i = 0; i < flows_.size() && opt_.mode != Mode::Recv; i++) {
+    for (size_t i = 0; scan && i < flows_.size() && opt_.mode != Mode::Recv; i++) {
         const Sender::FlowView v = send_view(*flows_[i]);
         if (v.failed != FailReason::None && !failed_logged_[i]) {
             failed_logged_[i] = true;

@@ -171,6 +171,7 @@ private:
     uint8_t* rx_owner_ = nullptr; // handoff_: 65536, a recv flow id's Receiver
     uint8_t* rx_arrived_ = nullptr; // handoff_: 65536, the rx lcore a recv flow's data last came in on
     uint64_t next_rebalance_ = 0;
+    uint64_t next_flow_scan_ = 0; // the per-flow failure and congestion-floor look (control())
     uint64_t moves_ = 0;            // flows moved to the Receiver their frames reach
     std::vector<rte_ring*> handoff_in_; // handoff_: per Receiver
     std::vector<std::unique_ptr<SlowTrace>> traces_; // --trace-slow-ns: one per consumer lcore
