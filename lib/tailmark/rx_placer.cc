@@ -299,6 +299,21 @@ static inline uint32_t copy_payload_crc(uint8_t* dst, const rte_mbuf* m, uint32_
     return crc;
 }
 
+// A large payload's next packet most often lands right after it, in the
+// same region: its lines are fetched for writing while this one is copied.
+// With many flows the regions are out of the caches (64 flows x 16 x 64 KiB)
+// and the copy waited on every destination line's read for ownership
+// (loop64kx64: rx 615 -> 487 cycles per packet). Below kPrefetchPayload the
+// next packet is most often another message's, in another region.
+constexpr uint32_t kPrefetchPayload = 1024;
+
+static inline void prefetch_next_payload(uint8_t* region, uint64_t region_size, uint32_t off, uint32_t len) {
+    const uint64_t from = static_cast<uint64_t>(off) + len; // <= region_size: check_geometry
+    const uint64_t to = from + len < region_size ? from + len : region_size;
+    for (uint64_t o = from; o < to; o += 64)
+        rte_prefetch0_write(region + o);
+}
+
 // Not data for a placer: control packets (their owners take them) and ARP.
 static inline bool routed(DropReason r, const ParsedPacket& p, const rte_mbuf* m) {
     if (r == DropReason::None)
@@ -550,7 +565,10 @@ DropReason RxPlacer::place(FlowRx& f, const rte_mbuf* m, const ParsedPacket& p, 
     SlotRx& s = f.slots[slot_idx];
 
     if (h.pay_len) {
-        uint8_t* dst = f.ring->region(slot_idx) + h.offset;
+        uint8_t* const region = f.ring->region(slot_idx);
+        uint8_t* dst = region + h.offset;
+        if (h.pay_len >= kPrefetchPayload)
+            prefetch_next_payload(region, f.region_size, h.offset, h.pay_len);
         if (h.offset == s.crc_upto) { // in order: one pass copies and checksums
             s.crc_state = copy_payload_crc(dst, m, p.payload_off, h.pay_len, s.crc_state);
             s.crc_upto += h.pay_len;
