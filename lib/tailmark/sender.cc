@@ -737,6 +737,7 @@ void Sender::timers(uint64_t now) {
 inline void Sender::next_turn() {
     rr_ = rr_ + 1 >= flows_.size() ? 0 : rr_ + 1;
     turn_bytes_ = 0;
+    turn_pkts_ = 0;
     // Many flows: the one after next is out of cache by its turn (64 flows x
     // 64 B: its state and its local peer's cursor words were most of the
     // round robin's misses). Fetch it a turn ahead.
@@ -768,10 +769,16 @@ inline void Sender::fill_msg(SendFlow& f, const Message& m) {
     f.msg.iova = m.iova;
 }
 
-// New messages, round robin: a flow keeps its turn until its message is
-// done, or for a quantum of one larger than the quantum. Interleaving every
-// burst instead put a partly sent message of every flow in flight at once
-// (64 flows x 64 KiB: 4 MiB of regions and buffers in use, out of the caches).
+// New messages, round robin. A flow's turn is whole messages, until one
+// ends with a burst of packets sent in the turn (or a quantum of bytes);
+// of a message larger than the quantum, a quantum. Small messages thus go a
+// burst of one flow at a time: its state, and its receiver's and consumer's,
+// stay warm for all of them, where a message per turn touched 32 flows' in
+// every burst (64 flows x 64 B: 1.19x). Another flow's message waits behind
+// at most a burst (and a message) of each flow ahead of it. Interleaving
+// every burst instead put a partly sent message of every flow in flight at
+// once (64 flows x 64 KiB: 4 MiB of regions and buffers in use, out of the
+// caches).
 uint32_t Sender::new_data(uint32_t burst, uint32_t n, uint64_t now) {
     const uint32_t nflows = static_cast<uint32_t>(flows_.size());
     uint32_t idle = 0;
@@ -852,6 +859,7 @@ uint32_t Sender::new_data(uint32_t burst, uint32_t n, uint64_t now) {
         n += k;
         f.next_pkt += k;
         turn_bytes_ += static_cast<uint64_t>(k) * f.msg.plan.stride; // about: the LAST carries less
+        turn_pkts_ += k;
         if (f.next_pkt == f.msg.plan.pkt_count) {
             f.active = false;
             active_--;
@@ -874,7 +882,8 @@ uint32_t Sender::new_data(uint32_t burst, uint32_t n, uint64_t now) {
                     restart(f, now);
             }
         }
-        if (!f.active || (f.msg.plan.msg_len > cfg_.tx_quantum && turn_bytes_ >= cfg_.tx_quantum)) {
+        if ((turn_bytes_ >= cfg_.tx_quantum && (!f.active || f.msg.plan.msg_len > cfg_.tx_quantum)) ||
+            (!f.active && turn_pkts_ >= burst)) {
             next_turn();
         }
     }

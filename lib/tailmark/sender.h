@@ -284,6 +284,7 @@ private:
     static constexpr size_t kPrefetchFlows = 8; // next_turn fetches the next flow's state above this many
     uint32_t rr_ = 0;
     uint64_t turn_bytes_ = 0;
+    uint32_t turn_pkts_ = 0;
     uint32_t active_ = 0;
     uint32_t queued_ = 0; // submitted, not yet fully sent (all flows)
     uint32_t busy_ = 0;

@@ -324,6 +324,55 @@ TEST_CASE("credits: ring_size messages out, the 9th waits; a release of 3 gives 
     CHECK(r.done().empty());
 }
 
+TEST_CASE("round robin: a flow's turn is whole messages up to a burst of packets; one that runs dry passes it on",
+          "[sender]") {
+    Opts o;
+    o.burst = 8;
+    Rig r(o);
+    constexpr uint16_t kFlowB = 6, kPeerB = 71;
+    r.add(r.spec(64, kFlow));
+    SendFlowSpec sb = r.spec(64, kFlowB);
+    sb.tx = tmtest::make_flow(kPeerB, kDataKey, 64);
+    r.add(sb);
+    std::vector<std::vector<uint8_t>> a, b;
+    for (uint32_t i = 0; i < 20; i++) {
+        a.push_back(tmtest::pattern(64, i));
+        b.push_back(tmtest::pattern(64, 100 + i));
+        REQUIRE(r.s->submit(kFlow, bytes_msg(a[i]), i) == 0);
+        REQUIRE(r.s->submit(kFlowB, bytes_msg(b[i]), 100 + i) == 0);
+    }
+    // One poll, one burst, one flow: its next 8 messages (the next flow's
+    // turn starts with the next poll).
+    auto expect = [&](uint64_t now, std::vector<std::pair<uint16_t, uint32_t>> want) {
+        INFO("poll at " << now);
+        r.s->poll(now);
+        auto p = take(r.port);
+        REQUIRE(p.size() == want.size());
+        for (size_t i = 0; i < p.size(); i++) {
+            INFO("packet " << i);
+            CHECK(p[i].h.flow == want[i].first);
+            CHECK(p[i].h.msg_id == want[i].second);
+            CHECK(p[i].payload == (want[i].first == kPeerFlow ? a : b)[want[i].second]);
+        }
+    };
+    auto run = [](uint16_t flow, uint32_t first, uint32_t n) {
+        std::vector<std::pair<uint16_t, uint32_t>> v;
+        for (uint32_t i = 0; i < n; i++)
+            v.emplace_back(flow, first + i);
+        return v;
+    };
+    expect(100, run(kPeerFlow, 0, 8));
+    expect(200, run(kPeerB, 0, 8));
+    expect(300, run(kPeerFlow, 8, 8));
+    expect(400, run(kPeerB, 8, 8));
+    // The first flow has 4 left: it sends them and passes the turn on within the burst.
+    auto last = run(kPeerFlow, 16, 4);
+    for (auto x : run(kPeerB, 16, 4))
+        last.push_back(x);
+    expect(500, last);
+    CHECK(r.s->counters().msgs_sent == 40);
+}
+
 TEST_CASE("bytes held until delivered: the owner's free_cb runs when the delivery (or failure) is reported",
           "[sender]") {
     SECTION("bytes with shared info, copied or zero-copy") {
