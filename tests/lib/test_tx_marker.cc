@@ -48,6 +48,21 @@ std::vector<uint8_t> reassemble(const std::vector<rte_mbuf*>& pkts, uint32_t msg
     return msg;
 }
 
+// A one-packet message of `data` built by tx, its mbuf from the stash or
+// (stashed false) from the marker's pool.
+rte_mbuf* build_one(const TxMarker& tx, MbufStash& stash, const TxFlow& flow, std::span<const uint8_t> data,
+                    uint32_t msg_id, bool stashed) {
+    TxMessage m;
+    m.msg_id = msg_id;
+    m.bytes = data;
+    REQUIRE(tx.prepare_streamed(flow, m));
+    rte_mbuf* out[1];
+    stash.open(1);
+    REQUIRE(tx.build(flow, m, 0, 1, out, Flags::None, stashed ? &stash : nullptr) == 1);
+    stash.release();
+    return out[0];
+}
+
 } // namespace
 
 TEST_CASE("copy mode: sizes around the MTU and 16 MiB", "[tx]") {
@@ -377,15 +392,7 @@ TEST_CASE("single-segment packets: a reused mbuf carries nothing of its last use
     MbufStash stash(pool.mp);
     for (bool stashed : {false, true}) {
         INFO("stash " << stashed);
-        TxMessage m;
-        m.msg_id = 4;
-        m.bytes = data;
-        REQUIRE(tx.prepare_streamed(flow, m));
-        rte_mbuf* out[1];
-        stash.open(1);
-        REQUIRE(tx.build(flow, m, 0, 1, out, Flags::None, stashed ? &stash : nullptr) == 1);
-        stash.release();
-        rte_mbuf* p = out[0];
+        rte_mbuf* p = build_one(tx, stash, flow, data, 4, stashed);
         CHECK(p == d);
         CHECK(p->ol_flags == 0);
         CHECK(p->packet_type == 0);
@@ -519,15 +526,7 @@ TEST_CASE("single-segment packets: a pool of pinned external buffers", "[tx]") {
     MbufStash stash(mp);
     for (bool stashed : {false, true}) {
         INFO("stash " << stashed);
-        TxMessage m;
-        m.msg_id = 2;
-        m.bytes = data;
-        REQUIRE(tx.prepare_streamed(flow, m));
-        rte_mbuf* out[2];
-        stash.open(2);
-        REQUIRE(tx.build(flow, m, 0, 1, out, Flags::None, stashed ? &stash : nullptr) == 1);
-        stash.release();
-        rte_mbuf* p = out[0];
+        rte_mbuf* p = build_one(tx, stash, flow, data, 2, stashed);
         CHECK((p->ol_flags & RTE_MBUF_F_EXTERNAL) != 0);
         CHECK(RTE_MBUF_HAS_PINNED_EXTBUF(p));
         uint8_t* b = static_cast<uint8_t*>(p->buf_addr);
