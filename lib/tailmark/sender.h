@@ -108,7 +108,7 @@ struct SenderConfig {
     bool udp_checksum = false;
     bool udp_checksum_offload = false; // the tx queue fills it (RTE_ETH_TX_OFFLOAD_UDP_CKSUM)
     uint32_t burst = 32;
-    uint64_t tx_quantum = 1 << 20;  // payload bytes one flow sends per round-robin turn
+    uint64_t tx_quantum = 1 << 20;  // payload bytes one flow sends per round-robin turn, at most (new_data: a turn also ends with the message that completes a burst)
     uint64_t rto = 0;               // cycles: first retransmission timeout
     uint64_t rto_max = 0;
     uint32_t retry_limit = 8;
