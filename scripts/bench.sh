@@ -266,8 +266,9 @@ tailmarkd tx_null_fixed --vdev=net_null0,copy=0,no-rx=1 -- --flows 1 --msg-size 
     --duration "$secs" --flow-control off --ring-size 64 --payload fixed
 
 # The same with ready-made packets (--replay: only msg_id, flag and slot
-# re-stamped, the mbufs' reference counts keep them): the floor of sending
-# without building, closer to what txonly does.
+# re-stamped; their pool's driver marks a freed packet reusable instead of
+# taking it back): the floor of sending without building, closer to what
+# txonly does.
 tailmarkd tx_null_replay --vdev=net_null0,copy=0,no-rx=1 -- --flows 1 --msg-size 64 --messages 0 \
     --duration "$secs" --flow-control off --ring-size 64 --replay on
 

@@ -1064,13 +1064,27 @@ void Runtime::install_send(AppSession& a, Session& s) {
 // `ring`: the receiving side's, whose cursor gives the credits (null: none,
 // --flow-control off).
 bool Runtime::make_replay(FlowCtx& f, const TxFlow& tx, const CompletionRing* ring, uint32_t si, AppSession& a) {
-    TxMarker marker(tx_pool_, PayloadMode::Copy);
     std::vector<uint8_t> buf(opt_.msg_size ? opt_.msg_size : 1);
     generate(f.gen_id, 0, buf.data(), opt_.msg_size);
     TxMessage m;
     m.bytes = {buf.data(), static_cast<size_t>(opt_.msg_size)};
-    marker.prepare(tx, m);
+    m.plan = plan_group(m.length(), tx.stride);
     const uint32_t n = m.plan.pkt_count;
+    // The packets' own pool: a free marks a packet reusable (ReplayPool),
+    // with room for the marker's bulk takes beyond the ring's sets.
+    std::string err;
+    auto pool = drivers::ReplayPool::create("tm_replay_" + std::to_string(replay_pools_.size()),
+                                            n * opt_.ring_size + 2 * TxMarker::kMaxBurst,
+                                            rte_pktmbuf_data_room_size(tx_pool_) - RTE_PKTMBUF_HEADROOM, tx_socket_,
+                                            err);
+    if (pool == nullptr) {
+        TM_LOG(ERR, app, "--replay: %s; lower --ring-size, or raise EAL -m", err.c_str());
+        return false;
+    }
+    drivers::ReplayPool& rp = *pool;
+    replay_pools_.push_back(std::move(pool));
+    TxMarker marker(rp.get(), PayloadMode::Copy);
+    marker.prepare(tx, m);
     auto* pkts = static_cast<rte_mbuf**>(rte_zmalloc_socket("tm_replay", sizeof(rte_mbuf*) * n * opt_.ring_size, 64,
                                                             tx_socket_));
     auto* r = socket_new<ReplayFlow>(tx_socket_);
@@ -1081,7 +1095,7 @@ bool Runtime::make_replay(FlowCtx& f, const TxFlow& tx, const CompletionRing* ri
         return false;
     }
     allocs_.push_back(r);
-    replay_pkts_.push_back({pkts, n * opt_.ring_size});
+    replay_pkts_.push_back(pkts);
     for (uint32_t set = 0; set < opt_.ring_size; set++)
         for (uint32_t first = 0; first < n; first += kMaxBurst) {
             const uint32_t cnt = n - first < kMaxBurst ? n - first : kMaxBurst;
@@ -1094,6 +1108,11 @@ bool Runtime::make_replay(FlowCtx& f, const TxFlow& tx, const CompletionRing* ri
                 return false;
             }
         }
+    // Every packet built: from now on a free marks, and these frees mark
+    // each one reusable.
+    rp.seal();
+    for (uint32_t i = 0; i < n * opt_.ring_size; i++)
+        rte_pktmbuf_free(pkts[i]);
     r->pkts = pkts;
     r->plan = m.plan;
     r->ring = ring;
@@ -2315,12 +2334,8 @@ void Runtime::teardown() {
     // The applications' memory: the Senders and the ports let go of every
     // mbuf that referenced an arena.
     service_.reset();
-    for (auto& [pkts, n] : replay_pkts_) {
-        for (uint32_t i = 0; i < n; i++)
-            if (pkts[i] != nullptr)
-                rte_pktmbuf_free(pkts[i]);
+    for (rte_mbuf** pkts : replay_pkts_) // the packets are their pool's, freed with it below
         rte_free(pkts);
-    }
     replay_pkts_.clear();
     rte_mbuf* m;
     while (control_in_ != nullptr && rte_ring_dequeue(control_in_, reinterpret_cast<void**>(&m)) == 0)
@@ -2354,6 +2369,7 @@ void Runtime::teardown() {
         rte_free(p);
     allocs_.clear();
     // 4. pools last: the closed ports returned their mbufs.
+    replay_pools_.clear();
     pools_.clear();
     tx_pool_ = rx_pool_ = nullptr;
 }

@@ -22,6 +22,7 @@
 #include "drivers/fault_shim.h"
 #include "drivers/mempool.h"
 #include "drivers/port.h"
+#include "drivers/replay_pool.h"
 #include "options.h"
 #include "summary.h"
 #include "tailmark/flow_ids.h"
@@ -228,7 +229,8 @@ private:
     // One per possible flow, made once: the telemetry thread reads it.
     std::unique_ptr<std::atomic<bool>[]> stalled_ = std::make_unique<std::atomic<bool>[]>(kMaxRegistry);
     std::atomic<uint32_t> nstalled_{0};
-    std::vector<std::pair<rte_mbuf**, uint32_t>> replay_pkts_; // --replay: the ready-made packets, freed at teardown
+    std::vector<rte_mbuf**> replay_pkts_; // --replay: each flow's ready-made packets (ring_size sets), freed at teardown
+    std::vector<std::unique_ptr<drivers::ReplayPool>> replay_pools_; // and the pools they are of
 };
 
 } // namespace tailmark::app

@@ -4,7 +4,7 @@
 // it writes a message into one of its buffers when the Sender asks for one,
 // and the Sender holds the buffer until the message is delivered.
 // --replay bypasses the Sender for data: ready-made packet groups, re-stamped
-// (the rx path as the bottleneck, in loopback).
+// and sent again once freed (the rx path as the bottleneck, in loopback).
 //
 // Fast path: no heap allocation, no lock, no log.
 #include <cstring>
@@ -14,6 +14,7 @@
 #include <rte_ring_elem.h>
 
 #include "context.h"
+#include "drivers/replay_pool.h"
 #include "generator.h"
 #include "service.h"
 
@@ -114,8 +115,8 @@ bool gen_source(void* ctx, void* user, uint32_t msg_id, Message& m, uint64_t& co
 namespace {
 
 // --replay: may flow r's group for its next message be reused? Only when
-// the receiver freed every packet of its previous use (this lcore's
-// reference alone is left), and the credits allow it.
+// every packet of its previous use was freed (by the PMD, or the receiver:
+// ReplayPool marks it), and the credits allow it.
 inline rte_mbuf** replay_set(const ReplayFlow& r, uint32_t ring_size) {
     return r.pkts + (r.next_msg & (ring_size - 1)) * r.plan.pkt_count;
 }
@@ -125,7 +126,7 @@ inline bool replay_ready(const ReplayFlow& r, uint32_t ring_size) {
         return false;
     rte_mbuf** set = replay_set(r, ring_size);
     for (uint32_t i = 0; i < r.plan.pkt_count; i++)
-        if (rte_mbuf_refcnt_read(set[i]) != 1)
+        if (!drivers::ReplayPool::reusable(set[i]))
             return false;
     return true;
 }
@@ -146,7 +147,7 @@ inline void replay_build(const ReplayFlow& r, uint32_t ring_size, uint32_t first
             memcpy(t, &flag, 8);
             memcpy(t + 8, &slot, 4);
         }
-        rte_mbuf_refcnt_update(m, 1); // the receiver's free leaves ours
+        drivers::ReplayPool::take(m); // its next free marks it reusable again
         out[i] = m;
     }
 }

@@ -27,7 +27,7 @@ bench_stages() {
     read -r -a MEM <<<"${TAILMARK_EAL_MEM---no-huge -m 1024}"
     [ ${#MEM[@]} -eq 0 ] || MEM=(--no-huge -m 2048)
     # Two placements of the replay: on lcore 0 (bench.sh's rx rows: every
-    # packet's header, trailer and reference count cross between the cores,
+    # packet's header, trailer and mbuf lines cross between the cores,
     # as the consumer's completion lines do), and on the rx lcore itself (no
     # mbuf line crosses; what a NIC's DMA would leave).
     local place txl
@@ -126,7 +126,7 @@ for place, size in (("cross", 64), ("cross", 65536), ("local", 64), ("local", 65
 names = [n for n, _ in RULES] + ["what is left (lcore loop, other)"]
 lines += [f"rx lcore cycle account (machine: {cpu}; {res['method']}; shares of the rx thread's samples "
           "times the normal build's rx cycles per packet in the same run).", "",
-          "Columns: the replay on lcore 0 (cross: packets and their reference counts cross cores, as in bench.sh's "
+          "Columns: the replay on lcore 0 (cross: packets and their mbuf lines cross cores, as in bench.sh's "
           "rx rows) or on the rx lcore itself (local: its own work left out of the shares).", "",
           "| stage | " + " | ".join(f"{r['msg_size']} B {r['replay']}: share | cycles/packet" for r in res["sizes"]) + " |",
           "|---|" + "---:|---:|" * len(res["sizes"])]
