@@ -3,11 +3,13 @@
 //
 // Its mempool driver ("tm_replay") takes no freed packet back once the pool
 // is sealed: a free (the PMD's after tx, the receiver's after placement)
-// only marks the packet reusable, with its reference count at 0, and leaves
-// it where its builder keeps it. The builder re-stamps and resends a marked
-// packet. A packet shared by reference count instead costs every free a
-// locked decrement and a refcount line bounced between lcores (net_null's
-// free was a quarter of the replay's tx cycles).
+// only counts the packet's free, in an array of the pool's, and leaves
+// it where its builder keeps it, its reference count 1 as a pool's free
+// mbuf has. The builder re-stamps and resends a marked packet. Nothing
+// writes the mbuf's own lines after it is built: a packet shared by
+// reference count instead cost every free a locked decrement, and the
+// refcount line went back and forth between the lcores (net_null's free was
+// a quarter of the replay's tx cycles).
 #pragma once
 
 #include <cstdint>
@@ -30,18 +32,24 @@ public:
     ReplayPool& operator=(const ReplayPool&) = delete;
 
     rte_mempool* get() const { return mp_; }
-    // From now on a free marks the packet reusable and keeps it out of the
-    // pool. Free the built packets after this: each is then reusable.
-    // Before any other lcore may free one of the pool's packets.
-    void seal();
-    // The packet's last free happened: it may be re-stamped and sent.
-    static bool reusable(const rte_mbuf* m) { return __atomic_load_n(&m->refcnt, __ATOMIC_ACQUIRE) == 0; }
-    // Before it is sent again: the one reference, which the next free drops.
-    static void take(rte_mbuf* m) { rte_mbuf_refcnt_set(m, 1); }
+    // The builder's packets, pkts[0..n) of this pool, are from now on packets
+    // 0..n-1, each reusable; a free of one marks it reusable and keeps it
+    // out of the pool. Before any other lcore may free one of them.
+    void seal(rte_mbuf* const* pkts, uint32_t n);
+    // Packet i was freed as often as it was sent: it may be re-stamped and
+    // sent again. The builder's lcore only, as take().
+    bool reusable(uint32_t i) const { return __atomic_load_n(&freed_[i], __ATOMIC_ACQUIRE) == sent_[i]; }
+    // Before packet i is sent again: reusable once its next free is counted.
+    void take(uint32_t i) { sent_[i]++; }
 
 private:
-    explicit ReplayPool(rte_mempool* mp) : mp_(mp) {}
+    ReplayPool(rte_mempool* mp, const uint8_t* freed, uint8_t* sent) : mp_(mp), freed_(freed), sent_(sent) {}
     rte_mempool* mp_;
+    // Per packet, counted modulo 256 (a packet is sent again only once
+    // freed): the driver's frees (written by whichever lcore frees) and the
+    // builder's sends (its lcore's own), on lines of their own.
+    const uint8_t* freed_;
+    uint8_t* sent_;
 };
 
 } // namespace tailmark::drivers

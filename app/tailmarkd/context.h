@@ -23,6 +23,7 @@
 #include <rte_pause.h>
 #include <rte_ring.h>
 
+#include "drivers/replay_pool.h"
 #include "latency_hist.h"
 #include "slow_trace.h"
 #include "options.h"
@@ -200,7 +201,8 @@ struct GenFlow {
 // trailer's flag and slot rewritten, once the receiver freed them. Loopback
 // only: the credits are the local ring's cursor.
 struct ReplayFlow {
-    rte_mbuf** pkts = nullptr;
+    rte_mbuf** pkts = nullptr;            // ring_size sets of plan.pkt_count, the pool's packets in its order
+    drivers::ReplayPool* pool = nullptr;  // whose counts say which are free
     GroupPlan plan{};
     const CompletionRing* ring = nullptr; // the receiving side's (this process); null: no credits (--flow-control off)
     uint32_t next_msg = 0;

@@ -1108,12 +1108,10 @@ bool Runtime::make_replay(FlowCtx& f, const TxFlow& tx, const CompletionRing* ri
                 return false;
             }
         }
-    // Every packet built: from now on a free marks, and these frees mark
-    // each one reusable.
-    rp.seal();
-    for (uint32_t i = 0; i < n * opt_.ring_size; i++)
-        rte_pktmbuf_free(pkts[i]);
+    // Every packet built: from now on a free marks one reusable.
+    rp.seal(pkts, n * opt_.ring_size);
     r->pkts = pkts;
+    r->pool = &rp;
     r->plan = m.plan;
     r->ring = ring;
     TxCtx* c = txs_[si % txs_.size()];

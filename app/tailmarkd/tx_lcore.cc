@@ -114,30 +114,31 @@ bool gen_source(void* ctx, void* user, uint32_t msg_id, Message& m, uint64_t& co
 
 namespace {
 
-// --replay: may flow r's group for its next message be reused? Only when
-// every packet of its previous use was freed (by the PMD, or the receiver:
-// ReplayPool marks it), and the credits allow it.
-inline rte_mbuf** replay_set(const ReplayFlow& r, uint32_t ring_size) {
-    return r.pkts + (r.next_msg & (ring_size - 1)) * r.plan.pkt_count;
+// --replay: the index of flow r's packet group for its next message (one
+// of ring_size sets) among its packets.
+inline uint32_t replay_set(const ReplayFlow& r, uint32_t ring_size) {
+    return (r.next_msg & (ring_size - 1)) * r.plan.pkt_count;
 }
 
+// May it be reused? Only when every packet of its previous use was freed (by
+// the PMD, or the receiver: ReplayPool counts it), and the credits allow it.
 inline bool replay_ready(const ReplayFlow& r, uint32_t ring_size) {
     if (r.ring != nullptr && static_cast<uint32_t>(r.next_msg - r.ring->released()) >= ring_size)
         return false;
-    rte_mbuf** set = replay_set(r, ring_size);
+    const uint32_t set = replay_set(r, ring_size);
     for (uint32_t i = 0; i < r.plan.pkt_count; i++)
-        if (!drivers::ReplayPool::reusable(set[i]))
+        if (!r.pool->reusable(set + i))
             return false;
     return true;
 }
 
 // Packets [first, first + k) of the current message, re-stamped.
 inline void replay_build(const ReplayFlow& r, uint32_t ring_size, uint32_t first, uint32_t k, rte_mbuf** out) {
-    rte_mbuf** set = replay_set(r, ring_size);
+    const uint32_t set = replay_set(r, ring_size);
     const uint32_t msg = r.next_msg;
     const rte_be32_t be_msg = rte_cpu_to_be_32(msg);
     for (uint32_t i = 0; i < k; i++) {
-        rte_mbuf* m = set[first + i];
+        rte_mbuf* m = r.pkts[set + first + i];
         uint8_t* h = rte_pktmbuf_mtod(m, uint8_t*) + kEthLen + kIpLen + kUdpLen;
         memcpy(h + 4, &be_msg, 4); // Header::msg_id
         if (first + i + 1 == r.plan.pkt_count) {
@@ -147,7 +148,7 @@ inline void replay_build(const ReplayFlow& r, uint32_t ring_size, uint32_t first
             memcpy(t, &flag, 8);
             memcpy(t + 8, &slot, 4);
         }
-        drivers::ReplayPool::take(m); // its next free marks it reusable again
+        r.pool->take(set + first + i); // its next free makes it reusable again
         out[i] = m;
     }
 }
