@@ -10,6 +10,10 @@
 
 namespace tailmark::drivers {
 
+// An mbuf pool's data room (rte_pktmbuf_pool_create's) for `data_room` bytes
+// after RTE_PKTMBUF_HEADROOM; false and `err` filled when it exceeds 16 bits.
+bool pktmbuf_room(uint32_t data_room, uint16_t& room, std::string& err);
+
 class Mempool {
 public:
     // n mbufs of `data_room` bytes after RTE_PKTMBUF_HEADROOM. nullptr and

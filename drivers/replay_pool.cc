@@ -6,6 +6,8 @@
 #include <rte_mbuf_dyn.h>
 #include <rte_malloc.h>
 
+#include "drivers/mempool.h"
+
 namespace tailmark::drivers {
 
 namespace {
@@ -128,16 +130,11 @@ bool register_ops(std::string& err) {
 
 std::unique_ptr<ReplayPool> ReplayPool::create(const std::string& name, uint32_t n, uint32_t data_room,
                                                int socket_id, std::string& err) {
-    const uint32_t room = data_room + RTE_PKTMBUF_HEADROOM;
-    if (room > UINT16_MAX) {
-        err = "mbuf data room " + std::to_string(room) + " exceeds 65535";
+    uint16_t room;
+    if (!pktmbuf_room(data_room, room, err) || !register_ops(err))
         return nullptr;
-    }
-    if (!register_ops(err))
-        return nullptr;
-    // No per-lcore cache: a free must reach the driver, which marks it.
-    rte_mempool* mp = rte_pktmbuf_pool_create_by_ops(name.c_str(), n, 0, 0, static_cast<uint16_t>(room), socket_id,
-                                                     kOpsName);
+    // No per-lcore cache: a free must reach the driver, which counts it.
+    rte_mempool* mp = rte_pktmbuf_pool_create_by_ops(name.c_str(), n, 0, 0, room, socket_id, kOpsName);
     if (mp == nullptr) {
         err = "replay pool " + name + " (" + std::to_string(n) + " x " + std::to_string(room) + " B on socket " +
               std::to_string(socket_id) + "): " + rte_strerror(rte_errno);
