@@ -15,7 +15,7 @@ namespace {
 constexpr const char* kOpsName = "tm_replay";
 
 // Each packet's index among the builder's (seal()), in an mbuf dynfield:
-// the driver's free finds its flag by it.
+// the driver's free finds its count by it.
 constexpr const char* kIndexField = "tailmark_replay_index";
 int g_index_offset = -1;
 
@@ -133,7 +133,7 @@ std::unique_ptr<ReplayPool> ReplayPool::create(const std::string& name, uint32_t
     uint16_t room;
     if (!pktmbuf_room(data_room, room, err) || !register_ops(err))
         return nullptr;
-    // No per-lcore cache: a free must reach the driver, which counts it.
+    // No per-lcore cache: every free must reach the driver, which counts it.
     rte_mempool* mp = rte_pktmbuf_pool_create_by_ops(name.c_str(), n, 0, 0, room, socket_id, kOpsName);
     if (mp == nullptr) {
         err = "replay pool " + name + " (" + std::to_string(n) + " x " + std::to_string(room) + " B on socket " +
