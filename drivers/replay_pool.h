@@ -37,11 +37,21 @@ public:
     // 0..n-1, each reusable; a free of one marks it reusable and keeps it
     // out of the pool. Before any other lcore may free one of them.
     void seal(rte_mbuf* const* pkts, uint32_t n);
-    // Packet i was freed as often as it was sent: it may be re-stamped and
-    // sent again. The builder's lcore only, as take().
-    bool reusable(uint32_t i) const { return __atomic_load_n(&freed_[i], __ATOMIC_ACQUIRE) == sent_[i]; }
-    // Before packet i is sent again: reusable once its next free is counted.
-    void take(uint32_t i) { sent_[i]++; }
+    // The two counts of each packet.
+    struct Counts {
+        const uint8_t* freed;
+        uint8_t* sent;
+        // Packet i was freed as often as it was sent: it may be re-stamped
+        // and sent again. The builder's lcore only, as take().
+        bool reusable(uint32_t i) const { return __atomic_load_n(&freed[i], __ATOMIC_ACQUIRE) == sent[i]; }
+        // Before packet i is sent again: reusable once its next free is counted.
+        void take(uint32_t i) { sent[i]++; }
+    };
+    // By value, for a loop that re-stamps packets: its stores into packet
+    // bytes would otherwise make it reload the pool's pointers every time.
+    Counts counts() const { return {freed_, sent_}; }
+    bool reusable(uint32_t i) const { return counts().reusable(i); }
+    void take(uint32_t i) { counts().take(i); }
 
 private:
     ReplayPool(rte_mempool* mp, const uint8_t* freed, uint8_t* sent) : mp_(mp), freed_(freed), sent_(sent) {}

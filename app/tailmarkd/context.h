@@ -196,18 +196,29 @@ struct GenFlow {
     uint32_t send_size = 0;
 };
 
+// Where a ready-made packet's per-message fields are: found once at set-up,
+// for replay_run's loop, which reads no mbuf field.
+struct ReplayStamp {
+    uint8_t* msg_id = nullptr;  // its Header::msg_id
+    uint8_t* trailer = nullptr; // the group's LAST: its trailer; null in the others
+};
+
 // --replay: ring_size ready-made packet groups of one message per flow (set
 // k for msg_id mod ring_size), resent with the header's msg_id and the
 // trailer's flag and slot rewritten, once the receiver freed them. Loopback
 // only: the credits are the local ring's cursor.
 struct ReplayFlow {
     rte_mbuf** pkts = nullptr;            // ring_size sets of plan.pkt_count, the pool's packets in its order
+    const ReplayStamp* stamps = nullptr;  // each one's, in the same order
     drivers::ReplayPool* pool = nullptr;  // whose counts say which are free
     GroupPlan plan{};
     const CompletionRing* ring = nullptr; // the receiving side's (this process); null: no credits (--flow-control off)
     uint32_t next_msg = 0;
     uint32_t next_pkt = 0;
     bool active = false;
+    // No other lcore of this process receives its packets (every rx lcore
+    // is its tx lcore): one-packet messages may be stamped back to back.
+    bool own_lcore = false;
 };
 
 struct ReplayQueue {

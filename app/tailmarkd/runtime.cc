@@ -1091,8 +1091,11 @@ bool Runtime::make_replay(FlowCtx& f, const TxFlow& tx, const CompletionRing* ri
     replay_pools_.push_back(std::move(pool));
     TxMarker marker(rp.get(), PayloadMode::Copy);
     marker.prepare(tx, m);
-    auto* pkts = static_cast<rte_mbuf**>(rte_zmalloc_socket("tm_replay", sizeof(rte_mbuf*) * n * opt_.ring_size, 64,
-                                                            tx_socket_));
+    // The packets, then where each one's stamps go: one block.
+    const size_t npkts = static_cast<size_t>(n) * opt_.ring_size;
+    const size_t stamps_at = RTE_ALIGN_CEIL(sizeof(rte_mbuf*) * npkts, RTE_CACHE_LINE_SIZE);
+    auto* pkts = static_cast<rte_mbuf**>(
+        rte_zmalloc_socket("tm_replay", stamps_at + sizeof(ReplayStamp) * npkts, 64, tx_socket_));
     auto* r = socket_new<ReplayFlow>(tx_socket_);
     if (pkts == nullptr || r == nullptr) {
         TM_LOG(ERR, app, "--replay: out of memory");
@@ -1100,6 +1103,7 @@ bool Runtime::make_replay(FlowCtx& f, const TxFlow& tx, const CompletionRing* ri
         socket_delete(r);
         return false;
     }
+    auto* stamps = reinterpret_cast<ReplayStamp*>(reinterpret_cast<uint8_t*>(pkts) + stamps_at);
     allocs_.push_back(r);
     replay_pkts_.push_back(pkts);
     // Consecutive groups at least a page apart: the pool hands out adjacent
@@ -1131,11 +1135,19 @@ bool Runtime::make_replay(FlowCtx& f, const TxFlow& tx, const CompletionRing* ri
         rte_mempool_put_bulk(rp.get(), guards.data(), static_cast<unsigned>(guards.size()));
     // Every packet built: from now on a free makes one reusable.
     rp.seal(pkts, n * opt_.ring_size);
+    for (size_t i = 0; i < npkts; i++) {
+        uint8_t* d = rte_pktmbuf_mtod(pkts[i], uint8_t*);
+        stamps[i].msg_id = d + kEthLen + kIpLen + kUdpLen + offsetof(WireHeader, msg_id);
+        stamps[i].trailer = i % n == n - 1 ? d + pkts[i]->data_len - kTrailerLen : nullptr;
+    }
     r->pkts = pkts;
+    r->stamps = stamps;
     r->pool = &rp;
     r->plan = m.plan;
     r->ring = ring;
     TxCtx* c = txs_[si % txs_.size()];
+    // replay_run's back-to-back stamps only where no other lcore reads the packets.
+    r->own_lcore = std::all_of(rx_lcores_.begin(), rx_lcores_.end(), [&](unsigned l) { return l == c->lcore; });
     // id: the queue's place among the tx lcore's senders
     post(c->lcore, {Request::Op::AddReplay, false, FailReason::None, static_cast<uint16_t>(si / txs_.size()), f.index, c,
                     r, &a});

@@ -46,6 +46,18 @@ if tm_expect_rc null_replay 1; then
         tm_log "ok: null_replay: $(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['packets_tx'])" "$TM_WORK/null_replay.json") ready-made packets, each set reused once freed"
 fi
 
+# One flow of one-packet messages on its lcore: the replay's own loop
+# (replay_run) stops exactly at --messages.
+tm_run null_replay64 30 -- --vdev=net_null0,no-rx=1 -l 0,1 -- \
+    --flows 1 --messages 100000 --msg-size 64 --ring-size 64 --flow-control off --replay on \
+    --duration 1 --stats-period 0
+if tm_expect_rc null_replay64 1; then
+    tm_check null_replay64 \
+        "d['packets_tx'] == 100000" \
+        "d['tx_dropped'] == 0" &&
+        tm_log "ok: null_replay64: 100000 ready-made one-packet messages, no more"
+fi
+
 # Throughput: 64-byte messages until the time limit.
 tm_run null_rate 30 -- --vdev=net_null0 -l 0,1 -- \
     --flows 4 --messages 0 --msg-size 64 --flow-control off --duration 1 --stats-period 0

@@ -102,6 +102,23 @@ tm_expect_rc replay 0 &&
         "d['exit_reason'] == 'done'" \
         "abs(d['msgs_per_s'] * d['elapsed_s'] - 40000) < 40" &&
     tm_log "ok: replay: done when every ready-made message was consumed"
+# One flow of one-packet messages with the receiver on the tx lcore: the
+# replay's own loop (replay_run), runs of messages back to back. Ring size 4
+# against a 32-packet burst: a run takes each packet at most once.
+for ring in 64 4; do
+    tm_run replay_own$ring 40 -- --vdev=net_ring0 -l 0,1 -- --flows 1 --messages 30000 --msg-size 64 \
+        --ring-size $ring --replay on --tx-lcores 1 --rx-lcores 1 --consumer-lcores 0 --exit-when-done \
+        --duration 30 --stats-period 0
+    tm_expect_rc replay_own$ring 0 &&
+        tm_check replay_own$ring \
+            "d['messages_completed'] == 30000" \
+            "d['messages_verified'] == 30000" \
+            "d['verify_errors'] == 0" \
+            "d['packets_tx'] == d['packets_rx']" \
+            "d['packets_placed'] == 30000" \
+            "d['drops_total'] == 0" &&
+        tm_log "ok: replay_own$ring: 30000 ready-made messages stamped in runs, each verified once"
+done
 # The same with 45-packet groups: a set is sent again only once the receiver
 # freed every one of its packets, and each packet keeps its own bytes.
 tm_run replay64k 40 -- --vdev=net_ring0 -l 0,1 -- --flows 2 --messages 2000 --msg-size 65536 --ring-size 16 \
