@@ -58,6 +58,18 @@ if tm_expect_rc null_replay64 1; then
         tm_log "ok: null_replay64: 100000 ready-made one-packet messages, no more"
 fi
 
+# Sizes in turn, to a sink: one-packet messages and a 3000-byte one, each
+# message's packets exactly once.
+tm_run null_mix 30 -- --vdev=net_null0,no-rx=1 -l 0,1 -- \
+    --flows 2 --messages 20000 --msg-size 64,64,64,3000 --flow-control off --duration 1 --stats-period 0
+if tm_expect_rc null_mix 1; then
+    tm_check null_mix \
+        "d['messages_sent'] == 40000" \
+        "d['packets_tx'] == 2 * 5000 * (3 + $(tm_pkts 3000 1500))" \
+        "d['tx_dropped'] == 0" &&
+        tm_log "ok: null_mix: 40000 messages of 64 and 3000 B to a sink, $(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['packets_tx'])" "$TM_WORK/null_mix.json") packets"
+fi
+
 # Throughput: 64-byte messages until the time limit.
 tm_run null_rate 30 -- --vdev=net_null0 -l 0,1 -- \
     --flows 4 --messages 0 --msg-size 64 --flow-control off --duration 1 --stats-period 0
