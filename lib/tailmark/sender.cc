@@ -769,6 +769,72 @@ inline void Sender::fill_msg(SendFlow& f, const Message& m) {
     f.msg.iova = m.iova;
 }
 
+// The source's message m as flow f's next (f.submitted): submit()'s checks
+// (the flow and the window are known good here), the plan made once, for the
+// check and the cut, and its record. False: refused (counted).
+inline bool Sender::accept(SendFlow& f, const Message& m, uint64_t cookie) {
+    const uint64_t len = m.length();
+    fill_msg(f, m);
+    const bool ok = len <= f.spec.max_msg && marker(f, f.msg).prepare_streamed(f.spec.tx, f.msg);
+    // An unreliable flow that reports nothing, and bytes nobody holds:
+    // nothing will ever read a record of this message (no retransmission, no
+    // completion, no reference to let go). It is cut straight from m, its
+    // cursors moved at its LAST (a third of the tx path's per-message
+    // bookkeeping at 64 B).
+    f.unrecorded = ok && !f.spec.reliable && !f.spec.report && m.chain == nullptr && m.shinfo == nullptr;
+    if (unlikely(!ok))
+        refuse(m); // larger than the region: the source's mistake
+    else if (!f.unrecorded)
+        enqueue(f, m, len, cookie);
+    return ok;
+}
+
+// An unrecorded message's LAST was built: it is submitted, sent and done at once.
+inline void Sender::sent_unrecorded(SendFlow& f) {
+    f.unrecorded = false;
+    publish(f.submitted, f.submitted + 1);
+    publish(f.sent, f.sent + 1);
+    publish(f.reported, f.reported + 1);
+}
+
+// The rest of an unrecorded flow's turn (one not paced: no congestion
+// control) while its messages are one packet each (64 B to a sink): source,
+// plan, build and cursors, without the round robin's per-message checks,
+// which cannot change within a turn, and with TxMarker::build_one. A message
+// that is not one packet, or whose mbuf the pool cannot give, becomes the
+// flow's active message for the general loop. Returns n with the packets
+// built at pend_[n..).
+inline uint32_t Sender::sink_run(SendFlow& f, uint32_t burst, uint32_t n) {
+    uint64_t msgs = 0, bytes = 0;
+    while (n < burst && turn_pkts_ < burst && turn_bytes_ < cfg_.tx_quantum &&
+           f.submitted - f.reported < f.spec.ring_size) {
+        Message m;
+        uint64_t cookie = 0;
+        if (!source_(source_ctx_, f.spec.user, f.submitted, m, cookie) || !accept(f, m, cookie))
+            break;
+        f.msg.msg_id = f.sent;
+        f.msg.stamp = stamp_;
+        const TxMarker& mk = marker(f, f.msg);
+        if (!f.unrecorded || !mk.one_packet(f.msg) || mk.build_one(f.spec.tx, f.msg, pend_ + n, &stash_) < 0) {
+            if (!f.unrecorded)
+                f.out[f.sent & f.mask].pkt_count = f.msg.plan.pkt_count;
+            f.next_pkt = 0;
+            f.active = true;
+            active_++;
+            break;
+        }
+        n++;
+        turn_pkts_++;
+        turn_bytes_ += f.msg.plan.stride;
+        msgs++;
+        bytes += f.msg.plan.msg_len;
+        sent_unrecorded(f);
+    }
+    bump(ctr_.msgs_sent, msgs);
+    bump(ctr_.bytes_sent, bytes);
+    return n;
+}
+
 // New messages, round robin. A flow's turn is whole messages, until one
 // ends with a burst of packets sent in the turn (or a quantum of bytes);
 // of a message larger than the quantum, a quantum. Small messages thus go a
@@ -795,22 +861,7 @@ uint32_t Sender::new_data(uint32_t burst, uint32_t n, uint64_t now) {
                 f.submitted - f.reported < f.spec.ring_size) {
                 uint64_t cookie = 0;
                 if (source_(source_ctx_, f.spec.user, f.submitted, m, cookie)) {
-                    const uint64_t len = m.length();
-                    // submit()'s checks; the flow and the window are known good
-                    // here. The plan is made once, for the check and the cut.
-                    fill_msg(f, m);
-                    have = len <= f.spec.max_msg && marker(f, f.msg).prepare_streamed(f.spec.tx, f.msg);
-                    // An unreliable flow that reports nothing, and bytes nobody
-                    // holds: nothing will ever read a record of this message
-                    // (no retransmission, no completion, no reference to let
-                    // go). It is cut straight from m, its cursors moved at its
-                    // LAST (a third of the tx path's per-message bookkeeping at 64 B).
-                    f.unrecorded = have && !f.spec.reliable && !f.spec.report && m.chain == nullptr &&
-                                   m.shinfo == nullptr;
-                    if (unlikely(!have))
-                        refuse(m); // larger than the region: the source's mistake
-                    else if (!f.unrecorded)
-                        enqueue(f, m, len, cookie);
+                    have = accept(f, m, cookie);
                     fresh = have;
                 }
             }
@@ -849,7 +900,9 @@ uint32_t Sender::new_data(uint32_t burst, uint32_t n, uint64_t now) {
         if (f.cc != nullptr && k * f.msg.plan.stride > f.cc->step_bytes())
             k = f.cc->step_bytes() / f.msg.plan.stride + 1;
         f.msg.stamp = stamp_;
-        const int rc = marker(f, f.msg).build(f.spec.tx, f.msg, f.next_pkt, k, pend_ + n, Flags::None, &stash_);
+        const TxMarker& mk = marker(f, f.msg); // a one-packet message skips build()'s checks
+        const int rc = mk.one_packet(f.msg) ? mk.build_one(f.spec.tx, f.msg, pend_ + n, &stash_)
+                                            : mk.build(f.spec.tx, f.msg, f.next_pkt, k, pend_ + n, Flags::None, &stash_);
         if (unlikely(rc < 0)) {
             bump(ctr_.alloc_fail);
             break; // pool empty: next round
@@ -865,11 +918,10 @@ uint32_t Sender::new_data(uint32_t burst, uint32_t n, uint64_t now) {
             active_--;
             bump(ctr_.msgs_sent);
             bump(ctr_.bytes_sent, f.msg.plan.msg_len);
-            if (f.unrecorded) { // submitted, sent and done at once
-                f.unrecorded = false;
-                publish(f.submitted, f.submitted + 1);
-                publish(f.sent, f.sent + 1);
-                publish(f.reported, f.reported + 1);
+            if (f.unrecorded) {
+                sent_unrecorded(f);
+                if (f.msg.plan.pkt_count == 1 && f.cc == nullptr)
+                    n = sink_run(f, burst, n);
             } else {
                 OutMsg& o = f.out[f.sent & f.mask];
                 o.crc32c = f.msg.crc32c; // final: the LAST is built

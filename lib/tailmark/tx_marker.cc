@@ -309,6 +309,10 @@ int TxMarker::build(const TxFlow& flow, TxMessage& msg, uint32_t first, uint32_t
     return build_segments(flow, msg, first, n, out, extra);
 }
 
+int TxMarker::build_one(const TxFlow& flow, TxMessage& msg, rte_mbuf** out, MbufStash* stash) const {
+    return build_single<false>(pool_, fresh_, udp_checksum_, udp_offload_, flow, msg, 0, 1, out, Flags::None, stash);
+}
+
 // Out of line: its arrays (8 KiB of segment pointers) would make every
 // single-segment build touch and probe a stack frame that large.
 int TxMarker::build_segments(const TxFlow& flow, TxMessage& msg, uint32_t first, uint32_t n, rte_mbuf** out,

@@ -540,3 +540,53 @@ TEST_CASE("single-segment packets: a pool of pinned external buffers", "[tx]") {
     rte_mempool_free(mp);
     rte_free(mem);
 }
+
+// build_one: the same packet, byte for byte and field for field, as
+// build(flow, m, 0, 1) of a one-packet message, with or without the stash;
+// one_packet() says which messages it may build.
+TEST_CASE("build_one: a one-packet message as build makes it", "[tx]") {
+    tmtest::Pool pool;
+    TxFlow flow = tmtest::make_flow(5, 0xCAFE, 64);
+    TxMarker tx(pool.mp, PayloadMode::Copy);
+    tx.set_udp_checksum(true);
+    MbufStash stash(pool.mp);
+    const uint32_t fits = flow.stride - kTrailerLen; // the most a one-packet message carries
+    for (uint32_t len : {0u, 1u, 64u, 255u, 256u, fits}) {
+        for (bool stashed : {false, true}) {
+            INFO("len " << len << (stashed ? ", stash" : ", pool"));
+            auto data = tmtest::pattern(len, len + 11);
+            TxMessage a, b;
+            a.msg_id = b.msg_id = 70000 + len;
+            a.bytes = b.bytes = data;
+            a.stamp = b.stamp = RTE_BE16(0x1234);
+            REQUIRE(tx.prepare_streamed(flow, a));
+            REQUIRE(tx.prepare_streamed(flow, b));
+            // Short messages are checksummed by prepare_streamed; longer ones
+            // stream the CRC into the copy, which build_one does not do.
+            CHECK(tx.one_packet(a) == (len < TxMarker::kStreamMin));
+            if (!tx.one_packet(a))
+                continue;
+            rte_mbuf* pa[1];
+            rte_mbuf* pb[1];
+            stash.open(2);
+            REQUIRE(tx.build(flow, a, 0, 1, pa, Flags::None, stashed ? &stash : nullptr) == 1);
+            REQUIRE(tx.build_one(flow, b, pb, stashed ? &stash : nullptr) == 1);
+            stash.release();
+            CHECK(tmtest::flat(pa[0]) == tmtest::flat(pb[0]));
+            CHECK(pa[0]->nb_segs == pb[0]->nb_segs);
+            CHECK(pa[0]->ol_flags == pb[0]->ol_flags);
+            CHECK(pa[0]->tx_offload == pb[0]->tx_offload);
+            CHECK(reassemble({pb[0]}, 70000 + len, 0xCAFE) == data);
+            rte_pktmbuf_free(pa[0]);
+            rte_pktmbuf_free(pb[0]);
+        }
+    }
+    // Two packets: not one.
+    auto two = tmtest::pattern(fits + 1, 3);
+    TxMessage m;
+    m.bytes = two;
+    REQUIRE(tx.prepare_streamed(flow, m));
+    CHECK(m.plan.pkt_count == 2);
+    CHECK_FALSE(tx.one_packet(m));
+    CHECK(pool.avail() == 8191);
+}
