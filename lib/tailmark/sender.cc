@@ -789,6 +789,15 @@ inline bool Sender::accept(SendFlow& f, const Message& m, uint64_t cookie) {
     return ok;
 }
 
+// Message f.sent, planned in f.msg, is cut from its first packet on.
+inline void Sender::begin_cut(SendFlow& f) {
+    if (!f.unrecorded)
+        f.out[f.sent & f.mask].pkt_count = f.msg.plan.pkt_count;
+    f.next_pkt = 0;
+    f.active = true;
+    active_++;
+}
+
 // An unrecorded message's LAST was built: it is submitted, sent and done at once.
 inline void Sender::sent_unrecorded(SendFlow& f) {
     f.unrecorded = false;
@@ -816,11 +825,7 @@ inline uint32_t Sender::sink_run(SendFlow& f, uint32_t burst, uint32_t n) {
         f.msg.stamp = stamp_;
         const TxMarker& mk = marker(f, f.msg);
         if (!f.unrecorded || !mk.one_packet(f.msg) || mk.build_one(f.spec.tx, f.msg, pend_ + n, &stash_) < 0) {
-            if (!f.unrecorded)
-                f.out[f.sent & f.mask].pkt_count = f.msg.plan.pkt_count;
-            f.next_pkt = 0;
-            f.active = true;
-            active_++;
+            begin_cut(f);
             break;
         }
         n++;
@@ -882,11 +887,7 @@ uint32_t Sender::new_data(uint32_t burst, uint32_t n, uint64_t now) {
                 // (final once the LAST is); checked at submit: the plan fits.
                 marker(f, f.msg).prepare_streamed(f.spec.tx, f.msg);
             }
-            if (!f.unrecorded)
-                o.pkt_count = f.msg.plan.pkt_count;
-            f.next_pkt = 0;
-            f.active = true;
-            active_++;
+            begin_cut(f);
         }
         if (paced(f, now)) { // the session's pacer: the next flow's turn
             next_turn();

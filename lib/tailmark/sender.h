@@ -255,6 +255,7 @@ private:
     bool accept(SendFlow& f, const Message& m, uint64_t cookie);
     uint32_t sink_run(SendFlow& f, uint32_t burst, uint32_t n);
     void sent_unrecorded(SendFlow& f);
+    void begin_cut(SendFlow& f);
     void timers(uint64_t now);
     void on_timer(SendFlow& f, uint64_t now);
     void arm(SendFlow& f, uint64_t now, uint64_t ticks);
