@@ -102,10 +102,23 @@ tm_expect_rc replay 0 &&
         "d['exit_reason'] == 'done'" \
         "abs(d['msgs_per_s'] * d['elapsed_s'] - 40000) < 40" &&
     tm_log "ok: replay: done when every ready-made message was consumed"
-# Without flow control (a flow without records: each message cut straight
-# from the generator's bytes, its cursors moved at its LAST): 64, 64, 64 and
-# 3000 bytes in turn, a window large enough for all of them, every byte
-# verified. Generated per message and, with --payload fixed, ready.
+# The same with 45-packet groups: a set is sent again only once the receiver
+# freed every one of its packets, and each packet keeps its own bytes.
+tm_run replay64k 40 -- --vdev=net_ring0 -l 0,1 -- --flows 2 --messages 2000 --msg-size 65536 --ring-size 16 \
+    --replay on --tx-lcores 0 --rx-lcores 1 --consumer-lcores 0 --exit-when-done --duration 30 --stats-period 0
+tm_expect_rc replay64k 0 &&
+    tm_check replay64k \
+        "d['messages_completed'] == 4000" \
+        "d['messages_verified'] == 4000" \
+        "d['verify_errors'] == 0" \
+        "d['packets_placed'] == 4000 * $(tm_pkts 65536 1500)" &&
+    tm_log "ok: replay64k: 4000 ready-made 64 KiB messages, every byte verified"
+
+# Without flow control (a flow without records, each message cut straight
+# from the generator's bytes, its cursors moved at its LAST; Sender::sink_run
+# cuts the one-packet ones in runs): 64, 64, 64 and 3000 bytes in turn, a
+# window large enough for all of them, every byte verified. Generated per
+# message and, with --payload fixed, ready.
 for payload in gen fixed; do
     extra=()
     [ $payload = fixed ] && extra=(--payload fixed)
@@ -139,17 +152,6 @@ for ring in 64 4; do
             "d['drops_total'] == 0" &&
         tm_log "ok: replay_own$ring: 30000 ready-made messages stamped in runs, each verified once"
 done
-# The same with 45-packet groups: a set is sent again only once the receiver
-# freed every one of its packets, and each packet keeps its own bytes.
-tm_run replay64k 40 -- --vdev=net_ring0 -l 0,1 -- --flows 2 --messages 2000 --msg-size 65536 --ring-size 16 \
-    --replay on --tx-lcores 0 --rx-lcores 1 --consumer-lcores 0 --exit-when-done --duration 30 --stats-period 0
-tm_expect_rc replay64k 0 &&
-    tm_check replay64k \
-        "d['messages_completed'] == 4000" \
-        "d['messages_verified'] == 4000" \
-        "d['verify_errors'] == 0" \
-        "d['packets_placed'] == 4000 * $(tm_pkts 65536 1500)" &&
-    tm_log "ok: replay64k: 4000 ready-made 64 KiB messages, every byte verified"
 
 # --trace-slow-ns 1: every completion is over the bound, so every message
 # has its timeline, once: the consumer's lcore's last 6 iterations, the one
