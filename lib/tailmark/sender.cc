@@ -99,6 +99,7 @@ struct SendFlow {
     bool unrecorded = false; // the active message has no record (see new_data)
     uint32_t index = 0;   // in the round robin
     Congestion* cc = nullptr; // its session's (nullptr: not congestion-controlled)
+    OneFrame one;             // its one-packet messages' packet (TxMarker::build_one)
 };
 
 SendFlow* Sender::make_flow(const SendFlowSpec& spec, int socket) {
@@ -809,34 +810,65 @@ inline void Sender::sent_unrecorded(SendFlow& f) {
 // The rest of an unrecorded flow's turn (one not paced: no congestion
 // control) while its messages are one packet each (64 B to a sink): source,
 // plan, build and cursors, without the round robin's per-message checks,
-// which cannot change within a turn, and with TxMarker::build_one. A message
-// that is not one packet, or whose mbuf the pool cannot give, becomes the
-// flow's active message for the general loop. Returns n with the packets
-// built at pend_[n..).
+// which cannot change within a turn, and with TxMarker::build_one. Any other
+// message (one to record, or of more packets, or whose mbuf the pool cannot
+// give) becomes the flow's active message for the general loop. Returns n
+// with the packets built at pend_[n..).
+//
+// The tx path at 64 B is bound by its stores (see OneFrame), so the run
+// keeps in registers what the general loop writes back per message: the
+// message (a local TxMessage, build_one inline), the cursors (every message
+// of the run is submitted, sent and reported at once, so they move
+// together, published when the run ends), the turn's packets and bytes,
+// the counters.
 inline uint32_t Sender::sink_run(SendFlow& f, uint32_t burst, uint32_t n) {
-    uint64_t msgs = 0, bytes = 0;
-    while (n < burst && turn_pkts_ < burst && turn_bytes_ < cfg_.tx_quantum &&
-           f.submitted - f.reported < f.spec.ring_size) {
+    // The window is the same for every message of the run: its cursors
+    // move together.
+    if (turn_pkts_ >= burst || f.submitted - f.reported >= f.spec.ring_size)
+        return n;
+    const uint32_t n0 = n;
+    const uint32_t end = std::min(burst, n0 + (burst - turn_pkts_));
+    const uint32_t id0 = f.submitted;
+    uint32_t id = id0;
+    uint64_t tb = turn_bytes_, bytes = 0;
+    const TxMarker& mk = marker_; // a short message's, copied (marker())
+    TxMessage tm;
+    tm.stamp = stamp_;
+    auto settle = [&] { // the cursors, the turn and the counters, once
+        const uint32_t k = id - id0;
+        publish(f.submitted, f.submitted + k);
+        publish(f.sent, f.sent + k);
+        publish(f.reported, f.reported + k);
+        turn_pkts_ += n - n0;
+        turn_bytes_ = tb;
+        bump(ctr_.msgs_sent, n - n0);
+        bump(ctr_.bytes_sent, bytes);
+    };
+    while (n < end && tb < cfg_.tx_quantum) {
         Message m;
         uint64_t cookie = 0;
-        if (!source_(source_ctx_, f.spec.user, f.submitted, m, cookie) || !accept(f, m, cookie))
+        if (!source_(source_ctx_, f.spec.user, id, m, cookie))
             break;
-        f.msg.msg_id = f.sent;
-        f.msg.stamp = stamp_;
-        const TxMarker& mk = marker(f, f.msg);
-        if (!f.unrecorded || !mk.one_packet(f.msg) || mk.build_one(f.spec.tx, f.msg, pend_ + n, &stash_) < 0) {
-            begin_cut(f);
-            break;
+        tm.bytes = m.bytes;
+        tm.msg_id = id;
+        if (unlikely(m.chain != nullptr || m.shinfo != nullptr || m.bytes.size() > f.spec.max_msg ||
+                     !mk.prepare_one(f.spec.tx, tm) || mk.build_one(f.spec.tx, f.one, tm, pend_ + n, &stash_) < 0)) {
+            // The general loop's: as new_data takes a fresh message.
+            settle();
+            if (accept(f, m, cookie)) {
+                f.msg.msg_id = f.sent;
+                f.msg.stamp = stamp_;
+                begin_cut(f);
+            }
+            return n;
         }
         n++;
-        turn_pkts_++;
-        turn_bytes_ += f.msg.plan.stride;
-        msgs++;
-        bytes += f.msg.plan.msg_len;
-        sent_unrecorded(f);
+        tb += tm.plan.stride;
+        bytes += tm.plan.msg_len;
+        id++;
     }
-    bump(ctr_.msgs_sent, msgs);
-    bump(ctr_.bytes_sent, bytes);
+    settle();
+    f.unrecorded = false;
     return n;
 }
 
@@ -902,7 +934,7 @@ uint32_t Sender::new_data(uint32_t burst, uint32_t n, uint64_t now) {
             k = f.cc->step_bytes() / f.msg.plan.stride + 1;
         f.msg.stamp = stamp_;
         const TxMarker& mk = marker(f, f.msg); // a one-packet message skips build()'s checks
-        const int rc = mk.one_packet(f.msg) ? mk.build_one(f.spec.tx, f.msg, pend_ + n, &stash_)
+        const int rc = mk.one_packet(f.msg) ? mk.build_one(f.spec.tx, f.one, f.msg, pend_ + n, &stash_)
                                             : mk.build(f.spec.tx, f.msg, f.next_pkt, k, pend_ + n, Flags::None, &stash_);
         if (unlikely(rc < 0)) {
             bump(ctr_.alloc_fail);

@@ -8,6 +8,7 @@
 #include <rte_memcpy.h>
 #include <rte_udp.h>
 
+
 #include "tailmark/crc32c.h"
 
 namespace tailmark {
@@ -135,11 +136,6 @@ inline void fill_udp_checksum(rte_mbuf* m, rte_ipv4_hdr* ip, rte_udp_hdr* udp, b
     }
 }
 
-inline uint16_t fold_add(uint16_t sum, uint16_t v) {
-    uint32_t s = static_cast<uint32_t>(sum) + v;
-    s = (s & 0xFFFF) + (s >> 16);
-    return static_cast<uint16_t>(s);
-}
 
 } // namespace
 
@@ -174,7 +170,7 @@ inline rte_udp_hdr* write_headers(uint8_t* p, const TxFlow& flow, const Header& 
     auto* udp = reinterpret_cast<rte_udp_hdr*>(p + kEthLen + kIpLen);
     ip->total_length = rte_cpu_to_be_16(ip_len);
     ip->packet_id = stamp;
-    ip->hdr_checksum = static_cast<uint16_t>(~fold_add(fold_add(flow.ip_sum, rte_cpu_to_be_16(ip_len)), stamp));
+    ip->hdr_checksum = static_cast<uint16_t>(~ones_add(ones_add(flow.ip_sum, rte_cpu_to_be_16(ip_len)), stamp));
     udp->dgram_len = rte_cpu_to_be_16(static_cast<uint16_t>(udp_len));
     encode(h, reinterpret_cast<WireHeader*>(p + kEthLen + kIpLen + kUdpLen));
     return udp;
@@ -309,8 +305,38 @@ int TxMarker::build(const TxFlow& flow, TxMessage& msg, uint32_t first, uint32_t
     return build_segments(flow, msg, first, n, out, extra);
 }
 
-int TxMarker::build_one(const TxFlow& flow, TxMessage& msg, rte_mbuf** out, MbufStash* stash) const {
+void TxMarker::make_one(const TxFlow& flow, uint32_t pay_len, OneFrame& one) const {
+    Header h;
+    h.flags = Flags::Last;
+    h.flow = flow.id;
+    h.pay_len = static_cast<uint16_t>(pay_len);
+    memset(one.head, 0, sizeof(one.head));
+    write_headers(one.head, flow, h, true, 0);
+    const uint16_t ip_len = static_cast<uint16_t>(kIpLen + kUdpLen + kHeaderLen + pay_len + kTrailerLen);
+    one.ip_sum = ones_add(flow.ip_sum, rte_cpu_to_be_16(ip_len));
+    Trailer t;
+    t.key = flow.key;
+    t.msg_len = pay_len;
+    t.pkt_count = 1;
+    encode(t, reinterpret_cast<WireTrailer*>(one.trailer));
+    rte_mbuf m{};
+    fresh_.init(&m);
+    m.data_len = static_cast<uint16_t>(kFrameOverhead + pay_len + kTrailerLen);
+    m.pkt_len = m.data_len;
+    memcpy(one.mbuf, reinterpret_cast<const uint8_t*>(&m) + OneFrame::kMbufAt, sizeof(one.mbuf));
+    one.pay_len = pay_len;
+    one.marker = this;
+}
+
+#if !defined(__AVX2__)
+int TxMarker::build_one(const TxFlow& flow, OneFrame&, TxMessage& msg, rte_mbuf** out, MbufStash* stash) const {
     return build_single<false>(pool_, fresh_, udp_checksum_, udp_offload_, flow, msg, 0, 1, out, Flags::None, stash);
+}
+#endif
+
+void TxMarker::udp_checksum_one(rte_mbuf* m, uint8_t* p) const {
+    fill_udp_checksum(m, reinterpret_cast<rte_ipv4_hdr*>(p + kEthLen), reinterpret_cast<rte_udp_hdr*>(p + kEthLen + kIpLen),
+                      udp_offload_);
 }
 
 // Out of line: its arrays (8 KiB of segment pointers) would make every

@@ -49,16 +49,21 @@ std::vector<uint8_t> reassemble(const std::vector<rte_mbuf*>& pkts, uint32_t msg
 }
 
 // A one-packet message of `data` built by tx, its mbuf from the stash or
-// (stashed false) from the marker's pool.
+// (stashed false) from the marker's pool; by build(), or (one given) by
+// build_one() from that frame.
 rte_mbuf* build_one(const TxMarker& tx, MbufStash& stash, const TxFlow& flow, std::span<const uint8_t> data,
-                    uint32_t msg_id, bool stashed) {
+                    uint32_t msg_id, bool stashed, OneFrame* one = nullptr) {
     TxMessage m;
     m.msg_id = msg_id;
     m.bytes = data;
     REQUIRE(tx.prepare_streamed(flow, m));
+    REQUIRE(tx.one_packet(m));
     rte_mbuf* out[1];
     stash.open(1);
-    REQUIRE(tx.build(flow, m, 0, 1, out, Flags::None, stashed ? &stash : nullptr) == 1);
+    if (one != nullptr)
+        REQUIRE(tx.build_one(flow, *one, m, out, stashed ? &stash : nullptr) == 1);
+    else
+        REQUIRE(tx.build(flow, m, 0, 1, out, Flags::None, stashed ? &stash : nullptr) == 1);
     stash.release();
     return out[0];
 }
@@ -390,9 +395,12 @@ TEST_CASE("single-segment packets: a reused mbuf carries nothing of its last use
     auto data = tmtest::pattern(64, 5);
     TxMarker tx(pool.mp, PayloadMode::Copy);
     MbufStash stash(pool.mp);
-    for (bool stashed : {false, true}) {
-        INFO("stash " << stashed);
-        rte_mbuf* p = build_one(tx, stash, flow, data, 4, stashed);
+    OneFrame one;
+    for (int round = 0; round < 4; round++) {
+        const bool stashed = round & 1;
+        OneFrame* by_one = round >= 2 ? &one : nullptr; // build(), then build_one()
+        INFO("stash " << stashed << (by_one ? ", build_one" : ", build"));
+        rte_mbuf* p = build_one(tx, stash, flow, data, 4, stashed, by_one);
         CHECK(p == d);
         CHECK(p->ol_flags == 0);
         CHECK(p->packet_type == 0);
@@ -411,9 +419,15 @@ TEST_CASE("single-segment packets: a reused mbuf carries nothing of its last use
         CHECK(rte_pktmbuf_mtod(p, uint8_t*) == static_cast<uint8_t*>(p->buf_addr) + RTE_PKTMBUF_HEADROOM);
         CHECK(reassemble({p}, 4, flow.key) == data);
         rte_pktmbuf_free(p);
-        d->ol_flags = RTE_MBUF_F_RX_VLAN; // dirty again for the second round
+        d->ol_flags = RTE_MBUF_F_RX_VLAN; // dirty again for the next round
         d->packet_type = RTE_PTYPE_L2_ETHER;
+        d->vlan_tci = 7;
+        d->vlan_tci_outer = 9;
         d->data_off = 17;
+        d->data_len = 300;
+        d->pkt_len = 300;
+        d->port = 3;
+        d->tx_offload = ~0ull;
     }
     CHECK(pool.avail() == 1);
 }
@@ -524,9 +538,12 @@ TEST_CASE("single-segment packets: a pool of pinned external buffers", "[tx]") {
     auto data = tmtest::pattern(64, 21);
     TxMarker tx(mp, PayloadMode::Copy);
     MbufStash stash(mp);
-    for (bool stashed : {false, true}) {
-        INFO("stash " << stashed);
-        rte_mbuf* p = build_one(tx, stash, flow, data, 2, stashed);
+    OneFrame one;
+    for (int round = 0; round < 4; round++) {
+        const bool stashed = round & 1;
+        OneFrame* by_one = round >= 2 ? &one : nullptr; // build(), then build_one()
+        INFO("stash " << stashed << (by_one ? ", build_one" : ", build"));
+        rte_mbuf* p = build_one(tx, stash, flow, data, 2, stashed, by_one);
         CHECK((p->ol_flags & RTE_MBUF_F_EXTERNAL) != 0);
         CHECK(RTE_MBUF_HAS_PINNED_EXTBUF(p));
         uint8_t* b = static_cast<uint8_t*>(p->buf_addr);
@@ -543,50 +560,71 @@ TEST_CASE("single-segment packets: a pool of pinned external buffers", "[tx]") {
 
 // build_one: the same packet, byte for byte and field for field, as
 // build(flow, m, 0, 1) of a one-packet message, with or without the stash;
-// one_packet() says which messages it may build.
+// one_packet() says which messages it may build. One OneFrame serves every
+// length in turn (remade when it changes) and two markers (remade for each).
 TEST_CASE("build_one: a one-packet message as build makes it", "[tx]") {
     tmtest::Pool pool;
     TxFlow flow = tmtest::make_flow(5, 0xCAFE, 64);
-    TxMarker tx(pool.mp, PayloadMode::Copy);
-    tx.set_udp_checksum(true);
+    TxMarker summed(pool.mp, PayloadMode::Copy);
+    summed.set_udp_checksum(true);
+    TxMarker plain(pool.mp, PayloadMode::Copy);
     MbufStash stash(pool.mp);
+    OneFrame one;
     const uint32_t fits = flow.stride - kTrailerLen; // the most a one-packet message carries
-    for (uint32_t len : {0u, 1u, 64u, 255u, 256u, fits}) {
-        for (bool stashed : {false, true}) {
-            INFO("len " << len << (stashed ? ", stash" : ", pool"));
-            auto data = tmtest::pattern(len, len + 11);
-            TxMessage a, b;
-            a.msg_id = b.msg_id = 70000 + len;
-            a.bytes = b.bytes = data;
-            a.stamp = b.stamp = RTE_BE16(0x1234);
-            REQUIRE(tx.prepare_streamed(flow, a));
-            REQUIRE(tx.prepare_streamed(flow, b));
-            // Short messages are checksummed by prepare_streamed; longer ones
-            // stream the CRC into the copy, which build_one does not do.
-            CHECK(tx.one_packet(a) == (len < TxMarker::kStreamMin));
-            if (!tx.one_packet(a))
-                continue;
-            rte_mbuf* pa[1];
-            rte_mbuf* pb[1];
-            stash.open(2);
-            REQUIRE(tx.build(flow, a, 0, 1, pa, Flags::None, stashed ? &stash : nullptr) == 1);
-            REQUIRE(tx.build_one(flow, b, pb, stashed ? &stash : nullptr) == 1);
-            stash.release();
-            CHECK(tmtest::flat(pa[0]) == tmtest::flat(pb[0]));
-            CHECK(pa[0]->nb_segs == pb[0]->nb_segs);
-            CHECK(pa[0]->ol_flags == pb[0]->ol_flags);
-            CHECK(pa[0]->tx_offload == pb[0]->tx_offload);
-            CHECK(reassemble({pb[0]}, 70000 + len, 0xCAFE) == data);
-            rte_pktmbuf_free(pa[0]);
-            rte_pktmbuf_free(pb[0]);
+    uint32_t k = 0;
+    for (const TxMarker* tx : {&summed, &plain}) {
+        for (uint32_t len : {0u, 1u, 31u, 32u, 33u, 64u, 64u, 63u, 65u, 255u, 64u, 256u, 511u, 512u, fits}) {
+            for (bool stashed : {false, true}) {
+                k++;
+                INFO("len " << len << (stashed ? ", stash" : ", pool") << (tx == &plain ? ", no UDP checksum" : ""));
+                auto data = tmtest::pattern(len, len + 11);
+                TxMessage a, b;
+                // msg_ids across 2^32 and the ring's wrap; a new stamp each time
+                a.msg_id = b.msg_id = 0xFFFFFFF0u + k * 7;
+                a.bytes = b.bytes = data;
+                a.stamp = b.stamp = static_cast<uint16_t>(0x1234 + k * 0x0101);
+                REQUIRE(tx->prepare_streamed(flow, a));
+                REQUIRE(tx->prepare_streamed(flow, b));
+                // Short messages are checksummed by prepare_streamed; longer ones
+                // stream the CRC into the copy, which build_one does not do.
+                CHECK(tx->one_packet(a) == (len < TxMarker::kStreamMin));
+                if (!tx->one_packet(a))
+                    continue;
+                rte_mbuf* pa[1];
+                rte_mbuf* pb[1];
+                stash.open(2);
+                REQUIRE(tx->build(flow, a, 0, 1, pa, Flags::None, stashed ? &stash : nullptr) == 1);
+                REQUIRE(tx->build_one(flow, one, b, pb, stashed ? &stash : nullptr) == 1);
+                stash.release();
+                CHECK(tmtest::flat(pa[0]) == tmtest::flat(pb[0]));
+                CHECK(pa[0]->data_off == pb[0]->data_off);
+                CHECK(rte_mbuf_refcnt_read(pb[0]) == 1);
+                CHECK(pa[0]->nb_segs == pb[0]->nb_segs);
+                CHECK(pa[0]->port == pb[0]->port);
+                CHECK(pa[0]->ol_flags == pb[0]->ol_flags);
+                CHECK(pa[0]->packet_type == pb[0]->packet_type);
+                CHECK(pa[0]->pkt_len == pb[0]->pkt_len);
+                CHECK(pa[0]->data_len == pb[0]->data_len);
+                CHECK(pa[0]->vlan_tci == pb[0]->vlan_tci);
+                CHECK(pa[0]->vlan_tci_outer == pb[0]->vlan_tci_outer);
+                CHECK(pa[0]->tx_offload == pb[0]->tx_offload);
+                CHECK(pb[0]->next == nullptr);
+                CHECK(reassemble({pb[0]}, b.msg_id, 0xCAFE) == data);
+                ParsedPacket pp;
+                REQUIRE(parse_packet(pb[0], ParserConfig{}, pp) == DropReason::None);
+                CHECK(pp.trailer.slot == (b.msg_id & flow.ring_mask));
+                CHECK(pp.trailer.flag == flag_for(b.msg_id));
+                rte_pktmbuf_free(pa[0]);
+                rte_pktmbuf_free(pb[0]);
+            }
         }
     }
     // Two packets: not one.
     auto two = tmtest::pattern(fits + 1, 3);
     TxMessage m;
     m.bytes = two;
-    REQUIRE(tx.prepare_streamed(flow, m));
+    REQUIRE(plain.prepare_streamed(flow, m));
     CHECK(m.plan.pkt_count == 2);
-    CHECK_FALSE(tx.one_packet(m));
+    CHECK_FALSE(plain.one_packet(m));
     CHECK(pool.avail() == 8191);
 }
