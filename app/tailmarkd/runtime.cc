@@ -689,6 +689,16 @@ bool Runtime::make_recv_flow(FlowCtx& f, AppSession& a, Session& s, uint16_t id,
                 return false;
             }
         }
+        if (opt_.replay || opt_.fixed_payload) { // the bytes every message carries, compared in place
+            cf->expect_len = ConsFlow::kExpectMax;
+            cf->expect = static_cast<uint8_t*>(rte_malloc_socket("tm_expect", cf->expect_len, 64, rx_socket_));
+            if (cf->expect == nullptr) {
+                socket_delete(cf);
+                err = "out of memory: consumer state";
+                return false;
+            }
+            generate(f.gen_id, 0, cf->expect, cf->expect_len);
+        }
         f.cons = cf;
     }
     return true;
@@ -710,7 +720,6 @@ void Runtime::free_recv(FlowCtx& f) {
     Receiver::free_flow(f.recv);
     f.recv = nullptr;
     if (f.cons != nullptr) {
-        rte_free(f.cons->slots);
         socket_delete(f.cons);
         f.cons = nullptr;
     }
@@ -1496,10 +1505,7 @@ void Runtime::on_response(const Request& r, uint64_t now) {
         // Other threads (the shell, telemetry) may still be reading these:
         // freed a second later. The id goes back with its memzone's name.
         later(now, [this, cf, cq, ring, id] {
-            if (cf != nullptr) {
-                rte_free(cf->slots);
-                socket_delete(cf);
-            }
+            socket_delete(cf);
             rte_ring_free(cq);
             delete ring;
             recv_ids_.release(id, 1);
