@@ -172,7 +172,7 @@ private:
     void catch_up(FlowRx& f);
     template <CompletionMode kMode>
     void complete(FlowRx& f, uint32_t slot_idx, uint64_t now_tsc);
-    void write_completion(FlowRx& f, uint32_t slot_idx, uint64_t now_tsc);
+    void write_completion(FlowRx& f, uint32_t slot_idx, uint32_t msg_id, const Trailer& t, uint64_t now_tsc);
     void advance(FlowRx& f);
     // tail: also ask for everything past the highest packet seen.
     void nack(FlowRx& f, uint32_t slot_idx, uint64_t now_tsc, bool tail);
