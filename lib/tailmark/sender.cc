@@ -831,7 +831,10 @@ inline uint32_t Sender::sink_run(SendFlow& f, uint32_t burst, uint32_t n) {
     const uint32_t id0 = f.submitted;
     uint32_t id = id0;
     uint64_t tb = turn_bytes_, bytes = 0;
-    const TxMarker& mk = marker_; // a short message's, copied (marker())
+    // Every message prepare_one takes is short enough to be copied in a
+    // zero-copy flow too: marker() would pick the copy marker for it.
+    static_assert(TxMarker::kStreamMin - 1 <= kCopyBreak);
+    const TxMarker& mk = marker_;
     TxMessage tm;
     tm.stamp = stamp_;
     auto settle = [&] { // the cursors, the turn and the counters, once

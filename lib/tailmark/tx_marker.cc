@@ -8,7 +8,6 @@
 #include <rte_memcpy.h>
 #include <rte_udp.h>
 
-
 #include "tailmark/crc32c.h"
 
 namespace tailmark {
@@ -135,7 +134,6 @@ inline void fill_udp_checksum(rte_mbuf* m, rte_ipv4_hdr* ip, rte_udp_hdr* udp, b
         udp->dgram_cksum = rte_ipv4_udptcp_cksum_mbuf(m, ip, kEthLen + kIpLen);
     }
 }
-
 
 } // namespace
 

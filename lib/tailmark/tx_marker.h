@@ -80,12 +80,14 @@ struct TxMessage {
     uint64_t length() const { return chain ? rte_pktmbuf_pkt_len(chain) : bytes.size(); }
 };
 
+class TxMarker;
+
 // A one-packet message's packet, made once for a flow and a payload length,
 // without what changes from message to message (the send stamp and the
 // IPv4 checksum, msg_id, the trailer's flag, slot and CRC32C). build_one
 // writes a packet from it in a few wide stores: the tx path at 64 B is
-// bound by its stores, not by its instructions (without the CRC32C's it
-// ran no faster; writing the same lines in 5 stores instead of 35, 1.11x).
+// bound by its stores, not by its instructions (without the CRC32C it ran
+// no faster; writing the same lines in 5 stores instead of 35, 1.11x).
 // The caller keeps one per flow; the flow's TxFlow must not change.
 struct OneFrame {
     // Where build_one patches it: 16-, 32- and 64-bit lanes of the 32-byte
@@ -104,7 +106,7 @@ struct OneFrame {
     alignas(32) uint8_t mbuf[32]{};
     uint16_t ip_sum = 0;             // the IPv4 header's folded sum, but for the stamp
     uint32_t pay_len = UINT32_MAX;   // made for this payload length (UINT32_MAX: not yet)
-    const void* marker = nullptr;    // by this TxMarker (its pool's mbufs)
+    const TxMarker* marker = nullptr; // by this TxMarker (its pool's mbufs)
 };
 
 static_assert(OneFrame::kIdAt % 2 == 0 && OneFrame::kIdAt + 2 <= 32);
