@@ -1336,6 +1336,100 @@ TEST_CASE("source: asked only with credit and nothing queued; its messages sent 
     CHECK(r.s->counters().msgs_sent == 6);
 }
 
+// An unrecorded flow's one-packet messages go out in runs (Sender::sink_run),
+// which publish their cursors and counters once. Every way out of a run:
+// a message to record (its bytes held), a short message that is not 64 B,
+// one of three packets, one too large (refused, no msg_id), the source
+// running dry. The packets, ids, cursors and counters are exactly those of
+// one message at a time.
+TEST_CASE("unrecorded one-packet runs: every way out of a run keeps ids, packets, cursors and counters exact",
+          "[sender]") {
+    struct Script {
+        std::vector<std::vector<uint8_t>> bufs;
+        std::vector<bool> hold;
+        Held held; // the one message whose bytes a shinfo holds
+        size_t next = 0;
+        std::vector<uint32_t> ids; // the msg_id each call was for
+        static bool fn(void* ctx, void*, uint32_t msg_id, Message& m, uint64_t& cookie) {
+            auto& s = *static_cast<Script*>(ctx);
+            s.ids.push_back(msg_id);
+            if (s.next == s.bufs.size())
+                return false;
+            m.bytes = s.bufs[s.next];
+            m.shinfo = s.hold[s.next] ? &s.held.sh : nullptr;
+            cookie = s.next;
+            s.next++;
+            return true;
+        }
+    } src; // outlives the Rig
+    const uint32_t too_large = (1 << 20) + 1;
+    const uint32_t lens[] = {64, 64, 0, 64, 100, 3000, 64, too_large, 64, 300, kStride - kTrailerLen, 64, 64, 1, 64};
+    for (uint32_t i = 0; i < std::size(lens); i++) {
+        src.bufs.push_back(tmtest::pattern(lens[i], i));
+        src.hold.push_back(i == 3);
+    }
+    Rig r;
+    SendFlowSpec sp = r.spec(8);
+    sp.reliable = false;
+    sp.report = false;
+    sp.link = nullptr;
+    SendFlow* f = r.add(sp);
+    r.s->set_source(&Script::fn, &src);
+    std::vector<Pkt> all;
+    for (uint64_t t = 100; t < 120; t++) {
+        r.s->poll(t);
+        for (Pkt& p : take(r.port))
+            all.push_back(std::move(p));
+        const Sender::FlowView v = Sender::view(f);
+        CHECK(v.sent == v.submitted);
+    }
+    REQUIRE(src.next == std::size(lens));
+    // Each accepted message in order, msg_ids consecutive; the refused one took none.
+    size_t k = 0;
+    uint32_t id = 0;
+    uint64_t bytes = 0;
+    for (uint32_t i = 0; i < std::size(lens); i++) {
+        if (lens[i] == too_large)
+            continue;
+        INFO("message " << i << " (" << lens[i] << " B), msg_id " << id);
+        const auto& want = src.bufs[i];
+        const uint32_t n = plan_group(lens[i], kStride).pkt_count;
+        REQUIRE(k + n <= all.size());
+        std::vector<uint8_t> got;
+        for (uint32_t j = 0; j < n; j++) {
+            const Pkt& p = all[k + j];
+            CHECK(p.h.msg_id == id);
+            CHECK(p.h.pkt_idx == j);
+            got.insert(got.end(), p.payload.begin(), p.payload.end());
+        }
+        const Pkt& last = all[k + n - 1];
+        CHECK(last.is(Flags::Last));
+        CHECK(got == want);
+        CHECK(last.t.crc32c == crc32c(want));
+        CHECK(last.t.flag == flag_for(id));
+        CHECK(last.t.slot == (id & 7));
+        CHECK(last.t.msg_len == lens[i]);
+        CHECK(last.t.pkt_count == n);
+        k += n;
+        id++;
+        bytes += lens[i];
+    }
+    CHECK(k == all.size());
+    const Sender::FlowView v = Sender::view(f);
+    CHECK(v.submitted == id);
+    CHECK(v.sent == id);
+    CHECK(r.s->counters().msgs_sent == id);
+    CHECK(r.s->counters().bytes_sent == bytes);
+    CHECK(r.s->counters().source_refused == 1);
+    CHECK(src.held.freed == 1); // sent, so let go (unreliable)
+    CHECK(r.done().empty());
+    CHECK(r.s->busy() == 0);
+    // The source was asked for each msg_id until it took it, never past it.
+    for (size_t i = 1; i < src.ids.size(); i++)
+        CHECK((src.ids[i] == src.ids[i - 1] || src.ids[i] == src.ids[i - 1] + 1));
+    CHECK(src.ids.back() == id);
+}
+
 TEST_CASE("congestion control: a session's packets leave paced at its rate, stamped; echoes steer the rate",
           "[sender]") {
     Opts o;
