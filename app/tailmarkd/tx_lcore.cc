@@ -132,22 +132,28 @@ inline bool replay_ready(const ReplayFlow& r, uint32_t ring_size) {
     return true;
 }
 
+// A ready-made packet re-stamped for message msg: its header's msg_id and,
+// in the group's LAST, the trailer's flag and slot (both replay loops).
+inline void stamp_msg_id(uint8_t* msg_id_at, uint32_t msg) {
+    const rte_be32_t be_msg = rte_cpu_to_be_32(msg);
+    memcpy(msg_id_at, &be_msg, 4);
+}
+inline void stamp_trailer(uint8_t* trailer, uint32_t msg, uint32_t slot) {
+    const rte_be64_t flag = rte_cpu_to_be_64(flag_for(msg));
+    const rte_be32_t be_slot = rte_cpu_to_be_32(slot);
+    memcpy(trailer + offsetof(WireTrailer, flag), &flag, 8);
+    memcpy(trailer + offsetof(WireTrailer, slot), &be_slot, 4);
+}
+
 // Packets [first, first + k) of the current message, re-stamped.
 inline void replay_build(const ReplayFlow& r, uint32_t ring_size, uint32_t first, uint32_t k, rte_mbuf** out) {
     const uint32_t set = replay_set(r, ring_size);
     const uint32_t msg = r.next_msg;
-    const rte_be32_t be_msg = rte_cpu_to_be_32(msg);
     for (uint32_t i = 0; i < k; i++) {
         rte_mbuf* m = r.pkts[set + first + i];
-        uint8_t* h = rte_pktmbuf_mtod(m, uint8_t*) + kEthLen + kIpLen + kUdpLen;
-        memcpy(h + offsetof(WireHeader, msg_id), &be_msg, 4);
-        if (first + i + 1 == r.plan.pkt_count) {
-            uint8_t* t = rte_pktmbuf_mtod(m, uint8_t*) + m->data_len - kTrailerLen;
-            const rte_be64_t flag = rte_cpu_to_be_64(flag_for(msg));
-            const rte_be32_t slot = rte_cpu_to_be_32(msg & (ring_size - 1));
-            memcpy(t + offsetof(WireTrailer, flag), &flag, 8);
-            memcpy(t + offsetof(WireTrailer, slot), &slot, 4);
-        }
+        stamp_msg_id(rte_pktmbuf_mtod(m, uint8_t*) + kEthLen + kIpLen + kUdpLen + offsetof(WireHeader, msg_id), msg);
+        if (first + i + 1 == r.plan.pkt_count)
+            stamp_trailer(rte_pktmbuf_mtod(m, uint8_t*) + m->data_len - kTrailerLen, msg, msg & (ring_size - 1));
         r.pool->take(set + first + i); // its next free makes it reusable again
         out[i] = m;
     }
@@ -221,12 +227,8 @@ uint32_t replay_run(ReplayFlow& r, uint32_t ring_size, uint32_t max, uint32_t ms
     for (; k < max && counts.reusable((first + k) & mask); k++) {
         const uint32_t msg = first + k, i = msg & mask;
         const ReplayStamp p = stamps[i];
-        const rte_be32_t be_msg = rte_cpu_to_be_32(msg);
-        const rte_be64_t flag = rte_cpu_to_be_64(flag_for(msg));
-        const rte_be32_t slot = rte_cpu_to_be_32(i);
-        memcpy(p.msg_id, &be_msg, 4);
-        memcpy(p.trailer + offsetof(WireTrailer, flag), &flag, 8);
-        memcpy(p.trailer + offsetof(WireTrailer, slot), &slot, 4);
+        stamp_msg_id(p.msg_id, msg);
+        stamp_trailer(p.trailer, msg, i);
         counts.take(i); // its next free makes it reusable again
         out[k] = pkts[i];
     }

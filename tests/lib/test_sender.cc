@@ -249,6 +249,21 @@ struct Rig {
     FailReason failed(SendFlow* f) const { return Sender::view(f).failed; }
 };
 
+// Polls at now = from .. to - 1 and takes every packet sent, in order,
+// checking after each poll that an unrecorded flow's sent and submitted
+// cursors move together (never one without the other).
+std::vector<Pkt> poll_unrecorded(Rig& r, SendFlow* f, uint64_t from, uint64_t to) {
+    std::vector<Pkt> all;
+    for (uint64_t t = from; t < to; t++) {
+        r.s->poll(t);
+        for (Pkt& p : take(r.port))
+            all.push_back(std::move(p));
+        const Sender::FlowView v = Sender::view(f);
+        CHECK(v.sent == v.submitted);
+    }
+    return all;
+}
+
 void check_completions(const std::vector<SendCompletion>& c, uint32_t first_id, uint64_t first_cookie,
                        SendStatus st, FailReason why = FailReason::None, uint16_t flow = kFlow) {
     for (size_t i = 0; i < c.size(); i++) {
@@ -1097,14 +1112,7 @@ TEST_CASE("unreliable, reporting nothing, bytes nobody holds: no record, the sam
     } src;
     src.limit = 3;
     r.s->set_source(&Scratch::fn, &src);
-    std::vector<Pkt> all;
-    for (uint64_t t = 100; t < 110; t++) {
-        r.s->poll(t);
-        for (Pkt& p : take(r.port))
-            all.push_back(std::move(p));
-        const Sender::FlowView v = Sender::view(f);
-        CHECK(v.sent == v.submitted); // never one without the other
-    }
+    const std::vector<Pkt> all = poll_unrecorded(r, f, 100, 110);
     REQUIRE(all.size() == 9);
     for (uint32_t m = 0; m < 3; m++) {
         const auto want = tmtest::pattern(2 * kStride, m);
@@ -1375,14 +1383,7 @@ TEST_CASE("unrecorded one-packet runs: every way out of a run keeps ids, packets
     sp.link = nullptr;
     SendFlow* f = r.add(sp);
     r.s->set_source(&Script::fn, &src);
-    std::vector<Pkt> all;
-    for (uint64_t t = 100; t < 120; t++) {
-        r.s->poll(t);
-        for (Pkt& p : take(r.port))
-            all.push_back(std::move(p));
-        const Sender::FlowView v = Sender::view(f);
-        CHECK(v.sent == v.submitted);
-    }
+    const std::vector<Pkt> all = poll_unrecorded(r, f, 100, 120);
     REQUIRE(src.next == std::size(lens));
     // Each accepted message in order, msg_ids consecutive; the refused one took none.
     size_t k = 0;
