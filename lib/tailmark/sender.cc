@@ -807,25 +807,36 @@ inline void Sender::sent_unrecorded(SendFlow& f) {
     publish(f.reported, f.reported + 1);
 }
 
-// The rest of an unrecorded flow's turn (one not paced: no congestion
-// control) while its messages are one packet each (64 B to a sink): source,
-// plan, build and cursors, without the round robin's per-message checks,
-// which cannot change within a turn, and with TxMarker::build_one. Any other
-// message (one to record, or of more packets, or whose mbuf the pool cannot
-// give) becomes the flow's active message for the general loop. Returns n
-// with the packets built at pend_[n..).
+// The rest of a flow's turn (one not paced: no congestion control) while
+// its messages come from the source one packet each (64 B): source, plan,
+// build, record and cursors, without the round robin's per-message checks,
+// which cannot change within a turn, and with TxMarker::build_one. Any
+// other message (a chain, one of more packets, one an unrecorded flow would
+// have to record, or one whose mbuf the pool cannot give) becomes the
+// flow's active message for the general loop; one refused (too large for
+// the region) ends the turn (refused_). Returns n with the packets built at
+// pend_[n..).
 //
 // The tx path at 64 B is bound by its stores (see OneFrame), so the run
 // keeps in registers what the general loop writes back per message: the
-// message (a local TxMessage, build_one inline), the cursors (every message
-// of the run is submitted, sent and reported at once, so they move
-// together, published when the run ends), the turn's packets and bytes,
-// the counters.
-inline uint32_t Sender::sink_run(SendFlow& f, uint32_t burst, uint32_t n) {
-    // The window is the same for every message of the run: its cursors
-    // move together.
-    if (turn_pkts_ >= burst || f.submitted - f.reported >= f.spec.ring_size)
+// message (a local TxMessage, build_one inline), the cursors (published
+// when the run ends), the turn's packets and bytes, the counters. A
+// message to record (a reliable flow's, or one to report) has its record
+// written whole, once, where the general loop wrote it field by field as
+// the message went from queued to cut to sent. An unrecorded message is
+// submitted, sent and reported at once: the three cursors move together.
+template <bool recorded> // f.spec.reliable || f.spec.report: its messages have records
+inline uint32_t Sender::one_run(SendFlow& f, uint32_t burst, uint32_t n, uint64_t now) {
+    // What the window takes. Within the run sent == submitted (the source
+    // is asked only when nothing is queued), and released and reported stay
+    // where they are: when the room runs out, the general loop takes the
+    // next message (it looks at a local consumer's credits, and reports an
+    // unreliable flow's records as sent).
+    uint32_t left = f.spec.ring_size - (f.spec.reliable ? f.sent - f.released : f.submitted - f.reported);
+    if (turn_pkts_ >= burst || left == 0 || f.sent != f.submitted)
         return n;
+    if constexpr (!recorded)
+        left = UINT32_MAX; // its cursors move together: the room stays as it is
     const uint32_t n0 = n;
     const uint32_t end = std::min(burst, n0 + (burst - turn_pkts_));
     const uint32_t id0 = f.submitted;
@@ -841,20 +852,24 @@ inline uint32_t Sender::sink_run(SendFlow& f, uint32_t burst, uint32_t n) {
         const uint32_t k = id - id0;
         publish(f.submitted, f.submitted + k);
         publish(f.sent, f.sent + k);
-        publish(f.reported, f.reported + k);
+        if constexpr (!recorded)
+            publish(f.reported, f.reported + k);
         turn_pkts_ += n - n0;
         turn_bytes_ = tb;
         bump(ctr_.msgs_sent, n - n0);
         bump(ctr_.bytes_sent, bytes);
+        // Reliable: the timer runs, armed by the message before the run.
+        if (recorded && k != 0 && !f.spec.reliable)
+            retire(f); // reported as sent
     };
-    while (n < end && tb < cfg_.tx_quantum) {
+    while (n < end && tb < cfg_.tx_quantum && left != 0) {
         Message m;
         uint64_t cookie = 0;
         if (!source_(source_ctx_, f.spec.user, id, m, cookie))
             break;
         tm.bytes = m.bytes;
         tm.msg_id = id;
-        if (unlikely(m.chain != nullptr || m.shinfo != nullptr || m.bytes.size() > f.spec.max_msg ||
+        if (unlikely(m.chain != nullptr || (!recorded && m.shinfo != nullptr) || m.bytes.size() > f.spec.max_msg ||
                      !mk.prepare_one(f.spec.tx, tm) || mk.build_one(f.spec.tx, f.one, tm, pend_ + n, &stash_) < 0)) {
             // The general loop's: as new_data takes a fresh message.
             settle();
@@ -862,8 +877,22 @@ inline uint32_t Sender::sink_run(SendFlow& f, uint32_t burst, uint32_t n) {
                 f.msg.msg_id = f.sent;
                 f.msg.stamp = stamp_;
                 begin_cut(f);
+            } else {
+                refused_ = true; // as new_data's refusal: it ends the flow's turn
+                next_turn();
             }
             return n;
+        }
+        if constexpr (recorded) {
+            if (m.shinfo != nullptr) { // as enqueue: the record's reference
+                if (rte_mbuf_ext_refcnt_read(m.shinfo) == 0)
+                    rte_mbuf_ext_refcnt_set(m.shinfo, 1);
+                else
+                    rte_mbuf_ext_refcnt_update(m.shinfo, 1);
+            }
+            f.out[id & f.mask] = OutMsg{cookie, m.bytes.data(), nullptr, m.shinfo, m.iova, id,
+                                        static_cast<uint32_t>(tm.plan.msg_len), tm.crc32c, 1, now};
+            left--;
         }
         n++;
         tb += tm.plan.stride;
@@ -954,10 +983,13 @@ uint32_t Sender::new_data(uint32_t burst, uint32_t n, uint64_t now) {
             active_--;
             bump(ctr_.msgs_sent);
             bump(ctr_.bytes_sent, f.msg.plan.msg_len);
+            // What follows in this turn, while it is one packet a message.
+            const bool run = f.msg.plan.pkt_count == 1 && f.cc == nullptr && source_ != nullptr;
+            const bool recorded = f.spec.reliable || f.spec.report;
             if (f.unrecorded) {
                 sent_unrecorded(f);
-                if (f.msg.plan.pkt_count == 1 && f.cc == nullptr)
-                    n = sink_run(f, burst, n);
+                if (run)
+                    n = one_run<false>(f, burst, n, now);
             } else {
                 OutMsg& o = f.out[f.sent & f.mask];
                 o.crc32c = f.msg.crc32c; // final: the LAST is built
@@ -968,6 +1000,13 @@ uint32_t Sender::new_data(uint32_t burst, uint32_t n, uint64_t now) {
                     retire(f);
                 else if (f.deadline == 0)
                     restart(f, now);
+                if (run)
+                    n = recorded ? one_run<true>(f, burst, n, now) : one_run<false>(f, burst, n, now);
+            }
+            if (unlikely(refused_)) { // the turn ended, as a refusal above ends it
+                refused_ = false;
+                idle++;
+                continue;
             }
         }
         if ((turn_bytes_ >= cfg_.tx_quantum && (!f.active || f.msg.plan.msg_len > cfg_.tx_quantum)) ||

@@ -253,7 +253,8 @@ private:
     Congestion* cc_for(const SessionLink* link);
     uint32_t new_data(uint32_t burst, uint32_t n, uint64_t now);
     bool accept(SendFlow& f, const Message& m, uint64_t cookie);
-    uint32_t sink_run(SendFlow& f, uint32_t burst, uint32_t n);
+    template <bool recorded>
+    uint32_t one_run(SendFlow& f, uint32_t burst, uint32_t n, uint64_t now);
     void sent_unrecorded(SendFlow& f);
     void begin_cut(SendFlow& f);
     void timers(uint64_t now);
@@ -290,6 +291,7 @@ private:
     uint64_t turn_bytes_ = 0;
     uint32_t turn_pkts_ = 0;
     uint32_t active_ = 0;
+    bool refused_ = false; // one_run's message was refused: the flow's turn ended
     uint32_t queued_ = 0; // submitted, not yet fully sent (all flows)
     uint32_t busy_ = 0;
     SendSource source_ = nullptr;

@@ -1344,7 +1344,7 @@ TEST_CASE("source: asked only with credit and nothing queued; its messages sent 
     CHECK(r.s->counters().msgs_sent == 6);
 }
 
-// An unrecorded flow's one-packet messages go out in runs (Sender::sink_run),
+// An unrecorded flow's one-packet messages go out in runs (Sender::one_run),
 // which publish their cursors and counters once. Every way out of a run:
 // a message to record (its bytes held), a short message that is not 64 B,
 // one of three packets, one too large (refused, no msg_id), the source
@@ -1429,6 +1429,195 @@ TEST_CASE("unrecorded one-packet runs: every way out of a run keeps ids, packets
     for (size_t i = 1; i < src.ids.size(); i++)
         CHECK((src.ids[i] == src.ids[i - 1] || src.ids[i] == src.ids[i - 1] + 1));
     CHECK(src.ids.back() == id);
+}
+
+// A reliable (or reporting) flow's one-packet messages from the source go
+// out in runs too (Sender::one_run), each record written whole at once. The
+// records must serve everything that reads them as when a message at a time
+// wrote them: the timer's probes and a NACK's retransmission (bytes, CRC32C,
+// trailer), deliveries in order with their cookies, the held bytes let go
+// once, the window, a local consumer's credits given back during the turn,
+// and msg_ids across 2^32.
+TEST_CASE("recorded one-packet runs: records serve probes, NACKs, deliveries and held bytes as one message at a time",
+          "[sender]") {
+    struct Script {
+        std::vector<std::vector<uint8_t>> bufs;
+        std::vector<std::unique_ptr<Held>> held; // every third message's bytes are held by a shinfo
+        size_t next = 0;
+        std::vector<uint32_t> ids;
+        uint32_t* acked = nullptr; // a local consumer on another lcore: moves when message `at` is asked for
+        uint32_t* released = nullptr;
+        uint32_t at = UINT32_MAX, to_acked = 0, to_released = 0;
+        static bool fn(void* ctx, void*, uint32_t msg_id, Message& m, uint64_t& cookie) {
+            auto& s = *static_cast<Script*>(ctx);
+            s.ids.push_back(msg_id);
+            if (s.released != nullptr && msg_id == s.at) {
+                __atomic_store_n(s.acked, s.to_acked, __ATOMIC_RELEASE);
+                __atomic_store_n(s.released, s.to_released, __ATOMIC_RELEASE);
+            }
+            if (s.next == s.bufs.size())
+                return false;
+            m.bytes = s.bufs[s.next];
+            m.shinfo = s.next % 3 == 1 ? &s.held[s.next]->sh : nullptr;
+            cookie = 7000 + s.next;
+            s.next++;
+            return true;
+        }
+        explicit Script(uint32_t n) {
+            for (uint32_t i = 0; i < n; i++) {
+                bufs.push_back(tmtest::pattern(i % 5 == 4 ? 1 + i : 64, i)); // a few other short lengths
+                held.push_back(std::make_unique<Held>());
+            }
+        }
+    };
+    // Packets of messages [first, first + n) with the bytes, trailer and
+    // flags of messages bufs[k0..], one packet each.
+    auto check_pkts = [](const std::vector<Pkt>& p, size_t at, uint32_t first, uint32_t n, const Script& s, size_t k0,
+                         uint32_t ring, Flags flags) {
+        REQUIRE(p.size() >= at + n);
+        for (uint32_t i = 0; i < n; i++) {
+            const Pkt& k = p[at + i];
+            const auto& want = s.bufs[k0 + i];
+            INFO("msg_id " << first + i);
+            CHECK(k.h.msg_id == first + i);
+            CHECK(k.h.pkt_idx == 0);
+            CHECK(k.is(flags));
+            CHECK(k.payload == want);
+            CHECK(k.t.crc32c == crc32c(want));
+            CHECK(k.t.flag == flag_for(first + i));
+            CHECK(k.t.slot == ((first + i) & (ring - 1)));
+            CHECK(k.t.msg_len == want.size());
+            CHECK(k.t.pkt_count == 1);
+        }
+    };
+
+    SECTION("reliable, across 2^32: the window, probes, a NACK, deliveries, held bytes") {
+        Script src(40); // outlives the Rig
+        Rig r;
+        SendFlowSpec sp = r.spec(8);
+        sp.first_msg_id = 0xFFFFFFFD; // ids wrap in the first run
+        SendFlow* f = r.add(sp);
+        r.s->set_source(&Script::fn, &src);
+        const uint32_t id0 = sp.first_msg_id;
+        // One poll: the window of 8, one run after the first message; the
+        // source is not asked for a 9th.
+        r.s->poll(100);
+        auto p = take(r.port);
+        REQUIRE(p.size() == 8);
+        check_pkts(p, 0, id0, 8, src, 0, 8, Flags::Last);
+        CHECK(src.next == 8);
+        CHECK(src.ids.back() == id0 + 7);
+        Sender::FlowView v = Sender::view(f);
+        CHECK(v.submitted == id0 + 8);
+        CHECK(v.sent == id0 + 8);
+        CHECK(r.s->counters().msgs_sent == 8);
+        uint64_t bytes = 0;
+        for (size_t i = 0; i < 8; i++)
+            bytes += src.bufs[i].size();
+        CHECK(r.s->counters().bytes_sent == bytes);
+        CHECK(r.s->busy() == 0);
+        // The timer, armed by the run: at exactly 100 + rto, the LAST of the
+        // oldest 8 (kProbeMsgs), from the records, flagged RETX.
+        r.s->poll(100 + kRto - 1);
+        CHECK(take(r.port).empty());
+        r.s->poll(100 + kRto);
+        p = take(r.port);
+        CHECK(r.s->counters().rto_expired == 1);
+        REQUIRE(p.size() == 8);
+        check_pkts(p, 0, id0, 8, src, 0, 8, Flags::Last | Flags::Retx);
+        // A NACK of message id0 + 5's packet: the same bytes and trailer again.
+        CHECK(r.s->on_control(r.nack(id0 + 5, {{0, 1}}, id0, id0 + 5), 2000) == R::None);
+        r.s->poll(2001);
+        p = take(r.port);
+        REQUIRE(p.size() == 1);
+        check_pkts(p, 0, id0 + 5, 1, src, 5, 8, Flags::Last | Flags::Retx);
+        // Five released: delivered in order with their cookies; the held
+        // bytes among them (messages 1 and 4) let go once; the next run
+        // fills the window again: exactly 5 more.
+        CHECK(r.ack(3000, id0 + 5, id0 + 8) == R::None);
+        auto c = r.done();
+        REQUIRE(c.size() == 5);
+        check_completions(c, id0, 7000, SendStatus::Delivered);
+        for (size_t i = 0; i < 8; i++)
+            CHECK(src.held[i]->freed == (i < 5 && i % 3 == 1 ? 1 : 0));
+        r.s->poll(3001);
+        p = take(r.port);
+        REQUIRE(p.size() == 5);
+        check_pkts(p, 0, id0 + 8, 5, src, 8, 8, Flags::Last);
+        CHECK(src.next == 13);
+        // Everything released: every held buffer let go exactly once.
+        CHECK(r.ack(4000, id0 + 13, id0 + 13) == R::None);
+        c = r.done();
+        REQUIRE(c.size() == 8);
+        check_completions(c, id0 + 5, 7005, SendStatus::Delivered);
+        for (size_t i = 0; i < 13; i++)
+            CHECK(src.held[i]->freed == (i % 3 == 1 ? 1 : 0));
+        CHECK(r.s->counters().delivered == 13);
+        CHECK(r.s->counters().msgs_sent == 13);
+    }
+    SECTION("a local consumer's credits, given back during the turn, keep it going") {
+        alignas(64) uint32_t acked = 0;
+        alignas(64) uint32_t released = 0;
+        Script src(40);
+        src.acked = &acked;
+        src.released = &released;
+        src.at = 7; // while the run cuts message 7, the consumer releases 0..3
+        src.to_acked = 7;
+        src.to_released = 4;
+        Rig r;
+        SendFlowSpec sp = r.spec(8);
+        sp.local_acked = &acked;
+        sp.local_released = &released;
+        SendFlow* f = r.add(sp);
+        r.s->set_source(&Script::fn, &src);
+        r.s->poll(100);
+        auto p = take(r.port);
+        // 8, the window full; the consumer's 4 credits, looked at before
+        // the turn's next message: 4 more in the same poll.
+        REQUIRE(p.size() == 12);
+        check_pkts(p, 0, 0, 12, src, 0, 8, Flags::Last);
+        CHECK(src.ids.back() == 11);
+        auto c = r.done();
+        REQUIRE(c.size() == 4);
+        check_completions(c, 0, 7000, SendStatus::Delivered);
+        CHECK(src.held[1]->freed == 1);
+        CHECK(src.held[4]->freed == 0);
+        const Sender::FlowView v = Sender::view(f);
+        CHECK(v.sent == 12);
+        CHECK(v.acked == 7);
+        CHECK(v.released == 4);
+        CHECK(r.s->counters().msgs_sent == 12);
+    }
+    SECTION("unreliable, reporting: each message reported sent, in order, its held bytes let go at once") {
+        Script src(40);
+        Rig r;
+        SendFlowSpec sp = r.spec(8);
+        sp.reliable = false;
+        sp.link = nullptr;
+        SendFlow* f = r.add(sp);
+        r.s->set_source(&Script::fn, &src);
+        // The window is 8 records, reported as sent once a run ends: the
+        // turn goes on to a burst (32), then the other 8.
+        for (uint32_t round = 0; round < 2; round++) {
+            const uint32_t first = 32 * round, n = round == 0 ? 32 : 8;
+            INFO("poll " << round);
+            r.s->poll(100 + round);
+            auto p = take(r.port);
+            REQUIRE(p.size() == n);
+            check_pkts(p, 0, first, n, src, first, 8, Flags::Last);
+            auto c = r.done();
+            REQUIRE(c.size() == n);
+            check_completions(c, first, 7000 + first, SendStatus::Sent);
+            for (size_t i = 0; i < first + n; i++)
+                CHECK(src.held[i]->freed == (i % 3 == 1 ? 1 : 0));
+            const Sender::FlowView v = Sender::view(f);
+            CHECK(v.sent == first + n);
+            CHECK(v.submitted == first + n);
+            CHECK(r.s->counters().msgs_sent == first + n);
+        }
+        CHECK(r.s->busy() == 0);
+        CHECK(src.next == 40);
+    }
 }
 
 TEST_CASE("congestion control: a session's packets leave paced at its rate, stamped; echoes steer the rate",
