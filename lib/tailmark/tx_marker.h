@@ -215,7 +215,7 @@ public:
     // may build, in the caller's TxMessage: planned, its CRC32C done. False,
     // with msg.plan made, for any other message (prepare_streamed and
     // build() take it). Nothing of msg leaves the inline path, so a caller's
-    // local TxMessage stays in registers (Sender::sink_run).
+    // local TxMessage stays in registers (Sender::one_run).
     bool prepare_one(const TxFlow& flow, TxMessage& msg) const {
         msg.plan = plan_group(msg.bytes.size(), flow.stride);
         if (msg.plan.pkt_count != 1 || msg.plan.msg_len >= kStreamMin || mode_ != PayloadMode::Copy ||
@@ -233,7 +233,7 @@ public:
     // build(flow, msg, 0, 1, out, Flags::None, stash) of a one_packet()
     // message, without build()'s range checks and its dispatch between
     // copies with and without the CRC32C folded in: at 64 B those cost as
-    // much as a fifth of the tx path (txfixed64: Sender::sink_run alone
+    // much as a fifth of the tx path (txfixed64: Sender::one_run alone
     // 1.02-1.07x, with build_one 1.22x). The packet is `one`'s, remade when
     // the length (or the marker) differs from the last message's.
     int build_one(const TxFlow& flow, OneFrame& one, TxMessage& msg, rte_mbuf** out, MbufStash* stash) const;
@@ -303,7 +303,7 @@ private:
 
 #if defined(__AVX2__)
 // Inline: the sender's run of one-packet messages keeps its state in
-// registers across it (Sender::sink_run); a call spilled it.
+// registers across it (Sender::one_run); a call spilled it.
 [[gnu::always_inline]] inline int TxMarker::build_one(const TxFlow& flow, OneFrame& one, TxMessage& msg, rte_mbuf** out,
                                MbufStash* stash) const {
     const uint32_t len = msg.plan.msg_len;

@@ -115,7 +115,7 @@ tm_expect_rc replay64k 0 &&
     tm_log "ok: replay64k: 4000 ready-made 64 KiB messages, every byte verified"
 
 # Without flow control (a flow without records, each message cut straight
-# from the generator's bytes, its cursors moved at its LAST; Sender::sink_run
+# from the generator's bytes, its cursors moved at its LAST; Sender::one_run
 # cuts the one-packet ones in runs): 64, 64, 64 and 3000 bytes in turn, a
 # window large enough for all of them, every byte verified. Generated per
 # message and, with --payload fixed, ready.
