@@ -147,17 +147,22 @@ bool svc_source(void* ctx, void* user, uint32_t msg_id, Message& m, uint64_t& co
     if (c.plane->phase_now() != Phase::Run)
         return false;
     for (;;) {
-        const uint32_t head = __atomic_load_n(&f.sq->head, __ATOMIC_ACQUIRE);
-        if (head == f.sq_tail)
-            return false;
-        if (head - f.sq_tail > f.sq_mask + 1) { // no producer writes that: the app's own flow waits
+        if (f.sq_head_seen == f.sq_tail) {
+            f.sq_head_seen = __atomic_load_n(&f.sq->head, __ATOMIC_ACQUIRE);
+            if (f.sq_head_seen == f.sq_tail)
+                return false;
+        }
+        if (f.sq_head_seen - f.sq_tail > f.sq_mask + 1) { // no producer writes that: the app's own flow waits
             bump(f.bad_head);
+            f.sq_head_seen = f.sq_tail; // looked at again next time
             return false;
         }
-        const uint32_t cq_used = f.cq_head - __atomic_load_n(&f.cq->tail, __ATOMIC_ACQUIRE);
-        if (cq_used + f.inflight >= f.cq_mask + 1) {
-            bump(f.cq_waits);
-            return false; // the app has not taken its completions: wait
+        if (f.cq_head - f.cq_tail_seen + f.inflight >= f.cq_mask + 1) {
+            f.cq_tail_seen = __atomic_load_n(&f.cq->tail, __ATOMIC_ACQUIRE);
+            if (f.cq_head - f.cq_tail_seen + f.inflight >= f.cq_mask + 1) {
+                bump(f.cq_waits);
+                return false; // the app has not taken its completions: wait
+            }
         }
         const tm_sqe e = f.sqe[f.sq_tail & f.sq_mask];
         if (e.len > f.max_msg || e.offset > f.arena_len || e.len > f.arena_len - e.offset) {
@@ -202,9 +207,13 @@ void svc_complete(const SendCompletion& c) {
     q.reason = c.status == SendStatus::Delivered ? uint8_t{TM_FAIL_NONE} : fail_code(c.reason);
     q.reserved = 0;
     f.cq_head++;
-    __atomic_store_n(&f.cq->head, f.cq_head, __ATOMIC_RELEASE);
     f.inflight--;
     bump(c.status == SendStatus::Delivered ? f.delivered : f.failed);
+}
+
+void svc_publish(const SendCompletion& c) {
+    SvcSendFlow& f = *static_cast<SvcSendFlow*>(c.user);
+    __atomic_store_n(&f.cq->head, f.cq_head, __ATOMIC_RELEASE);
 }
 
 // --- the control plane -------------------------------------------------------------

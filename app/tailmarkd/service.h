@@ -46,6 +46,10 @@ struct alignas(64) SvcSendFlow {
     uint32_t sq_mask = 0, cq_mask = 0;
     uint32_t sq_tail = 0; // ours: the app's copy is only written
     uint32_t cq_head = 0; // ours
+    // The app's indexes as last read: its lines are read again only when
+    // these say empty (sq) or full (cq), as the app's own ends do.
+    uint32_t sq_head_seen = 0;
+    uint32_t cq_tail_seen = 0;
     uint32_t inflight = 0; // submissions taken, completions not yet written
     const uint8_t* arena = nullptr;
     uint64_t arena_len = 0;
@@ -63,7 +67,10 @@ struct alignas(64) SvcSendFlow {
 };
 
 bool svc_source(void* ctx, void* user, uint32_t msg_id, Message& m, uint64_t& cookie);
+// A completion into its flow's ring; svc_publish makes the flow's written
+// completions visible to the app (once per batch: the app polls that line).
 void svc_complete(const SendCompletion& c);
+void svc_publish(const SendCompletion& c);
 
 class Service {
 public:

@@ -278,8 +278,11 @@ bool tx_step(TxCtx& c) {
         if (k) {
             bump(c.completions, k);
             if (c.service) { // an application's: into its completion ring
-                for (uint32_t i = 0; i < k; i++)
+                for (uint32_t i = 0; i < k; i++) {
                     svc_complete(done[i]);
+                    if (i + 1 == k || done[i + 1].user != done[i].user) // the flow's last of the batch
+                        svc_publish(done[i]);
+                }
             } else if (c.delivery_latency) {
                 const uint64_t t = rte_rdtsc();
                 for (uint32_t i = 0; i < k; i++)
