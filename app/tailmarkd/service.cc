@@ -179,13 +179,19 @@ bool svc_source(void* ctx, void* user, uint32_t msg_id, Message& m, uint64_t& co
             bump(f.invalid);
             continue;
         }
-        uint32_t k;
-        if (rte_ring_sc_dequeue_elem(f.free_shinfo, &k, sizeof(k)) != 0) {
-            bump(f.shinfo_waits);
-            return false; // the port still holds earlier messages' packets
+        // A message the Sender copies into its packets needs no shared
+        // info: only its record reads the arena, and the arena outlives the
+        // flow (reap). The others' packets may outlive their completion.
+        rte_mbuf_ext_shared_info* sh = nullptr;
+        if (e.len > Sender::kCopyBreak) {
+            uint32_t k;
+            if (rte_ring_sc_dequeue_elem(f.free_shinfo, &k, sizeof(k)) != 0) {
+                bump(f.shinfo_waits);
+                return false; // the port still holds earlier messages' packets
+            }
+            sh = &reinterpret_cast<SvcHold*>(f.shinfo)[k].sh;
+            rte_mbuf_ext_refcnt_set(sh, 0); // the Sender's hold is the first reference
         }
-        rte_mbuf_ext_shared_info* sh = &reinterpret_cast<SvcHold*>(f.shinfo)[k].sh;
-        rte_mbuf_ext_refcnt_set(sh, 0); // the Sender's hold is the first reference
         m.bytes = {f.arena + e.offset, static_cast<size_t>(e.len)};
         m.shinfo = sh;
         m.iova = f.arena_iova + e.offset;

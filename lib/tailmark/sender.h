@@ -160,6 +160,15 @@ using SendSource = bool (*)(void* ctx, void* flow_user, uint32_t msg_id, Message
 
 class Sender {
 public:
+    // A zero-copy flow's messages up to this many bytes are copied into the
+    // packets: attaching them costs a payload mbuf, a trailer mbuf and
+    // atomics on the shared info per packet, more than copying a few hundred
+    // bytes. The Sender's record holds the bytes until delivery either way,
+    // so retransmissions find them. No packet ever references such a
+    // message's bytes: a source whose bytes outlive the flow may give it no
+    // shared info (nothing but the record would hold it).
+    static constexpr uint64_t kCopyBreak = 512;
+
     explicit Sender(const SenderConfig& cfg);
     ~Sender();
     Sender(const Sender&) = delete;
@@ -277,12 +286,6 @@ private:
     TxMarker marker_;    // copy: the payload into the packets
     TxMarker marker_zc_; // zero copy: the packets reference the application's bytes
     const TxMarker& marker(const SendFlow& f, const TxMessage& m) const;
-    // A zero-copy flow's messages up to this many bytes are copied into the
-    // packets: attaching them costs a payload mbuf, a trailer mbuf and
-    // atomics on the shared info per packet, more than copying a few hundred
-    // bytes. The Sender's record holds the bytes until delivery either way,
-    // so retransmissions find them.
-    static constexpr uint64_t kCopyBreak = 512;
     SenderCounters ctr_;
     SendFlow** table_ = nullptr; // by id, 65536 entries
     std::vector<SendFlow*> flows_; // the round robin (capacity max_flows: no allocation on install)
