@@ -178,11 +178,30 @@ if [ -n "$compare" ]; then
         "rx64local --vdev=net_ring0 -- --flows 1 --msg-size 64 --messages 5000000 --ring-size 64 --replay on --tx-lcores 1 --rx-lcores 1 --consumer-lcores 0 --exit-when-done --duration 60"
         "lat4kx1 --vdev=net_ring0 -- --flows 1 --msg-size 4096 --messages 160000 --ring-size 64 --rate 80000 --exit-when-done --duration 60"
         "lat4kx4 --vdev=net_ring0 -- --flows 4 --msg-size 4096 --messages 40000 --ring-size 64 --rate 80000 --exit-when-done --duration 60"
+        # The application path: tailmark-perf --loop through --mode service
+        # (each revision's own daemon and tailmark-perf), SIZE COUNT RING.
+        "app64 64 1000000 64"
+        "app4k 4096 250000 64"
     )
-    [ $quick -eq 1 ] && rows=("${rows[0]}" "${rows[2]}" "${rows[5]}" "${rows[7]}" "${rows[10]}" "${rows[11]}" "${rows[12]}" "${rows[13]}" "${rows[14]}")
+    [ $quick -eq 1 ] && rows=("${rows[0]}" "${rows[2]}" "${rows[5]}" "${rows[7]}" "${rows[10]}" "${rows[11]}" "${rows[12]}" "${rows[13]}" "${rows[14]}" "${rows[15]}")
     run_ab() { # BIN NAME ARGS...
         local bin=$1 name=$2
         shift 2
+        if [[ $name == ab_app* ]]; then # SIZE COUNT RING: the service and its loop application
+            local sock=$raw/ab_svc.sock i
+            rm -f "$sock"
+            timeout -k 5 120 "$bin" -l 0-1 --no-pci "${MEM[@]}" --file-prefix "tm_bench_$$" \
+                --log-level=lib.eal:warning --log-level='tailmark.*:warning' --vdev=net_ring0 -- --mode service \
+                --control-socket "$sock" --insecure --udp-checksum off --stats-period 0 \
+                --summary-json "$raw/$name.daemon.json" >"$raw/$name.daemon.out" 2>&1 &
+            local dp=$!
+            for i in $(seq 200); do [ -S "$sock" ] && break; sleep 0.05; done
+            timeout -k 5 120 taskset -c 0 "$(dirname "$(dirname "$bin")")/tailmark-perf/tailmark-perf" --socket "$sock" \
+                --loop 198.18.0.1:7100 --size "$1" --count "$2" --ring "$3" >"$raw/$name.json" 2>"$raw/$name.err"
+            kill -INT $dp 2>/dev/null
+            wait $dp
+            return
+        fi
         local eal=()
         while [ $# -gt 0 ] && [ "$1" != -- ]; do eal+=("$1"); shift; done
         shift
@@ -227,6 +246,9 @@ for n in names:
                 d = json.load(open(p))
                 m, unit = metric(d, n)
                 cyc = d.get("cycles", {})
+                dp = os.path.join(raw, f"ab_{n}_{side}_{rep}.daemon.json") # app rows: the service's cycles
+                if os.path.exists(dp):
+                    cyc = json.load(open(dp)).get("cycles", {})
                 v.append((m, cyc.get("tx_per_packet"), cyc.get("rx_per_packet")))
         v.sort()
         vals[side] = v
