@@ -5,7 +5,13 @@
 //
 //   tailmark-perf --listen PORT [--sessions N] [--verify]
 //   tailmark-perf --connect IP[:PORT] --size BYTES --count N [--flows F] [--ring R] [--verify]
-//   tailmark-perf --loop OWN_IP[:PORT] --size BYTES --count N [--flows F] [--ring R] [--verify]
+//   tailmark-perf --loop OWN_IP[:PORT] --size BYTES --count N [--flows F] [--ring R] [--verify] [--lazy-completions]
+//
+// --lazy-completions (--loop): takes its completions only once it has
+// received as many of its messages as the daemon's completion rings hold
+// (2 x --ring per flow), with 6 x --ring buffers per flow: the daemon must
+// stop taking submissions until the app takes its completions, every time
+// (with one flow: exactly then).
 //
 // --verify: the sender writes a pattern of (message, byte) into each
 // buffer, the receiver checks every byte (costs both ends a pass over the
@@ -36,6 +42,7 @@ struct Args {
     uint32_t ring = 64;
     uint32_t sessions = 1;
     bool verify = false;
+    bool lazy = false; // --lazy-completions
 };
 
 [[noreturn]] void usage(const char* why) {
@@ -44,7 +51,7 @@ struct Args {
                     "       tailmark-perf [--socket PATH] --connect IP[:PORT] --size BYTES --count N "
                     "[--flows F] [--ring R] [--verify]\n"
                     "       tailmark-perf [--socket PATH] --loop OWN_IP[:PORT] --size BYTES --count N "
-                    "[--flows F] [--ring R] [--verify]\n");
+                    "[--flows F] [--ring R] [--verify] [--lazy-completions]\n");
     exit(2);
 }
 
@@ -86,11 +93,11 @@ int fail(tm_channel* ch, const char* what, int rc) {
 }
 
 // Two windows of send buffers per flow (one in flight, one being refilled),
-// all free; filled with 0x5A when `fill`. 0, or fail()'s exit code (the
-// channel detached) when the arena has no room.
+// six with --lazy-completions, all free; filled with 0x5A when `fill`. 0,
+// or fail()'s exit code (the channel detached) when the arena has no room.
 int alloc_buffers(const Args& a, tm_channel* ch, bool fill, std::vector<uint8_t*>& bufs,
                   std::vector<uint32_t>& free_list) {
-    const uint32_t nbuf = a.ring * 2 * a.flows;
+    const uint32_t nbuf = a.ring * (a.lazy ? 6 : 2) * a.flows;
     bufs.assign(nbuf, nullptr);
     for (uint32_t i = 0; i < nbuf; i++) {
         bufs[i] = static_cast<uint8_t*>(tm_buf_alloc(ch, a.size ? a.size : 1));
@@ -288,6 +295,11 @@ int looper(const Args& a, tm_channel* ch) {
         }
         if (rc < 0)
             return fail(ch, "recv", rc);
+        // Lazy: received a completion ring's worth (2 x ring per flow)
+        // beyond what was reaped, the daemon took (and holds) at least as
+        // many: its ring is full, and it waits for us.
+        if (a.lazy && got - done < uint64_t(a.ring) * 2 * a.flows && sent < a.count)
+            continue;
         const int n = reap(ch, cs, free_list, failed);
         if (n < 0)
             return fail(ch, "completions", n);
@@ -297,15 +309,15 @@ int looper(const Args& a, tm_channel* ch) {
     }
     const double t = now_s() - t0;
     printf("{\"role\": \"loop\", \"size\": %" PRIu64 ", \"flows\": %u, \"messages\": %" PRIu64
-           ", \"received\": %" PRIu64 ", \"seconds\": %.6f, \"msgs_per_s\": %.1f, \"gbps\": %.4f, \"failed\": %" PRIu64
+           ", \"received\": %" PRIu64 ", \"completed\": %" PRIu64 ", \"seconds\": %.6f, \"msgs_per_s\": %.1f, \"gbps\": %.4f, \"failed\": %" PRIu64
            ", \"verified\": %s, \"errors\": %" PRIu64 "}\n",
-           a.size, a.flows, a.count, got, t, t > 0 ? a.count / t : 0.0, t > 0 ? a.count * a.size * 8 / t / 1e9 : 0.0,
+           a.size, a.flows, a.count, got, done, t, t > 0 ? a.count / t : 0.0, t > 0 ? a.count * a.size * 8 / t / 1e9 : 0.0,
            failed, a.verify ? "true" : "false", errors);
     fflush(stdout);
     tm_close(ch, s);
     tm_close(ch, info.session);
     tm_detach(ch);
-    return failed == 0 && errors == 0 && got == a.count ? 0 : 1;
+    return failed == 0 && errors == 0 && got == a.count && done == a.count ? 0 : 1;
 }
 
 } // namespace
@@ -351,6 +363,8 @@ int main(int argc, char** argv) {
             a.sessions = static_cast<uint32_t>(number("--sessions", val()));
         } else if (o == "--verify") {
             a.verify = true;
+        } else if (o == "--lazy-completions") {
+            a.lazy = true;
         } else {
             usage(("unknown option " + o).c_str());
         }
@@ -365,7 +379,7 @@ int main(int argc, char** argv) {
     if (const char* mb = getenv("TAILMARK_ARENA_MB"))
         ao.arena_bytes = strtoull(mb, nullptr, 0) << 20;
     else if (!a.listen)
-        ao.arena_bytes = std::max<uint64_t>(64ull << 20, (uint64_t(a.ring) * 2 * a.flows * ((a.size + 63) / 64 * 64) + (4 << 20)));
+        ao.arena_bytes = std::max<uint64_t>(64ull << 20, (uint64_t(a.ring) * (a.lazy ? 6 : 2) * a.flows * ((a.size + 63) / 64 * 64) + (4 << 20)));
     tm_channel* ch = nullptr;
     if (int rc = tm_attach(&ao, &ch); rc < 0)
         return fail(ch, "attach", rc);

@@ -153,14 +153,14 @@ bool svc_source(void* ctx, void* user, uint32_t msg_id, Message& m, uint64_t& co
                 return false;
         }
         if (f.sq_head_seen - f.sq_tail > f.sq_mask + 1) { // no producer writes that: the app's own flow waits
-            bump(f.bad_head);
+            bump(f.ctr.bad_head);
             f.sq_head_seen = f.sq_tail; // looked at again next time
             return false;
         }
         if (f.cq_head - f.cq_tail_seen + f.inflight >= f.cq_mask + 1) {
             f.cq_tail_seen = __atomic_load_n(&f.cq->tail, __ATOMIC_ACQUIRE);
             if (f.cq_head - f.cq_tail_seen + f.inflight >= f.cq_mask + 1) {
-                bump(f.cq_waits);
+                bump(f.ctr.cq_waits);
                 return false; // the app has not taken its completions: wait
             }
         }
@@ -176,7 +176,7 @@ bool svc_source(void* ctx, void* user, uint32_t msg_id, Message& m, uint64_t& co
             __atomic_store_n(&f.cq->head, f.cq_head, __ATOMIC_RELEASE);
             f.sq_tail++;
             __atomic_store_n(&f.sq->tail, f.sq_tail, __ATOMIC_RELEASE);
-            bump(f.invalid);
+            bump(f.ctr.invalid);
             continue;
         }
         // A message the Sender copies into its packets needs no shared
@@ -186,7 +186,7 @@ bool svc_source(void* ctx, void* user, uint32_t msg_id, Message& m, uint64_t& co
         if (e.len > Sender::kCopyBreak) {
             uint32_t k;
             if (rte_ring_sc_dequeue_elem(f.free_shinfo, &k, sizeof(k)) != 0) {
-                bump(f.shinfo_waits);
+                bump(f.ctr.shinfo_waits);
                 return false; // the port still holds earlier messages' packets
             }
             sh = &reinterpret_cast<SvcHold*>(f.shinfo)[k].sh;
@@ -199,7 +199,7 @@ bool svc_source(void* ctx, void* user, uint32_t msg_id, Message& m, uint64_t& co
         f.sq_tail++;
         __atomic_store_n(&f.sq->tail, f.sq_tail, __ATOMIC_RELEASE);
         f.inflight++;
-        bump(f.taken);
+        bump(f.ctr.taken);
         return true;
     }
 }
@@ -214,7 +214,7 @@ void svc_complete(const SendCompletion& c) {
     q.reserved = 0;
     f.cq_head++;
     f.inflight--;
-    bump(c.status == SendStatus::Delivered ? f.delivered : f.failed);
+    bump(c.status == SendStatus::Delivered ? f.ctr.delivered : f.ctr.failed);
 }
 
 void svc_publish(const SendCompletion& c) {
@@ -288,8 +288,29 @@ Service::Service(Runtime& rt) : rt_(rt) {}
 
 // A session's send flows (their shared infos and return rings) and the
 // memfd it has not handed over yet. Only once nothing references them.
+namespace {
+void add_counters(SvcCounters& to, const SvcCounters& c) {
+    to.taken += peek(c.taken);
+    to.invalid += peek(c.invalid);
+    to.delivered += peek(c.delivered);
+    to.failed += peek(c.failed);
+    to.cq_waits += peek(c.cq_waits);
+    to.shinfo_waits += peek(c.shinfo_waits);
+    to.bad_head += peek(c.bad_head);
+}
+} // namespace
+
+SvcCounters Service::counters() const {
+    SvcCounters t = gone_;
+    for (const auto& ss : sessions_)
+        for (const SvcSendFlow* f : ss->send)
+            add_counters(t, f->ctr);
+    return t;
+}
+
 void Service::free_send_memory(SvcSession& ss) {
     for (SvcSendFlow* f : ss.send) {
+        add_counters(gone_, f->ctr);
         rte_ring_free(f->free_shinfo);
         rte_free(f->shinfo);
         rte_free(f);

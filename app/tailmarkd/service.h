@@ -35,6 +35,18 @@ struct SetupError;
 struct SvcApp;
 struct SvcSession;
 
+// What the tx lcores did with the applications' submissions (per send
+// flow; the Service sums them, those of flows gone included).
+struct SvcCounters {
+    uint64_t taken = 0;        // submissions handed to the Sender
+    uint64_t invalid = 0;      // outside the arena or larger than the session's messages: completed as invalid
+    uint64_t delivered = 0;    // completions written: delivered
+    uint64_t failed = 0;       // ... and failed
+    uint64_t cq_waits = 0;     // a submission waited: the app had not taken its completions (the ring was full)
+    uint64_t shinfo_waits = 0; // ... waited: every shared info was held (packets in flight)
+    uint64_t bad_head = 0;     // the app's submission index was more than a ring ahead (its flow waits)
+};
+
 // One send flow of an application's session, on its tx lcore (the Sender's
 // per-flow user pointer). Written by the tx lcore only, but `held` (shared
 // infos in flight) which the lcore freeing the last mbuf returns.
@@ -61,9 +73,7 @@ struct alignas(64) SvcSendFlow {
     rte_mbuf_ext_shared_info* shinfo = nullptr;
     uint32_t nshinfo = 0;
     rte_ring* free_shinfo = nullptr; // MP/SC: indexes into shinfo
-    // counters (tx lcore)
-    alignas(64) uint64_t taken = 0, invalid = 0, delivered = 0, failed = 0, cq_waits = 0, shinfo_waits = 0;
-    uint64_t bad_head = 0; // the app's submission index was more than a ring ahead (its flow waits)
+    alignas(64) SvcCounters ctr; // tx lcore
 };
 
 bool svc_source(void* ctx, void* user, uint32_t msg_id, Message& m, uint64_t& cookie);
@@ -87,6 +97,7 @@ public:
     void shutdown(uint64_t now);   // closes every application (the daemon stops)
     
     uint32_t apps() const { return static_cast<uint32_t>(apps_.size()); }
+    SvcCounters counters() const; // every send flow's, live or gone (the control thread)
 
 private:
     void accept_apps();
@@ -109,7 +120,7 @@ private:
     void wake(uint64_t now);
     bool send_msg(SvcApp& app, const void* msg, size_t len, int fd = -1);
     void hand_over(SvcSession& ss, const void* msg, size_t len, const char* what);
-    static void free_send_memory(SvcSession& ss);
+    void free_send_memory(SvcSession& ss);
     void reply_ok(SvcApp& app, uint64_t req);
     void reply_error(SvcApp& app, uint64_t req, int err, const std::string& text);
 
@@ -123,6 +134,7 @@ private:
     std::vector<std::pair<SvcSession*, uint64_t>> closing_; // receivers flushing their last ACK, until
     uint64_t next_socket_tsc_ = 0;
     uint32_t ring_names_ = 0;
+    SvcCounters gone_; // of send flows freed
 };
 
 } // namespace tailmark::app
