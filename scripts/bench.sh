@@ -143,6 +143,23 @@ tailmarkd() {
         --stats-period 0 --summary-json "$raw/$name.json" --udp-checksum off "$@" >"$raw/$name.out" 2>&1
 }
 
+# svc DAEMON PERF NAME SIZE COUNT RING: one service daemon, one tailmark-perf
+# --loop run against it (the application path; the grid and --compare).
+svc() {
+    local bin=$1 pbin=$2 name=$3 size=$4 count=$5 ring=$6 sock=$raw/svc.sock i
+    rm -f "$sock"
+    timeout -k 5 120 "$bin" -l 0-1 --no-pci "${MEM[@]}" --file-prefix "tm_bench_svc_$$" \
+        --log-level=lib.eal:warning --log-level='tailmark.*:warning' --vdev=net_ring0 -- --mode service \
+        --control-socket "$sock" --insecure --udp-checksum off --stats-period 0 --summary-json "$raw/$name.daemon.json" \
+        >"$raw/$name.daemon.out" 2>&1 &
+    local dp=$!
+    for i in $(seq 200); do [ -S "$sock" ] && break; sleep 0.05; done
+    timeout -k 5 120 taskset -c 0 "$pbin" --socket "$sock" --loop 198.18.0.1:7100 --size "$size" \
+        --count "$count" --ring "$ring" >"$raw/$name.json" 2>"$raw/$name.err"
+    kill -INT $dp 2>/dev/null
+    wait $dp
+}
+
 # --compare REV: the same rows for this tree (A) and REV (B), each round
 # running A and B back to back in alternating order, so a slow spell of the
 # VM falls on both; medians of three rounds and their ratio.
@@ -187,19 +204,8 @@ if [ -n "$compare" ]; then
     run_ab() { # BIN NAME ARGS...
         local bin=$1 name=$2
         shift 2
-        if [[ $name == ab_app* ]]; then # SIZE COUNT RING: the service and its loop application
-            local sock=$raw/ab_svc.sock i
-            rm -f "$sock"
-            timeout -k 5 120 "$bin" -l 0-1 --no-pci "${MEM[@]}" --file-prefix "tm_bench_$$" \
-                --log-level=lib.eal:warning --log-level='tailmark.*:warning' --vdev=net_ring0 -- --mode service \
-                --control-socket "$sock" --insecure --udp-checksum off --stats-period 0 \
-                --summary-json "$raw/$name.daemon.json" >"$raw/$name.daemon.out" 2>&1 &
-            local dp=$!
-            for i in $(seq 200); do [ -S "$sock" ] && break; sleep 0.05; done
-            timeout -k 5 120 taskset -c 0 "$(dirname "$(dirname "$bin")")/tailmark-perf/tailmark-perf" --socket "$sock" \
-                --loop 198.18.0.1:7100 --size "$1" --count "$2" --ring "$3" >"$raw/$name.json" 2>"$raw/$name.err"
-            kill -INT $dp 2>/dev/null
-            wait $dp
+        if [[ $name == ab_app* ]]; then # SIZE COUNT RING: the revision's own tailmark-perf
+            svc "$bin" "$(dirname "$(dirname "$bin")")/tailmark-perf/tailmark-perf" "$name" "$1" "$2" "$3"
             return
         fi
         local eal=()
@@ -413,21 +419,6 @@ done
 # same lcore with --verify off (neither compares bytes; the generator copies
 # its messages into the packets, the application's are referenced).
 perf=$TM_BUILD/app/tailmark-perf/tailmark-perf
-svc_sock=$raw/svc.sock
-svc() { # NAME SIZE COUNT RING: one service daemon, one perf --loop run against it
-    local name=$1 size=$2 count=$3 ring=$4
-    rm -f "$svc_sock"
-    timeout -k 5 120 "$daemon" -l 0-1 --no-pci "${MEM[@]}" --file-prefix "tm_bench_svc_$$" \
-        --log-level=lib.eal:warning --log-level='tailmark.*:warning' --vdev=net_ring0 -- --mode service \
-        --control-socket "$svc_sock" --insecure --udp-checksum off --stats-period 0 --summary-json "$raw/$name.daemon.json" \
-        >"$raw/$name.daemon.out" 2>&1 &
-    local dp=$! i
-    for i in $(seq 200); do [ -S "$svc_sock" ] && break; sleep 0.05; done
-    timeout -k 5 120 taskset -c 0 "$perf" --socket "$svc_sock" --loop 198.18.0.1:7100 --size "$size" \
-        --count "$count" --ring "$ring" >"$raw/$name.json" 2>"$raw/$name.err"
-    kill -INT $dp 2>/dev/null
-    wait $dp
-}
 app_reps=3
 [ $quick -eq 1 ] && app_reps=1
 if [ -x "$perf" ]; then
@@ -441,7 +432,7 @@ if [ -x "$perf" ]; then
             [ $quick -eq 1 ] && count=$(( count / 2 ))
             tailmarkd "appgen_${size}_${rep}" --vdev=net_ring0 -- --flows 1 --msg-size "$size" --messages "$count" \
                 --ring-size "$ring" --verify off --exit-when-done --duration 60
-            svc "app_${size}_${rep}" "$size" "$count" "$ring"
+            svc "$daemon" "$perf" "app_${size}_${rep}" "$size" "$count" "$ring"
         done
     done
 fi

@@ -286,8 +286,6 @@ struct SvcSession {
 
 Service::Service(Runtime& rt) : rt_(rt) {}
 
-// A session's send flows (their shared infos and return rings) and the
-// memfd it has not handed over yet. Only once nothing references them.
 namespace {
 void add_counters(SvcCounters& to, const SvcCounters& c) {
     to.taken += peek(c.taken);
@@ -308,6 +306,9 @@ SvcCounters Service::counters() const {
     return t;
 }
 
+// A session's send flows (their shared infos and return rings; their
+// counters kept) and the memfd it has not handed over yet. Only once nothing
+// references them.
 void Service::free_send_memory(SvcSession& ss) {
     for (SvcSendFlow* f : ss.send) {
         add_counters(gone_, f->ctr);
