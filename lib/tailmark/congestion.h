@@ -31,10 +31,13 @@
 // stopped for over 1 ms in it (the receiver descheduled), than the best of
 // the last 10-20 ms. The smallest sample of an interval, not the mean: a
 // receiver descheduled for a time slice delays some samples; a standing
-// queue delays all of them. Samples of packets
-// sent before the last decrease are left out: they show the queue that
-// decrease answered (Swift's one decrease per RTT). Equal additive steps
-// and equal multiplicative cuts bring two sessions to equal rates (AIMD).
+// queue delays all of them. An interval decides only on samples that
+// arrived over at least 100 us: a peer descheduled for a time slice answers
+// on waking with one burst of late samples, and its next ACK is on time.
+// Samples of packets sent before the last decrease are left out: they show
+// the queue that decrease answered (Swift's one decrease per RTT). Equal
+// additive steps and equal multiplicative cuts bring two sessions to equal
+// rates (AIMD).
 //
 // Owned by the Sender's lcore: no atomics but the published rate.
 #pragma once
@@ -152,6 +155,11 @@ private:
     uint64_t unanswered_ = 0; // the first send since the latest sample (0: none)
     uint64_t cut_tsc_ = 0;    // the last decrease: samples of packets sent before it do not decide
     uint64_t win_start_ = 0, win_min_ = UINT64_MAX, win_sent_ = 0;
+    // The window's first deciding sample arrived at win_first_; it closes
+    // only once its samples span kSpanUs (half the receiver's ACK feedback
+    // period), so the ACK after a wake-up's late burst is in it (on_rtt).
+    static constexpr uint64_t kSpanUs = 100;
+    uint64_t win_first_ = 0, span_ = 0;
     bool win_loss_ = false;
 };
 

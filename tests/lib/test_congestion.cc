@@ -93,7 +93,9 @@ TEST_CASE("control law: slow start doubles, a queue above the target cuts in pro
     CHECK(cc.on_rtt(1 + 1300 * kUs, 1200 * kUs) == CcEvent::None);
     CHECK(cc.rate_bps() == 200e6);
     // Sent after it, and the queue still 900 us (target 500): rate x (1 -
-    // 0.8 x 400/1000), the interval (500 us) being over.
+    // 0.8 x 400/1000), the interval (500 us) being over and its samples
+    // spanning 100 us (one sample alone does not decide).
+    CHECK(cc.on_rtt(1 + 1800 * kUs, 1000 * kUs) == CcEvent::None);
     CHECK(cc.on_rtt(1 + 1900 * kUs, 1000 * kUs) == CcEvent::Decrease);
     CHECK(cc.rate_bps() == Approx(200e6 * (1 - 0.8 * 400.0 / 1000.0)));
 }
@@ -114,6 +116,7 @@ TEST_CASE("control law: slow start ends at the first sample with a queue of half
     CHECK_FALSE(cc.slow_start());
     // The interval restarted there: additive from now on.
     cc.sent(t + 200 * kUs, 1e6);
+    CHECK(cc.on_rtt(t + 600 * kUs, 360 * kUs) == CcEvent::None);
     CHECK(cc.on_rtt(t + 700 * kUs, 360 * kUs) == CcEvent::Increase); // + 10 Mbit/s per ms
     CHECK(cc.rate_bps() == Approx(205e6));
 }
@@ -153,22 +156,27 @@ TEST_CASE("control law: additive increase per ms, only while the rate limits; lo
     CHECK(cc.on_timeout(t, 5000 * kUs));
     CHECK(cc.rate_bps() == 100e6);
     CHECK_FALSE(cc.slow_start());
-    // Sent little (application-limited): no increase.
+    // Sent little (application-limited): no increase. (Each interval below
+    // has two samples 100 us apart: one alone does not decide.)
     cc.sent(t, 100);
+    CHECK(cc.on_rtt(t + 400 * kUs, 100 * kUs) == CcEvent::None);
     CHECK(cc.on_rtt(t + 500 * kUs, 100 * kUs) == CcEvent::None);
     CHECK(cc.rate_bps() == 100e6);
     // Sent at the rate: + 10 Mbit/s per ms, for 0.5 ms.
     cc.sent(t + 500 * kUs, 100e6 / 8 * 0.0005);
+    CHECK(cc.on_rtt(t + 900 * kUs, 100 * kUs) == CcEvent::None);
     CHECK(cc.on_rtt(t + 1000 * kUs, 100 * kUs) == CcEvent::Increase);
     CHECK(cc.rate_bps() == Approx(105e6));
     // A loss with no queue (a lossy wire): not congestion.
     cc.sent(t + 1000 * kUs, 1e6);
     cc.on_loss();
+    CHECK(cc.on_rtt(t + 1400 * kUs, 100 * kUs) == CcEvent::None);
     CHECK(cc.on_rtt(t + 1500 * kUs, 100 * kUs) == CcEvent::Increase);
     // A loss with the queue past half the target: 15% off.
     const double r = cc.rate_bps();
     cc.sent(t + 1500 * kUs, 1e6);
     cc.on_loss();
+    CHECK(cc.on_rtt(t + 1900 * kUs, 400 * kUs) == CcEvent::None);
     CHECK(cc.on_rtt(t + 2000 * kUs, 400 * kUs) == CcEvent::LossDecrease);
     CHECK(cc.rate_bps() == Approx(r * 0.85));
 }
@@ -240,11 +248,13 @@ TEST_CASE("control law: a window whose feedback stopped (a descheduled receiver)
     const double before = cc.rate_bps();
     CHECK(cc.delivery_bps() == Approx(1e9).epsilon(0.05));
     // The receiver is descheduled for 3 ms: no ACK. Its frames wait in the
-    // rx ring; once back, its first echo shows a 2.85 ms "queue", and the
-    // window that echo closes saw 0.2 ms of sending delivered in 3 ms. The
-    // cut is in proportion (at most half), not to those 67 Mbit/s.
+    // rx ring; once back, its first echoes show a 2.85 and 2.75 ms "queue",
+    // and the window they close saw 0.4 ms of sending delivered in 3.1 ms.
+    // The cut is in proportion (at most half), not to those 130 Mbit/s.
     p.run(11000 * kUs, 1, false);
     p.run(11010 * kUs, 2);
+    CHECK(p.last == CcEvent::None); // one late echo alone does not decide
+    p.run(11110 * kUs, 2);
     REQUIRE(p.last == CcEvent::Decrease);
     CHECK(cc.rate_bps() == Approx(before / 2));
     CHECK(cc.delivery_bps() == Approx(1e9).epsilon(0.05)); // the last trusted window's figure
@@ -265,4 +275,29 @@ TEST_CASE("control law: with the feedback flowing, a cut goes no higher than the
     p.run(11000 * kUs, 0.2);
     REQUIRE(p.cut);
     CHECK(cc.rate_bps() == Approx(0.2e9).epsilon(0.1));
+}
+
+TEST_CASE("control law: the burst of late echoes a waking receiver sends is not a queue", "[congestion]") {
+    CongestionConfig cfg = config();
+    cfg.start_bps = 1e9;
+    Congestion cc = started(cfg);
+    Path p{cc};
+    p.run(2000 * kUs, 1);
+    cc.on_rtt(p.t, 350 * kUs, p.t - 350 * kUs); // slow start ends
+    p.run(8010 * kUs, 1);
+    REQUIRE_FALSE(p.cut);
+    const double before = cc.rate_bps();
+    // No ACK for 0.8 ms (under the stall rule's 1 ms), the sender still
+    // sending. The receiver wakes, places its backlog and echoes a packet
+    // from early in it: 650 us, a 600 us "queue" over the 500 us target,
+    // alone in a window that opened just before the silence. Cut by it, the
+    // rate would go to what that window saw delivered.
+    p.run(8800 * kUs, 1, false);
+    CHECK(cc.on_rtt(p.t, 650 * kUs, p.t - 650 * kUs) == CcEvent::None);
+    // Its next ACK, 100 us on, echoes a packet that did not wait.
+    p.placed = p.t - 50 * kUs - 100 * kUs;
+    p.run(8910 * kUs, 1);
+    CHECK(p.last == CcEvent::Increase);
+    CHECK_FALSE(p.cut);
+    CHECK(cc.rate_bps() > before);
 }
