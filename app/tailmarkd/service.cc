@@ -298,11 +298,14 @@ void add_counters(SvcCounters& to, const SvcCounters& c) {
 }
 } // namespace
 
-SvcCounters Service::counters() const {
+SvcCounters Service::counters(uint32_t* sessions) const {
+    std::lock_guard<std::mutex> lk(counters_mu_);
     SvcCounters t = gone_;
     for (const auto& ss : sessions_)
         for (const SvcSendFlow* f : ss->send)
             add_counters(t, f->ctr);
+    if (sessions != nullptr)
+        *sessions = static_cast<uint32_t>(sessions_.size());
     return t;
 }
 
@@ -310,6 +313,7 @@ SvcCounters Service::counters() const {
 // counters kept) and the memfd it has not handed over yet. Only once nothing
 // references them.
 void Service::free_send_memory(SvcSession& ss) {
+    std::lock_guard<std::mutex> lk(counters_mu_);
     for (SvcSendFlow* f : ss.send) {
         add_counters(gone_, f->ctr);
         rte_ring_free(f->free_shinfo);
@@ -327,7 +331,10 @@ Service::~Service() {
     // hold on the arenas dropped): everything is let go.
     for (auto& ss : sessions_)
         free_send_memory(*ss);
-    sessions_.clear();
+    {
+        std::lock_guard<std::mutex> lk(counters_mu_);
+        sessions_.clear();
+    }
     auto free_app = [](SvcApp& a) {
         if (a.registered)
             rte_extmem_unregister(a.arena.addr, a.arena.len); // the ports are closed: no DMA unmap needed
@@ -718,6 +725,7 @@ void Service::on_connect(SvcApp& app, const tm_msg_connect& m, uint64_t now) {
     app.sessions.push_back(ss.get());
     TM_LOG(INFO, app, "service: %s connecting to %s:%u (session %u, %u flows, ring %u, max %u B)", app.label().c_str(),
            ip_str(m.ip).c_str(), m.service, s->id, m.nflows, m.ring_size, m.max_msg);
+    std::lock_guard<std::mutex> lk(counters_mu_);
     sessions_.push_back(std::move(ss));
 }
 
@@ -902,6 +910,7 @@ AcceptDecision Service::decide(uint16_t port, Session& s, const FlowParams& p) {
            to_string(s.peer).c_str(), port, app.label().c_str(), p.nflows, p.ring_size, p.max_msg);
     app.sessions.push_back(ss.get());
     rt_.app_sessions_.push_back(std::move(a));
+    std::lock_guard<std::mutex> lk(counters_mu_);
     sessions_.push_back(std::move(ss));
     return d;
 }
@@ -963,7 +972,10 @@ void Service::install_send(SvcSession& ss, Session& s, uint64_t now) {
                                                RING_F_SC_DEQ | RING_F_EXACT_SZ);
         auto* holds = static_cast<SvcHold*>(rte_zmalloc_socket("tm_svc_holds", sizeof(SvcHold) * sf->nshinfo, 64,
                                                                 rt_.tx_socket_));
-        ss.send.push_back(sf);
+        {
+            std::lock_guard<std::mutex> lk(counters_mu_);
+            ss.send.push_back(sf);
+        }
         f->index = static_cast<uint32_t>(rt_.flows_.size());
         f->gen_id = i;
         f->ring_size = ring;
@@ -1266,6 +1278,7 @@ void Service::reap(uint64_t now) {
             auto& v = ss->app->sessions;
             v.erase(std::remove(v.begin(), v.end(), ss), v.end());
         }
+        std::lock_guard<std::mutex> lk(counters_mu_);
         sessions_.erase(sessions_.begin() + static_cast<std::ptrdiff_t>(i));
     }
     for (size_t i = 0; i < apps_.size();) {

@@ -19,6 +19,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -97,7 +98,9 @@ public:
     void shutdown(uint64_t now);   // closes every application (the daemon stops)
     
     uint32_t apps() const { return static_cast<uint32_t>(apps_.size()); }
-    SvcCounters counters() const; // every send flow's, live or gone (the control thread)
+    // Every send flow's counters, live or gone, and the sessions: from the
+    // control thread or the telemetry's (under counters_mu_).
+    SvcCounters counters(uint32_t* sessions = nullptr) const;
 
 private:
     void accept_apps();
@@ -135,6 +138,9 @@ private:
     uint64_t next_socket_tsc_ = 0;
     uint32_t ring_names_ = 0;
     SvcCounters gone_; // of send flows freed
+    // The control thread changes sessions_, their send flows and gone_ under
+    // it; counters() reads them under it. Never taken on the data plane.
+    mutable std::mutex counters_mu_;
 };
 
 } // namespace tailmark::app

@@ -12,6 +12,7 @@
 
 #include "context.h"
 #include "runtime.h"
+#include "service.h"
 #include "tailmark/log.h"
 
 namespace tailmark::app {
@@ -102,6 +103,25 @@ struct TelemetryAccess {
         return ok ? 0 : -ENOSPC;
     }
 
+    // The service's handling of the applications' submissions (the
+    // summary's `service` object, live). Not in service mode: null.
+    static int service(const Runtime& rt, rte_tel_data* d) {
+        if (!rt.service_)
+            return -ENOTSUP;
+        uint32_t sessions = 0;
+        const SvcCounters c = rt.service_->counters(&sessions);
+        bool ok = rte_tel_data_start_dict(d) == 0;
+        ok = ok && put(d, "sessions", sessions);
+        ok = ok && put(d, "taken", c.taken);
+        ok = ok && put(d, "invalid", c.invalid);
+        ok = ok && put(d, "delivered", c.delivered);
+        ok = ok && put(d, "failed", c.failed);
+        ok = ok && put(d, "cq_waits", c.cq_waits);
+        ok = ok && put(d, "shinfo_waits", c.shinfo_waits);
+        ok = ok && put(d, "bad_head", c.bad_head);
+        return ok ? 0 : -ENOSPC;
+    }
+
     static int drops(const Runtime& rt, rte_tel_data* d) {
         const DropCounters sum = rt.drop_totals();
         uint64_t total = 0;
@@ -177,6 +197,7 @@ int stats_cb(const Runtime& rt, const char*, rte_tel_data* d) { return Telemetry
 int flow_cb(const Runtime& rt, const char* p, rte_tel_data* d) { return TelemetryAccess::flow(rt, p, d); }
 int drops_cb(const Runtime& rt, const char*, rte_tel_data* d) { return TelemetryAccess::drops(rt, d); }
 int lcores_cb(const Runtime& rt, const char*, rte_tel_data* d) { return TelemetryAccess::lcores(rt, d); }
+int service_cb(const Runtime& rt, const char*, rte_tel_data* d) { return TelemetryAccess::service(rt, d); }
 
 } // namespace
 
@@ -195,6 +216,8 @@ bool telemetry_attach(const Runtime& rt) {
         {"/tailmark/flow", guarded<flow_cb>, "One flow's state. Parameter: flow id."},
         {"/tailmark/drops", guarded<drops_cb>, "tailmark drop counts by reason. No parameters."},
         {"/tailmark/lcores", guarded<lcores_cb>, "tailmark lcores: roles, busy and idle TSC cycles. No parameters."},
+        {"/tailmark/service", guarded<service_cb>,
+         "tailmark --mode service: sessions, submissions taken, completions delivered or failed. No parameters."},
     };
     bool ok = true;
     for (const Cmd& c : cmds) {

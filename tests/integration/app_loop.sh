@@ -11,7 +11,8 @@
 #     taking submissions and wait each time; nothing lost, nothing doubled.
 # Each run: exit 0, exactly COUNT received and COUNT completed, no byte
 # wrong. At SIGINT the daemon's summary counts exactly the submissions taken
-# and delivered, none invalid or failed, and waits for completions.
+# and delivered, none invalid or failed, and waits for completions; just
+# before it, /tailmark/service (dpdk-telemetry.py) reads the same counters.
 source "$(dirname "$0")/lib.sh"
 tm_require_daemon
 perf=${TAILMARK_PERF:-$TM_SRC/build/app/tailmark-perf/tailmark-perf}
@@ -52,8 +53,31 @@ loop b4k 7103 4096 20000 --flows 2
 loop lazy64 7104 64 100000 --lazy-completions
 loop lazy4k 7105 4096 20000 --lazy-completions --ring 16
 
+# The same counters live, through DPDK's telemetry client, before SIGINT:
+# every run has ended, so they are final and must equal the summary's.
+if printf '/tailmark/service\n' | /usr/bin/python3 /usr/bin/dpdk-telemetry.py -f "${TM_PREFIXES[-1]}" \
+    >"$TM_WORK/tele.out" 2>"$TM_WORK/tele.err"; then
+    python3 -c '
+import re, sys
+m = re.search(r"\{\"/tailmark/service\": (\{.*?\})\}", open(sys.argv[1]).read())
+print(m.group(1)) if m else sys.exit(1)' "$TM_WORK/tele.out" >"$TM_WORK/tele.json" ||
+        tm_fail "no /tailmark/service answer: $(cat "$TM_WORK/tele.out")"
+else
+    tm_fail "dpdk-telemetry.py failed: $(cat "$TM_WORK/tele.err")"
+fi
+
 kill -INT "$DPID"
 wait "$DPID" || tm_fail "the daemon exited $? on SIGINT"
+python3 -c '
+import json, sys
+t = json.load(open(sys.argv[1]))
+s = json.load(open(sys.argv[2]))["service"]
+bad = [k for k in ("taken", "invalid", "delivered", "failed", "cq_waits", "shinfo_waits", "bad_head") if t.get(k) != s[k]]
+if bad or not isinstance(t.get("sessions"), int):
+    sys.exit(f"telemetry {t} against the summary {s}: {bad}")' \
+    "$TM_WORK/tele.json" "$TM_WORK/d.json" &&
+    tm_log "ok: /tailmark/service read the summary's counters exactly" ||
+    tm_fail "/tailmark/service does not match the summary"
 tm_check d "d['service']['taken'] == $total" "d['service']['delivered'] == $total" \
     "d['service']['invalid'] == 0" "d['service']['failed'] == 0" "d['service']['bad_head'] == 0" \
     "d['service']['cq_waits'] > 0" "d['messages_failed'] == 0" "d['tx_dropped'] == 0" &&
