@@ -230,22 +230,35 @@ struct Path {
     }
 };
 
+// A controller at 1 Gbit/s on Path: slow start ended by a queue of 300 us at
+// 2 ms, then feedback flowing with no queue until the ACK of 8 ms, which
+// closed the last interval. The rate has crept up; the path carries 1 Gbit/s.
+struct Steady {
+    Congestion cc;
+    Path p{cc};
+    double before = 0; // the rate at 8 ms
+    Steady() {
+        CongestionConfig cfg = config();
+        cfg.start_bps = 1e9;
+        cc.init(cfg, Congestion::stamp_shift(kHz), 0);
+        p.run(2000 * kUs, 1);
+        REQUIRE(cc.slow_start());
+        cc.on_rtt(p.t, 350 * kUs, p.t - 350 * kUs);
+        REQUIRE_FALSE(cc.slow_start());
+        p.run(8010 * kUs, 1);
+        REQUIRE_FALSE(p.cut);
+        before = cc.rate_bps();
+    }
+};
+
 } // namespace
 
 TEST_CASE("control law: a window whose feedback stopped (a descheduled receiver) is not cut to what it saw",
           "[congestion]") {
-    CongestionConfig cfg = config();
-    cfg.start_bps = 1e9;
-    Congestion cc = started(cfg);
-    Path p{cc};
-    p.run(2000 * kUs, 1);
-    REQUIRE(cc.slow_start());
-    cc.on_rtt(p.t, 350 * kUs, p.t - 350 * kUs); // slow start ends (a queue of 300 us)
-    REQUIRE_FALSE(cc.slow_start());
-    // Feedback flows, no queue: the rate creeps up, the path carries 1 Gbit/s.
-    p.run(8010 * kUs, 1); // the last interval closed at the ACK of 8 ms
-    CHECK_FALSE(p.cut);
-    const double before = cc.rate_bps();
+    Steady st;
+    Congestion& cc = st.cc;
+    Path& p = st.p;
+    const double before = st.before;
     CHECK(cc.delivery_bps() == Approx(1e9).epsilon(0.05));
     // The receiver is descheduled for 3 ms: no ACK. Its frames wait in the
     // rx ring; once back, its first echoes show a 2.85 and 2.75 ms "queue",
@@ -261,14 +274,9 @@ TEST_CASE("control law: a window whose feedback stopped (a descheduled receiver)
 }
 
 TEST_CASE("control law: with the feedback flowing, a cut goes no higher than the window delivered", "[congestion]") {
-    CongestionConfig cfg = config();
-    cfg.start_bps = 1e9;
-    Congestion cc = started(cfg);
-    Path p{cc};
-    p.run(2000 * kUs, 1);
-    cc.on_rtt(p.t, 350 * kUs, p.t - 350 * kUs);
-    p.run(8010 * kUs, 1);
-    REQUIRE_FALSE(p.cut);
+    Steady st;
+    Congestion& cc = st.cc;
+    Path& p = st.p;
     // The path slows to a fifth (another sender came): the queue passes the
     // target within the interval, and the cut goes to what the path
     // delivered, below the proportional cut.
@@ -278,15 +286,10 @@ TEST_CASE("control law: with the feedback flowing, a cut goes no higher than the
 }
 
 TEST_CASE("control law: the burst of late echoes a waking receiver sends is not a queue", "[congestion]") {
-    CongestionConfig cfg = config();
-    cfg.start_bps = 1e9;
-    Congestion cc = started(cfg);
-    Path p{cc};
-    p.run(2000 * kUs, 1);
-    cc.on_rtt(p.t, 350 * kUs, p.t - 350 * kUs); // slow start ends
-    p.run(8010 * kUs, 1);
-    REQUIRE_FALSE(p.cut);
-    const double before = cc.rate_bps();
+    Steady st;
+    Congestion& cc = st.cc;
+    Path& p = st.p;
+    const double before = st.before;
     // No ACK for 0.8 ms (under the stall rule's 1 ms), the sender still
     // sending. The receiver wakes, places its backlog and echoes a packet
     // from early in it: 650 us, a 600 us "queue" over the 500 us target,
