@@ -2133,8 +2133,7 @@ Results Runtime::results() const {
         r.sess.refused = sc.refused;
     }
     if (service_) {
-        const SvcCounters c = service_->counters();
-        r.svc = {c.taken, c.invalid, c.delivered, c.failed, c.cq_waits, c.shinfo_waits, c.bad_head};
+        r.svc = service_->counters();
     }
     uint64_t ctl_tx = 0, ctl_rx = 0; // ACK/NACK packets (a local peer's go in memory)
     for (const Receiver* rc : receivers_)

@@ -288,13 +288,8 @@ Service::Service(Runtime& rt) : rt_(rt) {}
 
 namespace {
 void add_counters(SvcCounters& to, const SvcCounters& c) {
-    to.taken += peek(c.taken);
-    to.invalid += peek(c.invalid);
-    to.delivered += peek(c.delivered);
-    to.failed += peek(c.failed);
-    to.cq_waits += peek(c.cq_waits);
-    to.shinfo_waits += peek(c.shinfo_waits);
-    to.bad_head += peek(c.bad_head);
+    for (const auto& [name, field] : kSvcCounterFields)
+        to.*field += peek(c.*field);
 }
 } // namespace
 

@@ -27,6 +27,7 @@
 #include <rte_ring.h>
 
 #include "context.h"
+#include "svc_counters.h"
 #include "tailmark-client/channel_abi.h"
 
 namespace tailmark::app {
@@ -35,18 +36,6 @@ class Runtime;
 struct SetupError;
 struct SvcApp;
 struct SvcSession;
-
-// What the tx lcores did with the applications' submissions (per send
-// flow; the Service sums them, those of flows gone included).
-struct SvcCounters {
-    uint64_t taken = 0;        // submissions handed to the Sender
-    uint64_t invalid = 0;      // outside the arena or larger than the session's messages: completed as invalid
-    uint64_t delivered = 0;    // completions written: delivered
-    uint64_t failed = 0;       // ... and failed
-    uint64_t cq_waits = 0;     // a submission waited: the app had not taken its completions (the ring was full)
-    uint64_t shinfo_waits = 0; // ... waited: every shared info was held (packets in flight)
-    uint64_t bad_head = 0;     // the app's submission index was more than a ring ahead (its flow waits)
-};
 
 // One send flow of an application's session, on its tx lcore (the Sender's
 // per-flow user pointer). Written by the tx lcore only, but `held` (shared

@@ -127,10 +127,10 @@ bool write_summary_json(const Results& r, const std::string& path, std::string& 
     fprintf(f, "  \"control_lost\": %lu,\n", r.control_lost);
     fprintf(f, "  \"discarded\": %lu,\n", r.discarded);
     fprintf(f, "  \"gen_buf_waits\": %lu,\n", r.gen_buf_waits);
-    fprintf(f, "  \"service\": {\"taken\": %lu, \"invalid\": %lu, \"delivered\": %lu, \"failed\": %lu, "
-               "\"cq_waits\": %lu, \"shinfo_waits\": %lu, \"bad_head\": %lu},\n",
-            r.svc.taken, r.svc.invalid, r.svc.delivered, r.svc.failed, r.svc.cq_waits, r.svc.shinfo_waits,
-            r.svc.bad_head);
+    fprintf(f, "  \"service\": {");
+    for (size_t i = 0; i < kSvcCounterFields.size(); i++)
+        fprintf(f, "%s\"%s\": %lu", i ? ", " : "", kSvcCounterFields[i].first, r.svc.*kSvcCounterFields[i].second);
+    fprintf(f, "},\n");
     fprintf(f, "  \"elapsed_s\": %.6f,\n", r.elapsed_s);
     fprintf(f, "  \"msgs_per_s\": %.1f,\n", r.msgs_per_s);
     fprintf(f, "  \"mpps\": %.6f,\n", r.mpps);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "options.h"
+#include "svc_counters.h"
 #include "tailmark/drop_reason.h"
 
 namespace tailmark::app {
@@ -96,10 +97,7 @@ struct Results {
     uint64_t control_lost = 0;   // ACK/NACK the receiver could not send at once (sent again later)
     uint64_t discarded = 0;      // packets once placed whose message state was thrown away
     uint64_t gen_buf_waits = 0;  // the generator waited for a buffer (all in flight)
-    // --mode service: the applications' submissions (service.h SvcCounters)
-    struct Service {
-        uint64_t taken = 0, invalid = 0, delivered = 0, failed = 0, cq_waits = 0, shinfo_waits = 0, bad_head = 0;
-    } svc;
+    SvcCounters svc; // --mode service: the applications' submissions
     // TSC cycles each role spent in iterations where it did work, per unit.
     double tx_cycles_per_packet = 0, rx_cycles_per_packet = 0, consumer_cycles_per_message = 0;
     uint64_t memory_bytes = 0; // DPDK heap (hugepages, or --no-huge memory) in use: pools, rings, regions

@@ -112,13 +112,8 @@ struct TelemetryAccess {
         const SvcCounters c = rt.service_->counters(&sessions);
         bool ok = rte_tel_data_start_dict(d) == 0;
         ok = ok && put(d, "sessions", sessions);
-        ok = ok && put(d, "taken", c.taken);
-        ok = ok && put(d, "invalid", c.invalid);
-        ok = ok && put(d, "delivered", c.delivered);
-        ok = ok && put(d, "failed", c.failed);
-        ok = ok && put(d, "cq_waits", c.cq_waits);
-        ok = ok && put(d, "shinfo_waits", c.shinfo_waits);
-        ok = ok && put(d, "bad_head", c.bad_head);
+        for (const auto& [name, field] : kSvcCounterFields)
+            ok = ok && put(d, name, c.*field);
         return ok ? 0 : -ENOSPC;
     }
 
