@@ -92,12 +92,16 @@ int fail(tm_channel* ch, const char* what, int rc) {
     return 1;
 }
 
-// Two windows of send buffers per flow (one in flight, one being refilled),
-// six with --lazy-completions, all free; filled with 0x5A when `fill`. 0,
-// or fail()'s exit code (the channel detached) when the arena has no room.
+// Send buffers per flow, in rings: two (one in flight, one being refilled),
+// six with --lazy-completions (the daemon's completion rings hold two).
+uint32_t windows(const Args& a) { return a.lazy ? 6 : 2; }
+
+// windows(a) rings of send buffers per flow, all free; filled with 0x5A
+// when `fill`. 0, or fail()'s exit code (the channel detached) when the
+// arena has no room.
 int alloc_buffers(const Args& a, tm_channel* ch, bool fill, std::vector<uint8_t*>& bufs,
                   std::vector<uint32_t>& free_list) {
-    const uint32_t nbuf = a.ring * (a.lazy ? 6 : 2) * a.flows;
+    const uint32_t nbuf = a.ring * windows(a) * a.flows;
     bufs.assign(nbuf, nullptr);
     for (uint32_t i = 0; i < nbuf; i++) {
         bufs[i] = static_cast<uint8_t*>(tm_buf_alloc(ch, a.size ? a.size : 1));
@@ -379,7 +383,7 @@ int main(int argc, char** argv) {
     if (const char* mb = getenv("TAILMARK_ARENA_MB"))
         ao.arena_bytes = strtoull(mb, nullptr, 0) << 20;
     else if (!a.listen)
-        ao.arena_bytes = std::max<uint64_t>(64ull << 20, (uint64_t(a.ring) * (a.lazy ? 6 : 2) * a.flows * ((a.size + 63) / 64 * 64) + (4 << 20)));
+        ao.arena_bytes = std::max<uint64_t>(64ull << 20, (uint64_t(a.ring) * windows(a) * a.flows * ((a.size + 63) / 64 * 64) + (4 << 20)));
     tm_channel* ch = nullptr;
     if (int rc = tm_attach(&ao, &ch); rc < 0)
         return fail(ch, "attach", rc);
