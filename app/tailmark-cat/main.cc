@@ -13,6 +13,7 @@
 //
 // Exit codes: 0 done, 1 the transfer failed, 2 usage or configuration.
 #include <arpa/inet.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -273,9 +274,24 @@ private:
 // --- sender ------------------------------------------------------------------
 
 // Up to len bytes of fd into p: fewer only at end of file. -1 on error.
-ssize_t read_full(int fd, std::byte* p, size_t len) {
+// While a pipe stays quiet, quiet() runs every kQuietMs: a sender whose
+// producer is idle still learns that its session failed (and exits), instead
+// of sitting in read() until the next byte or the end of its input.
+constexpr int kQuietMs = 100;
+template <class Quiet>
+ssize_t read_full(int fd, std::byte* p, size_t len, bool watch, Quiet&& quiet) {
     size_t got = 0;
     while (got < len) {
+        if (watch) {
+            pollfd pfd{fd, POLLIN, 0};
+            const int r = poll(&pfd, 1, kQuietMs);
+            if (r < 0 && errno != EINTR)
+                return -1;
+            if (r <= 0) {
+                quiet();
+                continue;
+            }
+        }
         const ssize_t n = read(fd, p + got, len - got);
         if (n == 0)
             break;
@@ -345,7 +361,9 @@ int send_stream(const Options& o) {
     bool eof = false, end_sent = false;
     int cur = -1; // a filled buffer the submission ring had no room for yet
     size_t cur_len = 0;
-    for (;;) {
+    // The completions the daemon has: each DELIVERED frees its buffer; a
+    // failure ends the stream (exit 1).
+    auto take_completions = [&] {
         const int n = ch.poll_completions(comps);
         if (n < 0)
             die(kFailed, "completions: %s", ch.error().data());
@@ -362,6 +380,33 @@ int send_stream(const Options& o) {
             free_list.push_back(static_cast<uint32_t>(c.cookie));
             --inflight;
         }
+        return n;
+    };
+    // The session may have ended (its completions are all in the rings by
+    // then): those first; with none left to take, exit 1.
+    auto check_ended = [&] {
+        const int state = s.state();
+        if (state == 0)
+            return false;
+        if (state < 0)
+            die(kFailed, "session: %s", ch.error().data());
+        if (take_completions() == 0) {
+            progress.interrupt();
+            die(kFailed, "the session ended (%s) with %" PRIu64 " messages unconfirmed", tm_end_reason_name(state),
+                inflight);
+        }
+        return true;
+    };
+    // Waiting on a quiet pipe: what the daemon said meanwhile.
+    const bool watch = !total.has_value();
+    auto quiet = [&] {
+        take_completions();
+        while (check_ended()) {
+        }
+        progress.update(delivered);
+    };
+    for (;;) {
+        const int n = take_completions();
         bool progressed = n > 0;
         while (!end_sent) {
             if (cur < 0) {
@@ -369,7 +414,7 @@ int send_stream(const Options& o) {
                     break;
                 cur = static_cast<int>(free_list.back());
                 free_list.pop_back();
-                const ssize_t r = eof ? 0 : read_full(STDIN_FILENO, bufs[static_cast<size_t>(cur)].data(), msg);
+                const ssize_t r = eof ? 0 : read_full(STDIN_FILENO, bufs[static_cast<size_t>(cur)].data(), msg, watch, quiet);
                 if (r < 0) {
                     progress.interrupt();
                     die(kFailed, "read stdin: %s", strerror(errno));
@@ -399,18 +444,10 @@ int send_stream(const Options& o) {
             break;
         if (progressed)
             continue;
-        // Nothing moved: the session may have ended (its completions are all
-        // in the rings by then), else sleep until the daemon has news.
-        if (const int state = s.state(); state != 0) {
-            if (state < 0)
-                die(kFailed, "session: %s", ch.error().data());
-            if (ch.poll_completions(comps) == 0) {
-                progress.interrupt();
-                die(kFailed, "the session ended (%s) with %" PRIu64 " messages unconfirmed", tm_end_reason_name(state),
-                    inflight);
-            }
-            continue; // handle those completions first
-        }
+        // Nothing moved: the session may have ended, else sleep until the
+        // daemon has news.
+        if (check_ended())
+            continue;
         if (ch.wait(250) < 0) {
             progress.interrupt();
             die(kFailed, "wait: %s", ch.error().data());

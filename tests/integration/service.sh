@@ -17,8 +17,9 @@
 #     daemon frees the dead application's memory; a new sender and receiver
 #     on the same port at once complete a transfer.
 #  6. kill -9 of a receiving application mid-stream: the sender exits 1 (it
-#     never claims delivery it did not get), what arrived is a prefix of the
-#     input, the daemon frees the dead application, and serves on.
+#     never claims delivery it did not get) within 30 s while its input pipe
+#     stays open and quiet, what arrived is a prefix of the input, the daemon
+#     frees the dead application, and serves on.
 #  7. a second listener on a port gets EBUSY; the first serves on.
 #  8. a refused setting: a listener taking messages of at most 4096 B, a
 #     sender of 8192 B: the sender exits 2 within 5 s with one line naming
@@ -173,6 +174,7 @@ if only 5; then
         kill -KILL "$sp" ${cat_pid:-} 2>/dev/null
         wait "$lp"
         lrc=$?
+        pkill -P "$feeder" 2>/dev/null
         kill "$feeder" 2>/dev/null
         wait "$sp" 2>/dev/null
         if [ $lrc -eq 1 ] && grep -q "before the end of the stream" "$TM_WORK/k5.out.err"; then
@@ -205,9 +207,17 @@ if only 6; then
         cat_pid=$(pgrep -f -- "^$CAT .*--listen 7031" | head -n 1)
         kill -KILL ${cat_pid:-} "$lp" 2>/dev/null
         wait "$lp" 2>/dev/null
-        tm_wait_for 30 bash -c "! kill -0 $sp 2>/dev/null"
+        # Its input stays open (the feeder sleeps 60 s after the file), so
+        # only the failure can end the sender in time.
+        t0=$SECONDS
+        if tm_wait_for 30 bash -c "! kill -0 $sp 2>/dev/null"; then
+            tm_log "ok: the sender, its input open and quiet, exited $((SECONDS - t0)) s after its receiver's death"
+        else
+            tm_fail "receiver killed: the sender, its input open and quiet, still runs after 30 s"
+        fi
         wait "$sp"
         src=$?
+        pkill -P "$feeder" 2>/dev/null
         kill "$feeder" 2>/dev/null
         got=$(stat -c %s "$TM_WORK/k6.out")
         if [ $src -eq 1 ] && cmp -s -n "$got" "$TM_WORK/k6.bin" "$TM_WORK/k6.out"; then
@@ -305,8 +315,13 @@ if only 11; then
     listen_cat "$SB" db 7071 "$TM_WORK/idle.out"
     lp=$LPID
     before=$(grep -c "service: session [0-9]* to .* up" "$TM_WORK/da.err")
-    (sleep 30) | timeout -k 5 60 "$CAT" --socket "$SA" --connect $IP_B:7071 --quiet 2>"$TM_WORK/idle.send.err" &
+    # Its input: a pipe that stays open and quiet until the end of the case.
+    mkfifo "$TM_WORK/idle.fifo"
+    timeout -k 5 60 "$CAT" --socket "$SA" --connect $IP_B:7071 --quiet <"$TM_WORK/idle.fifo" \
+        2>"$TM_WORK/idle.send.err" &
     sp=$!
+    sleep 60 >"$TM_WORK/idle.fifo" &
+    idle_feeder=$!
     upped() { [ "$(grep -c "service: session [0-9]* to .* up" "$TM_WORK/da.err")" -gt "$before" ]; }
     if tm_wait_for 20 upped; then
         tx0=$(ip netns exec "$NB" cat /sys/class/net/vethB/statistics/tx_packets)
@@ -322,8 +337,8 @@ if only 11; then
         tm_fail "idle: the session never came up"
     fi
     pkill -KILL -f -- "^$CAT .*--connect $IP_B:7071" 2>/dev/null
-    kill "$sp" "$lp" 2>/dev/null
-    wait "$sp" "$lp" 2>/dev/null
+    kill "$sp" "$lp" "$idle_feeder" 2>/dev/null
+    wait "$sp" "$lp" "$idle_feeder" 2>/dev/null
 fi
 
 # 10. The daemons stop cleanly; their summaries.
@@ -389,6 +404,7 @@ if only 12; then
     kill -INT "$PID_A" # the session still up, as in sessions.sh 3b
     wait "$PID_A"
     ra=$?
+    pkill -P "$feeder" 2>/dev/null
     kill "$feeder" 2>/dev/null
     pkill -KILL -f -- "^$CAT .*--connect $IP_B:7081" 2>/dev/null
     wait "$sp" "$lp" 2>/dev/null
