@@ -31,6 +31,16 @@ inline uint32_t crc32c_inline(uint32_t state, std::span<const uint8_t> bytes) {
     const uint8_t* p = bytes.data();
     size_t len = bytes.size();
     uint64_t crc = state;
+    // 32 bytes a turn: at 64 B the 8-byte loop's own instructions cost more
+    // than its crc32s (txfixed64 1.04x; 64 bytes a turn measured 0.98x).
+    for (; len >= 32; len -= 32, p += 32) {
+        uint64_t v[4];
+        __builtin_memcpy(v, p, 32);
+        crc = __builtin_ia32_crc32di(crc, v[0]);
+        crc = __builtin_ia32_crc32di(crc, v[1]);
+        crc = __builtin_ia32_crc32di(crc, v[2]);
+        crc = __builtin_ia32_crc32di(crc, v[3]);
+    }
     for (; len >= 8; len -= 8, p += 8) {
         uint64_t v;
         __builtin_memcpy(&v, p, 8);
