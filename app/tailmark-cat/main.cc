@@ -392,6 +392,8 @@ int send_stream(const Options& o) {
             die(kFailed, "session: %s", ch.error().data());
         if (take_completions() == 0) {
             progress.interrupt();
+            if (inflight == 0) // every message sent so far was delivered, but the stream goes on
+                die(kFailed, "the session ended (%s) before the end of the input", tm_end_reason_name(state));
             die(kFailed, "the session ended (%s) with %" PRIu64 " messages unconfirmed", tm_end_reason_name(state),
                 inflight);
         }

@@ -5,8 +5,9 @@
 # message sizes arrive byte for byte (an empty one, an exact multiple of the
 # message size, from a pipe); the progress line (an ETA only when the size
 # is known); a refused setting exits 2 with the daemon's reason; usage
-# errors exit 2 naming the option; no daemon exits 1 naming the socket.
-# (Sessions killed mid-stream: service.sh.)
+# errors exit 2 naming the option; no daemon exits 1 naming the socket; a
+# sender on a quiet pipe exits 1 once its receiver is killed. (Sessions
+# killed mid-stream: service.sh.)
 source "$(dirname "$0")/lib.sh"
 tm_require_daemon
 cat_bin=${TAILMARK_CAT:-$TM_SRC/build/app/tailmark-cat/tailmark-cat}
@@ -100,6 +101,38 @@ if [ "$send_rc" -eq 2 ] && grep -q "refused by .*: msg_size (theirs 4096, ours 8
 else
     fail "a refused session: exit $send_rc, '$(cat "$tmp/send.err")'"
 fi
+# A sender whose pipe stays open and quiet, everything it sent delivered,
+# learns that its receiver died: exit 1 within 10 s, not at its producer's
+# next byte (it looks at its session while it waits for input).
+start_listener --quiet --msg-size 4K
+mkfifo "$tmp/quiet.fifo"
+timeout 60 "$cat_bin" --connect 198.18.0.1 --quiet --msg-size 4K <"$tmp/quiet.fifo" 2>"$tmp/send.err" &
+spid=$!
+exec {qfd}>"$tmp/quiet.fifo" # the write end stays open until the case ends
+head -c 8192 "$tmp/in5m" >&$qfd # two whole messages
+got8k() { [ -f "$tmp/out" ] && [ "$(stat -c %s "$tmp/out")" -ge 8192 ]; }
+if tm_wait_for 20 got8k; then
+    kill -KILL $(pgrep -P "$lpid") "$lpid" # the listener itself, and its timeout
+    wait "$lpid" 2>/dev/null
+    if tm_wait_for 10 bash -c "! kill -0 $spid 2>/dev/null"; then
+        wait "$spid"
+        send_rc=$?
+        if [ "$send_rc" -eq 1 ] && grep -q "the session ended (.*) before the end of the input" "$tmp/send.err"; then
+            pass "a quiet sender whose receiver died: exit 1 ($(cat "$tmp/send.err"))"
+        else
+            fail "a quiet sender whose receiver died: exit $send_rc, '$(cat "$tmp/send.err")'"
+        fi
+    else
+        fail "a quiet sender whose receiver died still runs after 10 s"
+        kill "$spid" 2>/dev/null
+    fi
+else
+    fail "a quiet sender: its 8192 bytes never arrived"
+    kill "$spid" "$lpid" 2>/dev/null
+fi
+exec {qfd}>&-
+wait "$spid" 2>/dev/null
+
 # Usage: exit 2, one line naming the option.
 usage() {
     local want=$1
