@@ -416,7 +416,8 @@ int send_stream(const Options& o) {
                     break;
                 cur = static_cast<int>(free_list.back());
                 free_list.pop_back();
-                const ssize_t r = eof ? 0 : read_full(STDIN_FILENO, bufs[static_cast<size_t>(cur)].data(), msg, watch, quiet);
+                const ssize_t r =
+                    eof ? 0 : read_full(STDIN_FILENO, bufs[static_cast<size_t>(cur)].data(), msg, watch, quiet);
                 if (r < 0) {
                     progress.interrupt();
                     die(kFailed, "read stdin: %s", strerror(errno));

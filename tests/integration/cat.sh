@@ -110,8 +110,7 @@ timeout 60 "$cat_bin" --connect 198.18.0.1 --quiet --msg-size 4K <"$tmp/quiet.fi
 spid=$!
 exec {qfd}>"$tmp/quiet.fifo" # the write end stays open until the case ends
 head -c 8192 "$tmp/in5m" >&$qfd # two whole messages
-got8k() { [ -f "$tmp/out" ] && [ "$(stat -c %s "$tmp/out")" -ge 8192 ]; }
-if tm_wait_for 20 got8k; then
+if tm_wait_for 20 size_ge "$tmp/out" 8192; then
     kill -KILL $(pgrep -P "$lpid") "$lpid" # the listener itself, and its timeout
     wait "$lpid" 2>/dev/null
     if tm_wait_for 10 bash -c "! kill -0 $spid 2>/dev/null"; then

@@ -300,6 +300,16 @@ print(n)
 EOF
 }
 
+# size_ge FILE BYTES: FILE exists and holds at least BYTES (for tm_wait_for).
+size_ge() { [ -f "$1" ] && [ "$(stat -c %s "$1")" -ge "$2" ]; }
+
+# stop_feeder PID: a background subshell feeding a fifo, and what it runs
+# (a `sleep` keeping the fifo open outlives a subshell killed alone).
+stop_feeder() {
+    pkill -P "$1" 2>/dev/null
+    kill "$1" 2>/dev/null
+}
+
 # tm_wait_for SECONDS CMD...: polls CMD (every 50 ms) until it succeeds.
 tm_wait_for() {
     local deadline=$((SECONDS + $1))

@@ -67,7 +67,6 @@ tm_await db "$PID_B" 30 up_b "the daemon never listened on its socket"
 listens() { [ "$(grep -c "listens on port $2\$" "$TM_WORK/$1.err")" -ge "$3" ]; }
 nlistens() { grep -c "listens on port $2\$" "$TM_WORK/$1.err"; }
 released() { [ "$(grep -c "(pid $2): memory released" "$TM_WORK/$1.err")" -ge 1 ]; }
-size_ge() { [ -f "$1" ] && [ "$(stat -c %s "$1")" -ge "$2" ]; }
 same() { # NAME A B: equal sha256
     if [ "$(sha256sum <"$2" | cut -d' ' -f1)" = "$(sha256sum <"$3" | cut -d' ' -f1)" ]; then
         return 0
@@ -174,8 +173,7 @@ if only 5; then
         kill -KILL "$sp" ${cat_pid:-} 2>/dev/null
         wait "$lp"
         lrc=$?
-        pkill -P "$feeder" 2>/dev/null
-        kill "$feeder" 2>/dev/null
+        stop_feeder "$feeder"
         wait "$sp" 2>/dev/null
         if [ $lrc -eq 1 ] && grep -q "before the end of the stream" "$TM_WORK/k5.out.err"; then
             same k5 "$TM_WORK/k5.bin" "$TM_WORK/k5.out" &&
@@ -217,8 +215,7 @@ if only 6; then
         fi
         wait "$sp"
         src=$?
-        pkill -P "$feeder" 2>/dev/null
-        kill "$feeder" 2>/dev/null
+        stop_feeder "$feeder"
         got=$(stat -c %s "$TM_WORK/k6.out")
         if [ $src -eq 1 ] && cmp -s -n "$got" "$TM_WORK/k6.bin" "$TM_WORK/k6.out"; then
             tm_log "ok: receiver killed: the sender exits 1 ($(cat "$TM_WORK/k6.send.err")); the $got bytes that arrived are the stream's first"
@@ -404,8 +401,7 @@ if only 12; then
     kill -INT "$PID_A" # the session still up, as in sessions.sh 3b
     wait "$PID_A"
     ra=$?
-    pkill -P "$feeder" 2>/dev/null
-    kill "$feeder" 2>/dev/null
+    stop_feeder "$feeder"
     pkill -KILL -f -- "^$CAT .*--connect $IP_B:7081" 2>/dev/null
     wait "$sp" "$lp" 2>/dev/null
     kill -INT "$PID_B"
