@@ -393,9 +393,7 @@ inline void run_roles_timed(LcoreCtx& l, uint64_t& prev) {
     const uint64_t rx_end = t;
     if (l.cons)
         timed(consume_step(*l.cons), cy.cons);
-    // The last role's reading ends the iteration too (rdtsc costs about 20
-    // cycles here; txfixed64 1.02x, 4 of 5 interleaved pairs).
-    const uint64_t now = l.tx || l.rx || l.cons ? t : rte_rdtsc();
+    const uint64_t now = rte_rdtsc();
     if (unlikely(l.trace != nullptr))
         trace_iteration(l, IterRecord{prev, tx_end, rx_end, t});
     if (!work) {
