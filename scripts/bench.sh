@@ -182,6 +182,7 @@ if [ -n "$compare" ]; then
     rows=(
         "tx64 --vdev=net_null0,copy=0,no-rx=1 -- --flows 1 --msg-size 64 --messages 0 --duration $secs --flow-control off --ring-size 64"
         "txfixed64 --vdev=net_null0,copy=0,no-rx=1 -- --flows 1 --msg-size 64 --messages 0 --duration $secs --flow-control off --ring-size 64 --payload fixed"
+        "txreplay64 --vdev=net_null0,copy=0,no-rx=1 -- --flows 1 --msg-size 64 --messages 0 --duration $secs --flow-control off --ring-size 64 --replay on"
         "loop64x1 --vdev=net_ring0 -- --flows 1 --msg-size 64 --messages 1000000 --ring-size 64 --exit-when-done --duration 60"
         "loop64x4 --vdev=net_ring0 -- --flows 4 --msg-size 64 --messages 250000 --ring-size 64 --exit-when-done --duration 60"
         "loop64x64 --vdev=net_ring0 -- --flows 64 --msg-size 64 --messages 15625 --ring-size 64 --exit-when-done --duration 60"
@@ -200,7 +201,7 @@ if [ -n "$compare" ]; then
         "app64 64 1000000 64"
         "app4k 4096 250000 64"
     )
-    [ $quick -eq 1 ] && rows=("${rows[0]}" "${rows[2]}" "${rows[5]}" "${rows[7]}" "${rows[10]}" "${rows[11]}" "${rows[12]}" "${rows[13]}" "${rows[14]}" "${rows[15]}")
+    [ $quick -eq 1 ] && rows=("${rows[0]}" "${rows[2]}" "${rows[3]}" "${rows[6]}" "${rows[8]}" "${rows[11]}" "${rows[12]}" "${rows[13]}" "${rows[14]}" "${rows[15]}" "${rows[16]}")
     run_ab() { # BIN NAME ARGS...
         local bin=$1 name=$2
         shift 2
