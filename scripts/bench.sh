@@ -201,7 +201,14 @@ if [ -n "$compare" ]; then
         "app64 64 1000000 64"
         "app4k 4096 250000 64"
     )
-    [ $quick -eq 1 ] && rows=("${rows[0]}" "${rows[2]}" "${rows[3]}" "${rows[6]}" "${rows[8]}" "${rows[11]}" "${rows[12]}" "${rows[13]}" "${rows[14]}" "${rows[15]}" "${rows[16]}")
+    if [ $quick -eq 1 ]; then # these rows, by name
+        quick_rows=" tx64 txreplay64 loop64x1 loop4kx1 loop64kx1 rx64 rx64k rx64local lat4kx1 lat4kx4 app64 "
+        all=("${rows[@]}")
+        rows=()
+        for row in "${all[@]}"; do
+            [[ $quick_rows == *" ${row%% *} "* ]] && rows+=("$row")
+        done
+    fi
     run_ab() { # BIN NAME ARGS...
         local bin=$1 name=$2
         shift 2
