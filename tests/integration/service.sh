@@ -187,7 +187,8 @@ if only 5; then
         transfer k5b "$SA" "$SB" db $IP_B 7021 "$TM_WORK/k5b.bin" && tm_log "ok: a new sender on the same port at once"
     else
         tm_fail "sender killed: the first 4 MiB never arrived"
-        kill "$feeder" "$sp" "$lp" 2>/dev/null
+        stop_feeder "$feeder"
+        kill "$sp" "$lp" 2>/dev/null
     fi
 fi
 
@@ -228,7 +229,8 @@ if only 6; then
         transfer k6b "$SA" "$SB" db $IP_B 7031 "$TM_WORK/k6b.bin" && tm_log "ok: a new receiver on the same port at once"
     else
         tm_fail "receiver killed: nothing arrived"
-        kill "$feeder" "$sp" "$lp" 2>/dev/null
+        stop_feeder "$feeder"
+        kill "$sp" "$lp" 2>/dev/null
     fi
 fi
 
