@@ -1589,10 +1589,10 @@ void Runtime::run() {
     while (plane_.phase_now() != Phase::Stop) {
         serve_requests(mine);
         if (mine.any())
-            run_roles_timed(mine, prev);
+            run_roles_timed(mine, prev); // prev: the TSC it ended at
         else
             rte_delay_us_sleep(kControlUs);
-        const uint64_t now = rte_rdtsc();
+        const uint64_t now = mine.any() ? prev : rte_rdtsc();
         if (now >= next_ctrl) {
             control(now);
             next_ctrl = now + ctrl;

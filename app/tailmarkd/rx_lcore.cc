@@ -14,11 +14,11 @@
 
 namespace tailmark::app {
 
-bool rx_step(RxCtx& c) {
+bool rx_step(RxCtx& c, uint64_t now) {
     rte_mbuf* pkts[kMaxBurst];
     const uint16_t n = rte_eth_rx_burst(c.port, c.queue, pkts, static_cast<uint16_t>(c.plane->burst_now()));
     if (n == 0) {
-        c.receiver->poll(rte_rdtsc());
+        c.receiver->poll(now);
         return false;
     }
     bump(c.pkts_rx, n);

@@ -264,8 +264,7 @@ bool replay_queue(TxCtx& c, ReplayQueue& rq, uint64_t now) {
 
 } // namespace
 
-bool tx_step(TxCtx& c) {
-    const uint64_t now = rte_rdtsc();
+bool tx_step(TxCtx& c, uint64_t now) {
     c.turn = now;
     bool work = false;
     uint64_t paced = 0;
