@@ -17,13 +17,19 @@ bool verify(uint16_t flow, uint32_t msg_id, const uint8_t* src, size_t len);
 
 } // namespace tailmark::app
 
-namespace tailmark { struct Message; }
+namespace tailmark {
+struct Message;
+struct SourceLimits;
+} // namespace tailmark
 
 namespace tailmark::app {
 
 // The Senders' message source (SendSource) on a tx lcore: ctx is the TxCtx,
 // flow_user the GenFlow. See tx_lcore.cc.
 bool gen_source(void* ctx, void* flow_user, uint32_t msg_id, Message& msg, uint64_t& cookie);
+// The same, batched (SendSourceMany).
+uint32_t gen_source_many(void* ctx, void* flow_user, uint32_t first, uint32_t max, const SourceLimits& lim,
+                         Message* msgs, uint64_t* cookies);
 // A generator buffer's free_cb (rte_mbuf_ext_shared_info): back on its stack.
 void gen_buf_free(void* addr, void* opaque);
 

@@ -395,7 +395,12 @@ bool Runtime::make_engines(SetupError& e) {
         if (opt_.mode == Mode::Service)
             s->set_source(svc_source, c); // the applications' submissions
         else if (!opt_.replay)
-            s->set_source(gen_source, c);
+            // Batched where the generator can batch: not into its one
+            // scratch buffer (--flow-control off), nor paced, nor the shell's.
+            s->set_source(gen_source, c,
+                          (opt_.fixed_payload || opt_.flow_control) && opt_.rate == 0 && !opt_.interactive
+                              ? gen_source_many
+                              : nullptr);
         senders_.push_back(s);
         sender_lcore_.push_back(c->lcore);
         wire_in_.push_back(s->wire_inbox());

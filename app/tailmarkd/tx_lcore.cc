@@ -29,6 +29,31 @@ void gen_buf_free(void*, void* opaque) {
     b->owner->free_bufs = b;
 }
 
+// Flow g's message msg_id, len bytes: the fixed bytes, the scratch buffer
+// or a buffer off the stack (false: every one is in flight), its length
+// stored where the consumer checks it before any packet of it leaves.
+inline bool make_message(TxCtx& c, GenFlow& g, uint32_t msg_id, uint64_t len, Message& m) {
+    FlowCtx& f = *g.f;
+    if (g.fixed != nullptr) { // message 0's bytes, written once: the bytes outlive the flow
+        m = Message{{g.fixed, static_cast<size_t>(len)}, nullptr, nullptr, RTE_BAD_IOVA};
+    } else if (g.scratch != nullptr) { // unreliable: copied before the Sender asks again
+        generate(f.gen_id, msg_id, g.scratch, len);
+        m = Message{{g.scratch, static_cast<size_t>(len)}, nullptr, nullptr, RTE_BAD_IOVA};
+    } else {
+        GenBuf* b = c.free_bufs;
+        if (unlikely(b == nullptr)) {
+            bump(c.buf_waits);
+            return false;
+        }
+        c.free_bufs = b->next;
+        generate(f.gen_id, msg_id, b->data, len);
+        m = Message{{b->data, static_cast<size_t>(len)}, nullptr, &b->shinfo, RTE_BAD_IOVA};
+    }
+    if (f.sizes != nullptr)
+        __atomic_store_n(&f.sizes[msg_id & (f.ring_size - 1)], uint64_t(msg_id) << 32 | len, __ATOMIC_RELEASE);
+    return true;
+}
+
 // The Senders' source: flow g's next message, if one may start: a queued
 // `send` request of the shell first, else the generator (--messages per
 // flow; 0 = endless), paced by --rate. No lock: the requests come on an
@@ -81,35 +106,60 @@ bool gen_source(void* ctx, void* user, uint32_t msg_id, Message& m, uint64_t& co
         }
         len = cfg.generator_length(msg_id);
     }
-    if (g.fixed != nullptr) { // message 0's bytes, written once: the bytes outlive the flow
-        m.bytes = {g.fixed, static_cast<size_t>(len)};
-        m.shinfo = nullptr;
-    } else if (g.scratch != nullptr) { // unreliable: copied before the Sender asks again
-        generate(f.gen_id, msg_id, g.scratch, len);
-        m.bytes = {g.scratch, static_cast<size_t>(len)};
-        m.shinfo = nullptr;
-    } else {
-        GenBuf* b = c.free_bufs;
-        if (unlikely(b == nullptr)) {
-            bump(c.buf_waits);
-            return false; // every buffer is in flight: the next turn
-        }
-        c.free_bufs = b->next;
-        generate(f.gen_id, msg_id, b->data, len);
-        m.bytes = {b->data, static_cast<size_t>(len)};
-        m.shinfo = &b->shinfo;
-    }
+    if (!make_message(c, g, msg_id, len, m))
+        return false; // every buffer is in flight: the next turn
     if (shell) {
         g.send_left--;
         f.sends_sent.store(f.sends_sent.load(std::memory_order_relaxed) + 1, std::memory_order_release);
     } else {
         g.gen_sent++;
     }
-    if (f.sizes != nullptr) // before any packet of it leaves: the consumer checks the length
-        __atomic_store_n(&f.sizes[msg_id & (f.ring_size - 1)], uint64_t(msg_id) << 32 | len, __ATOMIC_RELEASE);
     cookie = c.delivery_latency ? rte_rdtsc() : msg_id;
     bump(c.gen_msgs);
     return true;
+}
+
+// The plain generator (no shell, no --rate, a buffer per message or one
+// fixed): a flow's next messages, the plane and the quota looked at once.
+// The others go one at a time, through gen_source. A message longer than
+// lim.max_len, or with a buffer's shared info where lim says none, comes
+// alone, first in its batch.
+uint32_t gen_source_many(void* ctx, void* user, uint32_t first, uint32_t max, const SourceLimits& lim, Message* ms,
+                         uint64_t* cookies) {
+    TxCtx& c = *static_cast<TxCtx*>(ctx);
+    GenFlow& g = *static_cast<GenFlow*>(user);
+    FlowCtx& f = *g.f;
+    const Plane& pl = *c.plane;
+    const DataPlaneConfig& cfg = pl.cfg;
+    if (max <= 1 || f.send_q != nullptr || cfg.pace_cycles != 0 || g.scratch != nullptr) {
+        ms[0] = Message{};
+        cookies[0] = 0;
+        return gen_source(ctx, user, first, ms[0], cookies[0]) ? 1 : 0;
+    }
+    if (pl.phase_now() != Phase::Run || !pl.gen_on.load(std::memory_order_relaxed))
+        return 0;
+    if (cfg.messages != 0) {
+        if (g.gen_sent >= cfg.messages)
+            return 0;
+        max = cfg.messages - g.gen_sent < max ? cfg.messages - g.gen_sent : max;
+    }
+    const bool shinfo_fits = g.fixed != nullptr || !lim.no_shinfo;
+    uint32_t k = 0;
+    while (k < max) {
+        const uint32_t id = first + k;
+        const uint64_t len = cfg.generator_length(id);
+        const bool fits = len <= lim.max_len && shinfo_fits;
+        if (!fits && k != 0)
+            break; // it comes first in the next batch
+        if (!make_message(c, g, id, len, ms[k]))
+            break; // every buffer is in flight: the next turn
+        cookies[k++] = c.delivery_latency ? rte_rdtsc() : id;
+        if (!fits)
+            break; // alone
+    }
+    g.gen_sent += k;
+    bump(c.gen_msgs, k);
+    return k;
 }
 
 namespace {

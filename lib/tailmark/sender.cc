@@ -825,7 +825,9 @@ inline void Sender::sent_unrecorded(SendFlow& f) {
 // written whole, once, where the general loop wrote it field by field as
 // the message went from queued to cut to sent. An unrecorded message is
 // submitted, sent and reported at once: the three cursors move together.
-template <bool recorded> // f.spec.reliable || f.spec.report: its messages have records
+// recorded: f.spec.reliable || f.spec.report, its messages have records.
+// batched: the source has SendSourceMany.
+template <bool recorded, bool batched>
 inline uint32_t Sender::one_run(SendFlow& f, uint32_t burst, uint32_t n, uint64_t now) {
     // What the window takes. Within the run sent == submitted (the source
     // is asked only when nothing is queued), and released and reported stay
@@ -862,17 +864,55 @@ inline uint32_t Sender::one_run(SendFlow& f, uint32_t burst, uint32_t n, uint64_
         if (recorded && k != 0 && !f.spec.reliable)
             retire(f); // reported as sent
     };
+    // A batched source fills a burst's messages at once, each one that
+    // prepare_one takes and build_one builds from the mbufs set aside: none
+    // of them can be left unsent. Only a message alone in its batch may be
+    // any (SendSourceMany).
+    uint32_t have = 0, at = 0;
+    SourceLimits lim;
+    const bool many = batched && mk.one_max(f.spec.tx, lim.max_len);
+    lim.max_len = std::min<uint64_t>(lim.max_len, f.spec.max_msg);
+    lim.no_shinfo = !recorded;
     while (n < end && tb < cfg_.tx_quantum && left != 0) {
-        Message m;
-        uint64_t cookie = 0;
-        if (!source_(source_ctx_, f.spec.user, id, m, cookie))
+        Message one; // source_'s
+        uint64_t one_cookie = 0;
+        if constexpr (batched) {
+            if (at == have) {
+                at = have = 0;
+                if (many) {
+                    // As many as the burst, the window and the quantum take
+                    // (every message of the run costs a stride of the quantum).
+                    const uint64_t by_bytes = (cfg_.tx_quantum - tb + f.spec.tx.stride - 1) / f.spec.tx.stride;
+                    uint32_t want = std::min<uint32_t>(end - n, left);
+                    want = static_cast<uint32_t>(std::min<uint64_t>(want, by_bytes));
+                    want = stash_.ready(want) < want ? 1 : want; // short of mbufs: one, as source_ would
+                    have = source_many_(source_ctx_, f.spec.user, id, want, lim, src_msgs_, src_cookies_);
+                    if (have == 0)
+                        break;
+                } else if (!source_(source_ctx_, f.spec.user, id, one, one_cookie)) {
+                    break;
+                }
+            }
+        } else if (!source_(source_ctx_, f.spec.user, id, one, one_cookie)) {
             break;
+        }
+        // Read in place, field by field: a copy of a whole Message loads
+        // wider than the source stored it, which stalls store forwarding.
+        const Message& m = batched && have != 0 ? src_msgs_[at] : one;
+        const uint64_t cookie = batched && have != 0 ? src_cookies_[at] : one_cookie;
+        at += batched && have != 0;
         tm.bytes = m.bytes;
         tm.msg_id = id;
         if (unlikely(m.chain != nullptr || (!recorded && m.shinfo != nullptr) || m.bytes.size() > f.spec.max_msg ||
                      !mk.prepare_one(f.spec.tx, tm) || mk.build_one(f.spec.tx, f.one, tm, pend_ + n, &stash_) < 0)) {
             // The general loop's: as new_data takes a fresh message.
             settle();
+            // A batch's messages all fit (or it had one): none is left here
+            // but by a source that broke SendSourceMany's rule. Those are
+            // handed back and counted, never dropped silently.
+            if constexpr (batched)
+                for (uint32_t i = at; i < have; i++)
+                    refuse(src_msgs_[i]);
             if (accept(f, m, cookie)) {
                 f.msg.msg_id = f.sent;
                 f.msg.stamp = stamp_;

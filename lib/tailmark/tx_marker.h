@@ -157,6 +157,12 @@ public:
         want_ = want_ > k ? want_ - k : 0;
         return true;
     }
+    // At least k (k <= kMax) ready to take, if the pool has them: how many are.
+    uint32_t ready(uint32_t k) {
+        if (n_ - pos_ < k)
+            refill(k);
+        return n_ - pos_;
+    }
     // The round is over: the rest back to the pool.
     void release() {
         if (pos_ < n_)
@@ -216,6 +222,15 @@ public:
     // with msg.plan made, for any other message (prepare_streamed and
     // build() take it). Nothing of msg leaves the inline path, so a caller's
     // local TxMessage stays in registers (Sender::one_run).
+    // The longest message prepare_one takes for this flow; false when it
+    // takes none (the conditions below that do not depend on the message).
+    bool one_max(const TxFlow& flow, uint64_t& max_len) const {
+        if (mode_ != PayloadMode::Copy || flow.stride <= kTrailerLen || flow.stride > UINT16_MAX ||
+            kFrameOverhead + flow.stride > room_)
+            return false;
+        max_len = std::min<uint64_t>(flow.stride - kTrailerLen, kStreamMin - 1);
+        return true;
+    }
     bool prepare_one(const TxFlow& flow, TxMessage& msg) const {
         msg.plan = plan_group(msg.bytes.size(), flow.stride);
         if (msg.plan.pkt_count != 1 || msg.plan.msg_len >= kStreamMin || mode_ != PayloadMode::Copy ||

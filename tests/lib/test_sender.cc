@@ -1282,6 +1282,138 @@ struct Source {
 };
 } // namespace
 
+namespace {
+// A batched source (SendSourceMany) over a script of message sizes:
+// message i's bytes are pattern(size, i). `broken` makes it break the
+// hook's rule: a message that does not fit, inside a batch.
+struct Batch {
+    std::vector<std::vector<uint8_t>> bufs;
+    size_t next = 0;
+    std::vector<uint32_t> gave;      // per batched call: how many
+    std::vector<size_t> gave_first;  // ... and the first one's index
+    uint32_t singles = 0;            // SendSource calls that gave one
+    bool ids_ok = true;              // every call was for the next message's msg_id
+    bool broken = false;
+    explicit Batch(std::initializer_list<std::pair<uint32_t, uint32_t>> runs) { // {count, size}
+        for (auto [count, size] : runs)
+            for (uint32_t k = 0; k < count; k++)
+                bufs.push_back(tmtest::pattern(size, static_cast<uint32_t>(bufs.size())));
+    }
+    static bool one(void* ctx, void*, uint32_t msg_id, Message& m, uint64_t& cookie) {
+        auto& s = *static_cast<Batch*>(ctx);
+        s.ids_ok = s.ids_ok && msg_id == s.next;
+        if (s.next == s.bufs.size())
+            return false;
+        m.bytes = s.bufs[s.next];
+        cookie = 700 + s.next++;
+        s.singles++;
+        return true;
+    }
+    static uint32_t many(void* ctx, void*, uint32_t first, uint32_t max, const SourceLimits& lim, Message* ms,
+                         uint64_t* cookies) {
+        auto& s = *static_cast<Batch*>(ctx);
+        s.ids_ok = s.ids_ok && first == s.next;
+        const size_t first_index = s.next;
+        uint32_t k = 0;
+        while (k < max && s.next < s.bufs.size()) {
+            const bool fits = s.bufs[s.next].size() <= lim.max_len;
+            if (!fits && k != 0 && !s.broken)
+                break; // it comes first in the next batch
+            ms[k] = Message{};
+            ms[k].bytes = s.bufs[s.next];
+            cookies[k++] = 700 + s.next++;
+            if (!fits && !s.broken)
+                break; // alone
+        }
+        if (k != 0) {
+            s.gave.push_back(k);
+            s.gave_first.push_back(first_index);
+        }
+        return k;
+    }
+};
+
+// Polls until the source is drained and its messages sent; every packet.
+std::vector<Pkt> drain_batch(Rig& r, Batch& b) {
+    std::vector<Pkt> all;
+    for (uint64_t t = 100; t < 200; t++) {
+        r.s->poll(t);
+        auto p = take(r.port);
+        all.insert(all.end(), p.begin(), p.end());
+        if (b.next == b.bufs.size() && r.s->busy() == 0)
+            break;
+    }
+    return all;
+}
+} // namespace
+
+TEST_CASE("batched source: a run's one-packet messages in one call; a longer one alone, cut the general way; "
+          "every message once, in order, its bytes exact",
+          "[sender]") {
+    Batch b{{20, 64}, {1, 3000}, {10, 64}}; // msg 20 is three packets
+    Rig r;
+    SendFlowSpec sp = r.spec(64);
+    sp.reliable = GENERATE(true, false); // a record per message, or none (unreliable, nothing reported)
+    sp.report = sp.reliable;
+    if (!sp.reliable)
+        sp.link = nullptr;
+    r.add(sp);
+    r.s->set_source(&Batch::one, &b, &Batch::many);
+    const std::vector<Pkt> all = drain_batch(r, b);
+    REQUIRE(b.next == 31);
+    CHECK(b.ids_ok);
+    CHECK(r.s->counters().source_refused == 0);
+    CHECK(r.s->counters().msgs_sent == 31);
+    // A run follows a one-packet message that SendSource gave (0, 21, 30),
+    // and takes batches. Poll 1: after message 0 the run asks for the
+    // burst's other 31 and gets 19 (1-19): the batch stops before message
+    // 20, which comes alone next and is cut the general way (3 packets, 23
+    // in all). No run follows a message of several packets: message 21
+    // comes from SendSource, and its run takes the burst's last 8 (22-29).
+    // Poll 2: message 30.
+    CHECK(b.singles == 3);
+    CHECK(b.gave == std::vector<uint32_t>{19, 1, 8});
+    CHECK(b.gave_first == std::vector<size_t>{1, 20, 22});
+    // Every message once, in order, its bytes and CRC exact.
+    REQUIRE(all.size() == 30 + plan_group(3000, kStride).pkt_count);
+    size_t at = 0;
+    for (uint32_t m = 0; m < 31; m++) {
+        const auto& want = b.bufs[m];
+        const uint32_t pkts = plan_group(want.size(), kStride).pkt_count;
+        std::vector<uint8_t> got;
+        for (uint32_t k = 0; k < pkts; k++, at++) {
+            REQUIRE(all[at].h.msg_id == m);
+            got.insert(got.end(), all[at].payload.begin(), all[at].payload.end());
+        }
+        CHECK(got == want);
+        CHECK(all[at - 1].is(Flags::Last));
+        CHECK(all[at - 1].t.crc32c == crc32c(want));
+    }
+}
+
+TEST_CASE("batched source that breaks its rule: the messages after its misfit are handed back and counted, "
+          "never sent or dropped silently",
+          "[sender]") {
+    Batch b{{5, 64}, {1, 3000}, {4, 64}};
+    b.broken = true;
+    Rig r;
+    r.add(r.spec(64));
+    r.s->set_source(&Batch::one, &b, &Batch::many);
+    r.s->poll(100);
+    const auto p = take(r.port);
+    // Message 0 (SendSource), 1-4 from the batch, then 5 (3000 B) becomes
+    // the flow's message; the batch's 4 after it are refused.
+    REQUIRE(b.gave.size() == 1);
+    CHECK(b.gave[0] == 9);
+    CHECK(r.s->counters().source_refused == 4);
+    std::vector<uint32_t> ids;
+    for (const Pkt& q : p)
+        ids.push_back(q.h.msg_id);
+    const std::vector<uint32_t> want_ids = {0, 1, 2, 3, 4, 5, 5, 5};
+    CHECK(ids == want_ids);
+    CHECK(plan_group(3000, kStride).pkt_count == 3);
+}
+
 TEST_CASE("source: asked only with credit and nothing queued; its messages sent and delivered; one too large is "
           "handed back and counted",
           "[sender]") {
