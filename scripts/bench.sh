@@ -202,7 +202,7 @@ if [ -n "$compare" ]; then
         "app4k 4096 250000 64"
     )
     if [ $quick -eq 1 ]; then # these rows, by name
-        quick_rows=" tx64 txreplay64 loop64x1 loop4kx1 loop64kx1 rx64 rx64k rx64local lat4kx1 lat4kx4 app64 "
+        quick_rows=" tx64 txfixed64 txreplay64 loop64x1 loop4kx1 loop64kx1 rx64 rx64k rx64local lat4kx1 lat4kx4 app64 "
         all=("${rows[@]}")
         rows=()
         for row in "${all[@]}"; do
