@@ -401,7 +401,7 @@ inline void run_roles_timed(LcoreCtx& l, uint64_t& prev) {
     const uint64_t rx_end = t;
     if (l.cons)
         timed(consume_step(*l.cons), cy.cons);
-    const uint64_t now = fresh ? t : rte_rdtsc();
+    uint64_t now = fresh ? t : rte_rdtsc();
     if (unlikely(l.trace != nullptr))
         trace_iteration(l, IterRecord{prev, tx_end, rx_end, now});
     if (!work) {
@@ -413,8 +413,10 @@ inline void run_roles_timed(LcoreCtx& l, uint64_t& prev) {
             const uint64_t nap = l.idle_after / 1000 * l.idle_sleep_us; // idle_after is 1 ms
             if (l.idle_since == 0)
                 l.idle_since = now;
-            if (now - l.idle_since > l.idle_after || (l.tx && l.tx->paced_until > now + 2 * nap))
+            if (now - l.idle_since > l.idle_after || (l.tx && l.tx->paced_until > now + 2 * nap)) {
                 rte_delay_us_sleep(l.idle_sleep_us);
+                now = rte_rdtsc(); // the next iteration's steps take it as their `now`
+            }
         }
     } else {
         l.idle_since = 0;
