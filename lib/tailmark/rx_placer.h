@@ -163,6 +163,7 @@ private:
     // place's stages (rx_placer.cc: one function unless -Dstage_profile).
     static DropReason check_geometry(const FlowRx& f, const ParsedPacket& p);
     static DropReason check_window(FlowRx& f, const Header& h, bool retx);
+    static void fetch_for_writing(const FlowRx& f, uint32_t msg_id, uint64_t bytes);
     template <CompletionMode kMode>
     DropReason claim(FlowRx& f, const ParsedPacket& p, uint64_t now_tsc);
     template <CompletionMode kMode>
