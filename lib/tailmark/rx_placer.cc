@@ -10,8 +10,6 @@
 #include <rte_malloc.h>
 #include <rte_memcpy.h>
 #include <rte_prefetch.h>
-
-
 #include <rte_ring.h>
 
 #include "tailmark/control.h"
