@@ -217,13 +217,9 @@ public:
     int build(const TxFlow& flow, TxMessage& msg, uint32_t first, uint32_t n, rte_mbuf** out,
               Flags extra = Flags::None, MbufStash* stash = nullptr) const;
 
-    // prepare_streamed of a message (bytes, not a chain) that build_one
-    // may build, in the caller's TxMessage: planned, its CRC32C done. False,
-    // with msg.plan made, for any other message (prepare_streamed and
-    // build() take it). Nothing of msg leaves the inline path, so a caller's
-    // local TxMessage stays in registers (Sender::one_run).
     // The longest message prepare_one takes for this flow; false when it
-    // takes none (the conditions below that do not depend on the message).
+    // takes none (prepare_one's conditions that do not depend on the message;
+    // test_tx_marker.cc checks the two agree).
     bool one_max(const TxFlow& flow, uint64_t& max_len) const {
         if (mode_ != PayloadMode::Copy || flow.stride <= kTrailerLen || flow.stride > UINT16_MAX ||
             kFrameOverhead + flow.stride > room_)
@@ -231,6 +227,12 @@ public:
         max_len = std::min<uint64_t>(flow.stride - kTrailerLen, kStreamMin - 1);
         return true;
     }
+
+    // prepare_streamed of a message (bytes, not a chain) that build_one
+    // may build, in the caller's TxMessage: planned, its CRC32C done. False,
+    // with msg.plan made, for any other message (prepare_streamed and
+    // build() take it). Nothing of msg leaves the inline path, so a caller's
+    // local TxMessage stays in registers (Sender::one_run).
     bool prepare_one(const TxFlow& flow, TxMessage& msg) const {
         msg.plan = plan_group(msg.bytes.size(), flow.stride);
         if (msg.plan.pkt_count != 1 || msg.plan.msg_len >= kStreamMin || mode_ != PayloadMode::Copy ||

@@ -628,3 +628,36 @@ TEST_CASE("build_one: a one-packet message as build makes it", "[tx]") {
     CHECK_FALSE(plain.one_packet(m));
     CHECK(pool.avail() == 8191);
 }
+
+// Sender::one_run asks a batched source for messages up to one_max(), and
+// counts on prepare_one taking every one of them: the two must agree, for
+// any flow and pool (one_max repeats prepare_one's message-independent
+// conditions).
+TEST_CASE("one_max: exactly the lengths prepare_one takes", "[tx]") {
+    for (uint16_t dataroom : {uint16_t(RTE_MBUF_DEFAULT_BUF_SIZE), uint16_t(RTE_PKTMBUF_HEADROOM + 600)}) {
+        tmtest::Pool pool(64, dataroom);
+        for (uint32_t mtu : {576u, 1500u, 9000u}) {
+            const TxFlow flow = tmtest::make_flow(3, 0x51, 16, mtu);
+            for (PayloadMode mode : {PayloadMode::Copy, PayloadMode::ZeroCopy}) {
+                TxMarker mk(pool.mp, mode);
+                uint64_t max_len = 0;
+                const bool any = mk.one_max(flow, max_len);
+                INFO("dataroom " << dataroom << ", mtu " << mtu << ", zero copy " << (mode == PayloadMode::ZeroCopy)
+                                 << ", one_max " << any << " " << max_len);
+                const auto bytes = tmtest::pattern(flow.stride + 64, 1);
+                uint32_t taken = 0;
+                for (uint32_t len = 0; len <= flow.stride + 64; len++) {
+                    TxMessage tm;
+                    tm.bytes = {bytes.data(), len};
+                    const bool ok = mk.prepare_one(flow, tm);
+                    taken += ok;
+                    if (ok != (any && len <= max_len)) {
+                        INFO("len " << len);
+                        CHECK(ok == (any && len <= max_len));
+                    }
+                }
+                CHECK(taken == (any ? max_len + 1 : 0));
+            }
+        }
+    }
+}
