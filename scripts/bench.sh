@@ -143,6 +143,16 @@ tailmarkd() {
         --stats-period 0 --summary-json "$raw/$name.json" --udp-checksum off "$@" >"$raw/$name.out" 2>&1
 }
 
+# line_rt NAME: a cache line's round trip between lcore 0's and lcore 1's
+# CPUs (tailmark-jitter's PEER_CPU), in $raw/NAME.json. Rows that hand
+# packets or completions from one lcore to the other pay it for every line,
+# and where the host runs the two vCPUs changes it: on the AMD EPYC of round
+# 12 the same build's rx64 ran 23 M msgs/s in one spell and 10 M in the next.
+jitter=$TM_BUILD/app/tailmark-jitter/tailmark-jitter
+line_rt() {
+    [ -x "$jitter" ] && "$jitter" 1 0.1 0 >"$raw/$1.json" 2>"$raw/$1.err"
+}
+
 # svc DAEMON PERF NAME SIZE COUNT RING: one service daemon, one tailmark-perf
 # --loop run against it (the application path; the grid and --compare).
 svc() {
@@ -223,6 +233,7 @@ if [ -n "$compare" ]; then
             --log-level=lib.eal:warning --log-level='tailmark.*:warning' "${eal[@]}" -- \
             --stats-period 0 --summary-json "$raw/$name.json" --udp-checksum off "$@" >"$raw/$name.out" 2>&1
     }
+    line_rt rt_ab_before
     for rep in 1 2 3; do
         for row in "${rows[@]}"; do
             read -r -a r <<<"$row"
@@ -237,6 +248,7 @@ if [ -n "$compare" ]; then
         done
         tm_say "A/B round $rep of 3 done"
     done
+    line_rt rt_ab_after
     /usr/bin/python3 - "$raw" "$out" "$(git -C "$TM_ROOT" rev-parse --short HEAD)$(git -C "$TM_ROOT" diff --quiet || echo +)" \
         "$(git -C "$TM_ROOT" rev-parse --short "$rev")" "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')" \
         "${rows[@]%% *}" <<'PYEOF'
@@ -276,10 +288,20 @@ for n in names:
                 "A_tx_cycles": a[1], "B_tx_cycles": b[1], "A_rx_cycles": a[2], "B_rx_cycles": b[2]})
     rows.append(f"| {n} | {a[0]:.3f} | {b[0]:.3f} | {ratio:.2f}x | {min(x[0] for x in vals['A']):.3f}-{max(x[0] for x in vals['A']):.3f} | "
                 f"{min(x[0] for x in vals['B']):.3f}-{max(x[0] for x in vals['B']):.3f} | {unit} |")
+def round_trip(name): # tailmark-jitter's line_round_trip, or None
+    try:
+        return json.load(open(os.path.join(raw, name + ".json")))["line_round_trip"]["ns"]
+    except (OSError, ValueError, KeyError):
+        return None
+rt = [round_trip("rt_ab_before"), round_trip("rt_ab_after")]
 md = [f"A/B: A = {a_rev} (this tree), B = {b_rev}; {cpu}; each row the median of 3 rounds, A and B back to back "
       "in alternating order.", "", "| row | A | B | A/B | A range | B range | unit |", "|---|---:|---:|---:|---|---|---|"] + rows
+if None not in rt:
+    md += ["", f"A cache line's round trip between lcore 0's and lcore 1's CPUs (tailmark-jitter): {rt[0]:.0f} ns "
+           f"before the A/B, {rt[1]:.0f} ns after. The rows that cross between them (rx*, app*) move with it."]
 open(os.path.join(out, "compare.md"), "w").write("\n".join(md) + "\n")
-json.dump({"A": a_rev, "B": b_rev, "cpu": cpu, "rows": res}, open(os.path.join(out, "compare.json"), "w"), indent=1)
+json.dump({"A": a_rev, "B": b_rev, "cpu": cpu, "rows": res, "line_round_trip_ns": {"before": rt[0], "after": rt[1]}},
+          open(os.path.join(out, "compare.json"), "w"), indent=1)
 print("\n".join(md))
 PYEOF
     exit 0
@@ -378,6 +400,7 @@ done
 # Three rounds, interleaved, the median reported with the range: this path
 # crosses between the two vCPUs for every packet, and what that costs moves
 # with where the host runs them (up to 2x between spells).
+line_rt rt_rx_before
 for rep in 1 2 3; do
 for size in 64 4096 65536; do
     ring=64
@@ -396,6 +419,7 @@ total=20000000
 [ $quick -eq 1 ] && total=$(( total / 4 ))
 tailmarkd "rxlocal_64" --vdev=net_ring0 -- --flows 1 --msg-size 64 --messages "$total" --ring-size 64 --replay on \
     --tx-lcores 0 --rx-lcores 1 --consumer-lcores 1 --verify off --exit-when-done --duration 60
+line_rt rt_rx_after
 
 # Latency at 10% load: 4 KiB messages, 1 and 4 flows, paced (--rate, flows
 # staggered) at a tenth of the message rate the same configuration reached
@@ -405,7 +429,6 @@ tailmarkd "rxlocal_64" --vdev=net_ring0 -- --flows 1 --msg-size 64 --messages "$
 # iterations before it), sorted by cause. First, the platform alone:
 # tailmark-jitter busy-polls lcore 1's CPU and counts the gaps (the VM
 # taking the CPU), the share of the tail no code of ours can remove.
-jitter=$TM_BUILD/app/tailmark-jitter/tailmark-jitter
 [ -x "$jitter" ] && "$jitter" 1 $(( quick ? 1 : 3 )) >"$raw/jitter.json" 2>"$raw/jitter.err"
 for nf in 1 4; do
     max=$(python3 -c "import json;print(json.load(open('$raw/loop_4096_${nf}_message_1.json'))['msgs_per_s'])" 2>/dev/null || echo 0)
@@ -610,6 +633,7 @@ if rl:
     res["rx_local_64"] = {"ok": rl.get("ok"), "msgs_per_s": rl.get("msgs_per_s"),
                           "rx_cycles_per_packet": rl.get("cycles", {}).get("rx_per_packet"),
                           "consumer_cycles_per_message": rl.get("cycles", {}).get("consumer_per_message")}
+res["rx_line_round_trip_ns"] = [(load(n) or {}).get("line_round_trip", {}).get("ns") for n in ("rt_rx_before", "rt_rx_after")]
 res["latency_10pct"] = []
 res["jitter"] = load("jitter")
 for nf in (1, 4):
@@ -753,6 +777,10 @@ if "rx_local_64" in res:
     lines += ["", f"64 B with the consumer on the rx lcore (--verify off, no cross-core handoff): "
                   f"{r['msgs_per_s'] or 0:.0f} msgs/s for both roles, rx {r['rx_cycles_per_packet'] or 0:.0f} "
                   f"cycles/packet, consumer {r['consumer_cycles_per_message'] or 0:.0f} cycles/message."]
+rt = res.get("rx_line_round_trip_ns") or []
+if len(rt) == 2 and None not in rt:
+    lines += ["", f"A cache line's round trip between lcore 0's and lcore 1's CPUs (tailmark-jitter): {rt[0]:.0f} ns "
+                  f"before these rx runs, {rt[1]:.0f} ns after. Each packet and completion above crosses it."]
 if res["crc32c"]:
     hz = res.get("tsc_hz") or 0
     # Each kernel the CPU has, forced (crc32c_update_with / crc32c_copy_with),
