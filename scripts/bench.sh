@@ -28,7 +28,7 @@
 #                               only an A/B of this tree against git revision
 #                               REV (built in build-ab/): the core rows, both
 #                               builds interleaved run by run, three rounds,
-#                               medians and their ratio (build/bench/compare.md)
+#                               medians, their ratio and the median of the rounds' own ratios (build/bench/compare.md)
 #
 # Writes build/bench/results.json, build/bench/results.md and, when Debian's
 # python3-matplotlib is there, build/bench/goodput.png.
@@ -233,8 +233,8 @@ if [ -n "$compare" ]; then
             --log-level=lib.eal:warning --log-level='tailmark.*:warning' "${eal[@]}" -- \
             --stats-period 0 --summary-json "$raw/$name.json" --udp-checksum off "$@" >"$raw/$name.out" 2>&1
     }
-    line_rt rt_ab_before
     for rep in 1 2 3; do
+        line_rt "rt_ab_round_$rep"
         for row in "${rows[@]}"; do
             read -r -a r <<<"$row"
             name=${r[0]}
@@ -263,7 +263,7 @@ def metric(d, name):
     return (d.get("msgs_per_s") or 0) / 1e6, "M msgs/s"
 rows, res = [], []
 for n in names:
-    vals = {}
+    vals, by_round = {}, {}
     for side in "AB":
         v = []
         for rep in (1, 2, 3):
@@ -276,31 +276,43 @@ for n in names:
                 if os.path.exists(dp):
                     cyc = json.load(open(dp)).get("cycles", {})
                 v.append((m, cyc.get("tx_per_packet"), cyc.get("rx_per_packet")))
+                by_round[(side, rep)] = m
         v.sort()
         vals[side] = v
+    # A and B of one round ran back to back: where the host moved the vCPUs
+    # between rounds (the line round trip below), their ratio still compares
+    # like with like, where the medians of the two sides may not.
+    paired = sorted(by_round[("A", k)] / by_round[("B", k)] for k in (1, 2, 3)
+                    if by_round.get(("B", k)) and ("A", k) in by_round)
     if not vals["A"] or not vals["B"]:
         continue
     a, b = vals["A"][len(vals["A"]) // 2], vals["B"][len(vals["B"]) // 2]
     unit = metric({"packets_tx": 0, "elapsed_s": 1, "msgs_per_s": 0, "latency_ns": {"p99": 0}}, n)[1]
     ratio = a[0] / b[0] if b[0] else 0
-    res.append({"row": n, "unit": unit, "A": a[0], "B": b[0], "ratio": ratio,
+    pr = paired[len(paired) // 2] if paired else 0
+    res.append({"row": n, "unit": unit, "A": a[0], "B": b[0], "ratio": ratio, "paired_ratio": pr,
+                "paired_ratios": paired,
+                "A_by_round": [by_round.get(("A", k)) for k in (1, 2, 3)],
+                "B_by_round": [by_round.get(("B", k)) for k in (1, 2, 3)],
                 "A_runs": [x[0] for x in vals["A"]], "B_runs": [x[0] for x in vals["B"]],
                 "A_tx_cycles": a[1], "B_tx_cycles": b[1], "A_rx_cycles": a[2], "B_rx_cycles": b[2]})
-    rows.append(f"| {n} | {a[0]:.3f} | {b[0]:.3f} | {ratio:.2f}x | {min(x[0] for x in vals['A']):.3f}-{max(x[0] for x in vals['A']):.3f} | "
+    rows.append(f"| {n} | {a[0]:.3f} | {b[0]:.3f} | {ratio:.2f}x | {pr:.2f}x | {min(x[0] for x in vals['A']):.3f}-{max(x[0] for x in vals['A']):.3f} | "
                 f"{min(x[0] for x in vals['B']):.3f}-{max(x[0] for x in vals['B']):.3f} | {unit} |")
 def round_trip(name): # tailmark-jitter's line_round_trip, or None
     try:
         return json.load(open(os.path.join(raw, name + ".json")))["line_round_trip"]["ns"]
     except (OSError, ValueError, KeyError):
         return None
-rt = [round_trip("rt_ab_before"), round_trip("rt_ab_after")]
+rt = [round_trip(f"rt_ab_round_{k}") for k in (1, 2, 3)] + [round_trip("rt_ab_after")]
 md = [f"A/B: A = {a_rev} (this tree), B = {b_rev}; {cpu}; each row the median of 3 rounds, A and B back to back "
-      "in alternating order.", "", "| row | A | B | A/B | A range | B range | unit |", "|---|---:|---:|---:|---|---|---|"] + rows
+      "in alternating order. A/B: the ratio of the medians; paired: the median of each round's own A/B.", "",
+      "| row | A | B | A/B | paired | A range | B range | unit |", "|---|---:|---:|---:|---:|---|---|---|"] + rows
 if None not in rt:
-    md += ["", f"A cache line's round trip between lcore 0's and lcore 1's CPUs (tailmark-jitter): {rt[0]:.0f} ns "
-           f"before the A/B, {rt[1]:.0f} ns after. The rows that cross between them (rx*, app*) move with it."]
+    md += ["", "A cache line's round trip between lcore 0's and lcore 1's CPUs (tailmark-jitter) before rounds 1, 2 "
+           f"and 3 and after: {', '.join(f'{x:.0f}' for x in rt)} ns. The rows that cross between them (rx*, app*) "
+           "move with it; where it changed between rounds, read the paired ratio."]
 open(os.path.join(out, "compare.md"), "w").write("\n".join(md) + "\n")
-json.dump({"A": a_rev, "B": b_rev, "cpu": cpu, "rows": res, "line_round_trip_ns": {"before": rt[0], "after": rt[1]}},
+json.dump({"A": a_rev, "B": b_rev, "cpu": cpu, "rows": res, "line_round_trip_ns": {"rounds": rt[:3], "after": rt[3]}},
           open(os.path.join(out, "compare.json"), "w"), indent=1)
 print("\n".join(md))
 PYEOF
