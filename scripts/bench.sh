@@ -28,7 +28,8 @@
 #                               only an A/B of this tree against git revision
 #                               REV (built in build-ab/): the core rows, both
 #                               builds interleaved run by run, three rounds,
-#                               medians, their ratio and the median of the rounds' own ratios (build/bench/compare.md)
+#                               medians, their ratio, and the median of
+#                               each round's own ratio (build/bench/compare.md)
 #
 # Writes build/bench/results.json, build/bench/results.md and, when Debian's
 # python3-matplotlib is there, build/bench/goodput.png.
