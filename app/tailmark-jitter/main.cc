@@ -7,8 +7,8 @@
 // With PEER_CPU, first a cache line's round trip between CPU and PEER_CPU:
 // what every line an lcore hands to another costs (a packet stamped by one
 // and parsed by the other, a completion flag and its consumer). A VM's two
-// vCPUs may sit on one core complex or on two, and the same machine type
-// moved between the two within one session (issue 17, round 12).
+// vCPUs may sit close together on the host or far apart, and one session's
+// AMD EPYC went from one to the other and back (issue 17, round 12).
 //
 // Prints one JSON object: the gaps over 2, 5, 20 and 100 us (per second),
 // the time they took (share), the largest, the TSC rate used and, with
