@@ -239,6 +239,9 @@ if [ -n "$compare" ]; then
         for row in "${rows[@]}"; do
             read -r -a r <<<"$row"
             name=${r[0]}
+            # The rows that cross between the lcores: the round trip right
+            # before each pair, as a spell can change within a round.
+            [[ $name == rx* || $name == app* ]] && line_rt "rt_ab_${name}_$rep"
             if [ $((rep % 2)) -eq 1 ]; then
                 run_ab "$new" "ab_${name}_A_$rep" "${r[@]:1}"
                 run_ab "$old" "ab_${name}_B_$rep" "${r[@]:1}"
@@ -262,6 +265,11 @@ def metric(d, name):
     if name.startswith("tx"):
         return d["packets_tx"] / d["elapsed_s"] / 1e6 if d.get("elapsed_s") else 0, "Mpps"
     return (d.get("msgs_per_s") or 0) / 1e6, "M msgs/s"
+def round_trip(name): # tailmark-jitter's line_round_trip, or None
+    try:
+        return json.load(open(os.path.join(raw, name + ".json")))["line_round_trip"]["ns"]
+    except (OSError, ValueError, KeyError):
+        return None
 rows, res = [], []
 for n in names:
     vals, by_round = {}, {}
@@ -291,23 +299,21 @@ for n in names:
     unit = metric({"packets_tx": 0, "elapsed_s": 1, "msgs_per_s": 0, "latency_ns": {"p99": 0}}, n)[1]
     ratio = a[0] / b[0] if b[0] else 0
     pr = paired[len(paired) // 2] if paired else 0
+    row_rt = [round_trip(f"rt_ab_{n}_{k}") for k in (1, 2, 3)]
     res.append({"row": n, "unit": unit, "A": a[0], "B": b[0], "ratio": ratio, "paired_ratio": pr,
-                "paired_ratios": paired,
+                "paired_ratios": paired, "line_round_trip_ns_by_round": row_rt,
                 "A_by_round": [by_round.get(("A", k)) for k in (1, 2, 3)],
                 "B_by_round": [by_round.get(("B", k)) for k in (1, 2, 3)],
                 "A_runs": [x[0] for x in vals["A"]], "B_runs": [x[0] for x in vals["B"]],
                 "A_tx_cycles": a[1], "B_tx_cycles": b[1], "A_rx_cycles": a[2], "B_rx_cycles": b[2]})
+    rt_col = "/".join(f"{x:.0f}" for x in row_rt) if None not in row_rt else ""
     rows.append(f"| {n} | {a[0]:.3f} | {b[0]:.3f} | {ratio:.2f}x | {pr:.2f}x | {min(x[0] for x in vals['A']):.3f}-{max(x[0] for x in vals['A']):.3f} | "
-                f"{min(x[0] for x in vals['B']):.3f}-{max(x[0] for x in vals['B']):.3f} | {unit} |")
-def round_trip(name): # tailmark-jitter's line_round_trip, or None
-    try:
-        return json.load(open(os.path.join(raw, name + ".json")))["line_round_trip"]["ns"]
-    except (OSError, ValueError, KeyError):
-        return None
+                f"{min(x[0] for x in vals['B']):.3f}-{max(x[0] for x in vals['B']):.3f} | {unit} | {rt_col} |")
 rt = [round_trip(f"rt_ab_round_{k}") for k in (1, 2, 3)] + [round_trip("rt_ab_after")]
 md = [f"A/B: A = {a_rev} (this tree), B = {b_rev}; {cpu}; each row the median of 3 rounds, A and B back to back "
       "in alternating order. A/B: the ratio of the medians; paired: the median of each round's own A/B.", "",
-      "| row | A | B | A/B | paired | A range | B range | unit |", "|---|---:|---:|---:|---:|---|---|---|"] + rows
+      "| row | A | B | A/B | paired | A range | B range | unit | line round trip, ns (rounds 1/2/3) |",
+      "|---|---:|---:|---:|---:|---|---|---|---|"] + rows
 if None not in rt:
     md += ["", "A cache line's round trip between lcore 0's and lcore 1's CPUs (tailmark-jitter) before rounds 1, 2 "
            f"and 3 and after: {', '.join(f'{x:.0f}' for x in rt)} ns. The rows that cross between them (rx*, app*) "
