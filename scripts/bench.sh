@@ -419,8 +419,8 @@ done
 # Three rounds, interleaved, the median reported with the range: this path
 # crosses between the two vCPUs for every packet, and what that costs moves
 # with where the host runs them (up to 2x between spells).
-line_rt rt_rx_before
 for rep in 1 2 3; do
+line_rt "rt_rx_$rep" # a spell can change between rounds (the A/B above)
 for size in 64 4096 65536; do
     ring=64
     [ "$size" -ge 65536 ] && ring=16
@@ -652,7 +652,8 @@ if rl:
     res["rx_local_64"] = {"ok": rl.get("ok"), "msgs_per_s": rl.get("msgs_per_s"),
                           "rx_cycles_per_packet": rl.get("cycles", {}).get("rx_per_packet"),
                           "consumer_cycles_per_message": rl.get("cycles", {}).get("consumer_per_message")}
-res["rx_line_round_trip_ns"] = [(load(n) or {}).get("line_round_trip", {}).get("ns") for n in ("rt_rx_before", "rt_rx_after")]
+res["rx_line_round_trip_ns"] = [(load(n) or {}).get("line_round_trip", {}).get("ns")
+                                for n in ("rt_rx_1", "rt_rx_2", "rt_rx_3", "rt_rx_after")]
 res["latency_10pct"] = []
 res["jitter"] = load("jitter")
 for nf in (1, 4):
@@ -797,9 +798,10 @@ if "rx_local_64" in res:
                   f"{r['msgs_per_s'] or 0:.0f} msgs/s for both roles, rx {r['rx_cycles_per_packet'] or 0:.0f} "
                   f"cycles/packet, consumer {r['consumer_cycles_per_message'] or 0:.0f} cycles/message."]
 rt = res.get("rx_line_round_trip_ns") or []
-if len(rt) == 2 and None not in rt:
-    lines += ["", f"A cache line's round trip between lcore 0's and lcore 1's CPUs (tailmark-jitter): {rt[0]:.0f} ns "
-                  f"before these rx runs, {rt[1]:.0f} ns after. Each packet and completion above crosses it."]
+if len(rt) == 4 and None not in rt:
+    lines += ["", "A cache line's round trip between lcore 0's and lcore 1's CPUs (tailmark-jitter) before rounds 1, 2 "
+                  f"and 3 of these rx runs and after: {', '.join(f'{x:.0f}' for x in rt)} ns. Each packet and "
+                  "completion above crosses it."]
 if res["crc32c"]:
     hz = res.get("tsc_hz") or 0
     # Each kernel the CPU has, forced (crc32c_update_with / crc32c_copy_with),
