@@ -429,6 +429,13 @@ for size in 64 4096 65536; do
     [ $quick -eq 1 ] && total=$(( total / 4 ))
     tailmarkd "rxreplay_${size}_${rep}" --vdev=net_ring0 -- --flows 1 --msg-size "$size" --messages "$total" \
         --ring-size "$ring" --replay on --tx-lcores 0 --rx-lcores 1 --consumer-lcores 0 --exit-when-done --duration 60
+    # The same with the payload placed by streaming stores (--stream-min):
+    # no line taken back from the consumer's cache first.
+    if [ "$size" -ge 4096 ]; then
+        tailmarkd "rxstream_${size}_${rep}" --vdev=net_ring0 -- --flows 1 --msg-size "$size" --messages "$total" \
+            --ring-size "$ring" --replay on --tx-lcores 0 --rx-lcores 1 --consumer-lcores 0 --stream-min "$size" \
+            --exit-when-done --duration 60
+    fi
 done
 done
 # The handoff's share: the same 64 B replay with the consumer on the rx lcore
@@ -622,13 +629,16 @@ for p in sorted(glob.glob(os.path.join(raw, "cons_*.json"))):
                             "consumer_cycles_per_message": d.get("cycles", {}).get("consumer_per_message")})
 res["rx_replay"] = []
 reps = {}
-for p in sorted(glob.glob(os.path.join(raw, "rxreplay_*.json"))):
-    reps.setdefault(int(os.path.basename(p)[:-5].split("_")[1]), []).append(json.load(open(p)))
-for size in sorted(reps):
-    runs = sorted(reps[size], key=lambda d: d.get("msgs_per_s") or 0)
+for kind, placement in (("rxreplay", "cached"), ("rxstream", "streamed")):
+    for p in sorted(glob.glob(os.path.join(raw, f"{kind}_*.json"))):
+        size = int(os.path.basename(p)[:-5].split("_")[1])
+        reps.setdefault((size, placement), []).append(json.load(open(p)))
+for size, placement in sorted(reps):
+    runs = sorted(reps[(size, placement)], key=lambda d: d.get("msgs_per_s") or 0)
     d = runs[len(runs) // 2] # the median run by msgs/s
     cyc = [r.get("cycles", {}).get("rx_per_packet") or 0 for r in runs]
-    res["rx_replay"].append({"msg_size": size, "ok": all(r.get("ok") for r in runs), "runs": len(runs),
+    res["rx_replay"].append({"msg_size": size, "placement": placement, "ok": all(r.get("ok") for r in runs),
+                             "runs": len(runs), "packets_streamed": d.get("packets_streamed"),
                              "msgs_per_s": d.get("msgs_per_s"), "mpps": d.get("mpps"), "gbps": d.get("gbps"),
                              "rx_cycles_per_packet": d.get("cycles", {}).get("rx_per_packet"),
                              "rx_cycles_range": [min(cyc), max(cyc)],
@@ -783,14 +793,15 @@ if res["consumer"]:
                          f"{k['consumer_cycles_per_message'] or 0:.0f} |")
 if res["rx_replay"]:
     lines += ["", "rx path per lcore (--replay: lcore 1 runs rx alone, fed ready-made packets; 1 flow; "
-              "the median of 3 runs, and the range).", "",
-              "| size | msgs/s | Mpps | verified payload GB/s | rx cycles/packet | msgs/s range | rx cycles range |",
-              "|---:|---:|---:|---:|---:|---|---|"]
+              "the median of 3 runs, and the range). Placement: cached stores, or streaming stores around the "
+              "caches (--stream-min SIZE).", "",
+              "| size | placement | msgs/s | Mpps | verified payload GB/s | rx cycles/packet | msgs/s range | rx cycles range |",
+              "|---:|---|---:|---:|---:|---:|---|---|"]
     for r in res["rx_replay"]:
         ok = "" if r["ok"] else " (run failed)"
         lo, hi = r["msgs_per_s_range"]
         clo, chi = r["rx_cycles_range"]
-        lines.append(f"| {r['msg_size']} | {r['msgs_per_s']:.0f}{ok} | {r['mpps']:.2f} | {r['gbps'] / 8:.2f} | "
+        lines.append(f"| {r['msg_size']} | {r['placement']} | {r['msgs_per_s']:.0f}{ok} | {r['mpps']:.2f} | {r['gbps'] / 8:.2f} | "
                      f"{r['rx_cycles_per_packet'] or 0:.0f} | {lo or 0:.0f} - {hi or 0:.0f} | {clo:.0f} - {chi:.0f} |")
 if "rx_local_64" in res:
     r = res["rx_local_64"]

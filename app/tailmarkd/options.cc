@@ -447,6 +447,10 @@ const OptDef kOpts[] = {
     {"nack-delay-us", "US",
      "receiver: how long a gap may be reordering before it is NACKed, in microseconds (default 200; 0 = no NACKs)",
      U64_OPT(nack_delay_us, 0, 1000000, false)},
+    {"stream-min", "BYTES",
+     "receiver: flows whose region slots hold at least BYTES have their payload written with streaming stores, "
+     "around the caches (default 0 = never)",
+     U64_OPT(stream_min, 0, UINT64_MAX, true)},
     {"fault", "SPEC",
      "fault shim on the rx queues, for testing recovery: drop=R,dup=R,reorder=R,corrupt=R[,seed=N] "
      "(probabilities; omitted ones 0; with -i, `set fault` changes it)",
@@ -719,6 +723,7 @@ std::string dump_ini(const Options& o) {
       << "rto-max-us = " << o.rto_max_us << "\n"
       << "retry-limit = " << o.retry_limit << "\n"
       << "nack-delay-us = " << o.nack_delay_us << "\n"
+      << "stream-min = " << o.stream_min << "\n"
       << "service = " << o.service << "\n"
       << "sessions = " << o.sessions << "\n"
       << "keepalive-ms = " << o.keepalive_ms << "\n"

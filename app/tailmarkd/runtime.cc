@@ -503,6 +503,7 @@ bool Runtime::make_engines(SetupError& e) {
         rc.parser.verify_udp_checksum = opt_.udp_checksum;
         rc.pool = tx_pool_;
         rc.nack_delay = tsc_hz_ * opt_.nack_delay_us / 1000000;
+        rc.stream_min = opt_.stream_min;
         rc.ack_min = tsc_hz_ * kAckMinUs / 1000000;
         rc.ack_feedback = opt_.cc ? tsc_hz_ * opt_.ack_feedback_us / 1000000 : 0;
         rc.tsc_hz = tsc_hz_;
@@ -2120,6 +2121,7 @@ Results Runtime::results() const {
         const RxCounters& pc = rc->placer().counters();
         const ReceiverCounters& c = rc->counters();
         r.packets_placed += pc.placed;
+        r.packets_streamed += pc.streamed;
         r.rel.retx_rx += pc.retx;
         r.rel.nack_reqs += pc.nacks;
         r.discarded += pc.discarded;

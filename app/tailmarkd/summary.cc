@@ -56,6 +56,7 @@ bool write_summary_json(const Results& r, const std::string& path, std::string& 
     fprintf(f, "  \"acks_tx\": %lu,\n", r.acks_tx);
     fprintf(f, "  \"acks_rx\": %lu,\n", r.acks_rx);
     fprintf(f, "  \"packets_placed\": %lu,\n", r.packets_placed);
+    fprintf(f, "  \"packets_streamed\": %lu,\n", r.packets_streamed);
     fprintf(f, "  \"bytes_payload\": %lu,\n", r.bytes_payload);
     fprintf(f, "  \"drops\": {");
     for (size_t i = 0; i < kDropReasonCount; i++)

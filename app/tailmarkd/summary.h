@@ -30,6 +30,7 @@ struct Results {
     uint64_t acks_tx = 0;
     uint64_t acks_rx = 0;
     uint64_t packets_placed = 0;
+    uint64_t packets_streamed = 0; // of packets_placed: by streaming stores (--stream-min)
     uint64_t bytes_payload = 0;      // message payload: completed (loopback, recv) or sent (send)
     DropCounters drops{};
     // Reliability (tailmark/control.h). Sender side: what it retransmitted and

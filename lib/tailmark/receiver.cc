@@ -58,6 +58,7 @@ Receiver::Receiver(const ReceiverConfig& cfg) : cfg_(cfg), placer_(cfg.parser, c
     if (cfg_.tsc_hz == 0)
         cfg_.tsc_hz = rte_get_tsc_hz();
     placer_.set_mode(cfg.mode);
+    placer_.set_stream_min(cfg.stream_min);
     placer_.set_nack_delay(cfg.nack_delay);
     flows_.reserve(kMaxRecvFlows);
     acking_.reserve(kMaxRecvFlows);

@@ -83,6 +83,7 @@ struct ReceiverConfig {
     uint64_t tsc_hz = 0;         // for the echo's hold time in ns (0: rte_get_tsc_hz())
     ReceiverRoutes routes;
     CompletionMode mode = CompletionMode::Message;
+    uint64_t stream_min = 0;     // RxPlacer::set_stream_min (0: no streaming stores)
     const char* name = "tm_rcv"; // prefix of its rings' names (unique per Receiver)
     int socket = 0;
 };

@@ -14,6 +14,7 @@
 
 #include "tailmark/control.h"
 #include "tailmark/crc32c.h"
+#include "tailmark/stream_copy.h"
 
 // The rx path's stages (bench.sh --stages): inline, as one function, in a
 // normal build; out of line in a -Dstage_profile=true build, so that perf
@@ -162,6 +163,12 @@ RxPlacer::FlowRx* RxPlacer::uninstall(uint16_t flow) {
     if (f == nullptr)
         return nullptr;
     table_[flow] = nullptr;
+    // A message of the flow may complete on the placer it moves to: its
+    // bytes streamed here must be in memory before that placer's flag.
+    if (streamed_) {
+        stream_fence();
+        streamed_ = false;
+    }
     for (size_t i = 0; i < flows_.size(); i++)
         if (flows_[i] == f) {
             flows_[i] = flows_.back();
@@ -301,6 +308,24 @@ static inline uint32_t copy_payload_crc(uint8_t* dst, const rte_mbuf* m, uint32_
     return crc;
 }
 
+// The same two, with streaming stores (stream_copy.h): the copy first, then
+// the CRC over the packet's bytes, in L1 by then.
+static inline void copy_payload_stream(uint8_t* dst, const rte_mbuf* m, uint32_t off, uint32_t len) {
+    for_each_piece(m, off, len, [&](const uint8_t* src, uint32_t n) {
+        stream_copy(dst, src, n);
+        dst += n;
+    });
+}
+static inline uint32_t copy_payload_crc_stream(uint8_t* dst, const rte_mbuf* m, uint32_t off, uint32_t len,
+                                               uint32_t crc) {
+    for_each_piece(m, off, len, [&](const uint8_t* src, uint32_t n) {
+        stream_copy(dst, src, n);
+        crc = crc32c_update(crc, {src, n});
+        dst += n;
+    });
+    return crc;
+}
+
 // A large payload's next packet most often lands right after it, in the
 // same region: its lines are fetched for writing while this one is copied.
 // With many flows the regions are out of the caches (64 flows x 16 x 64 KiB)
@@ -334,6 +359,10 @@ constexpr uint32_t kPrefetchPayload = 1024;
         return;
     lines_for_writing(reinterpret_cast<const uint8_t*>(f.ring->slot(msg_id)), 1);
     lines_for_writing(f.ring->region(msg_id), bytes < f.region_size ? bytes : f.region_size);
+}
+
+[[gnu::always_inline]] inline bool RxPlacer::streams(const FlowRx& f) const {
+    return stream_min_ != 0 && f.region_size >= stream_min_;
 }
 
 // One-packet messages: how many messages ahead the completion slot and the
@@ -626,7 +655,19 @@ DropReason RxPlacer::place(FlowRx& f, const rte_mbuf* m, const ParsedPacket& p, 
         copied = true;
     }
 
-    if (h.pay_len && !copied) {
+    if (h.pay_len && !copied && kMode == CompletionMode::Message && streams(f)) {
+        // Around the caches: no line to take back, none to fetch ahead.
+        // write_completion fences before the flag.
+        uint8_t* dst = f.ring->region(slot_idx) + h.offset;
+        if (h.offset == s.crc_upto) {
+            s.crc_state = copy_payload_crc_stream(dst, m, p.payload_off, h.pay_len, s.crc_state);
+            s.crc_upto += h.pay_len;
+        } else {
+            copy_payload_stream(dst, m, p.payload_off, h.pay_len);
+        }
+        streamed_ = true;
+        ctr_.streamed++;
+    } else if (h.pay_len && !copied) {
         uint8_t* const region = f.ring->region(slot_idx);
         uint8_t* dst = region + h.offset;
         if (h.pay_len >= kPrefetchPayload)
@@ -694,7 +735,7 @@ TM_STAGE void RxPlacer::complete(FlowRx& f, uint32_t slot_idx, uint64_t now_tsc)
     // The next message's first packet, as prefetch_next_payload does within
     // a message: 4 KiB messages, rx 1.08x, the application path 1.02-1.06x
     // (two messages on: rx 1.03x).
-    fetch_for_writing(f, s.msg_id + 1, f.stride);
+    fetch_for_writing(f, s.msg_id + 1, kMode == CompletionMode::Message && streams(f) ? 0 : f.stride);
     advance(f);
 }
 
@@ -708,6 +749,10 @@ TM_STAGE void RxPlacer::write_completion(FlowRx& f, uint32_t slot_idx, uint32_t 
     cs->pkt_count = t.pkt_count;
     cs->flow = f.id;
     cs->rx_tsc = now_tsc; // no rdtsc per message here: it costs ~30 cycles on this core
+    if (streamed_) { // the payload's streaming stores before the flag
+        stream_fence();
+        streamed_ = false;
+    }
     // Metadata above, then the flag: a consumer that sees the flag sees them.
     std::atomic_ref<uint64_t>(cs->flag).store(t.flag, std::memory_order_release);
     ctr_.completions++;

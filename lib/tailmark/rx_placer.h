@@ -28,6 +28,7 @@ struct RxCounters {
     uint64_t packets = 0;     // seen by the placer
     uint64_t placed = 0;      // payloads written to a region
     uint64_t bytes = 0;       // payload bytes placed
+    uint64_t streamed = 0;    // of placed: by streaming stores (set_stream_min)
     uint64_t completions = 0; // completion slot writes (messages)
     uint64_t packet_completions = 0; // per-packet completion writes (packet mode)
     uint64_t retx = 0;        // data packets flagged RETX (well-formed, any outcome)
@@ -88,6 +89,13 @@ public:
     // nothing in flight): a relaxed atomic, read once per packet.
     void set_mode(CompletionMode m) { __atomic_store_n(&mode_, static_cast<uint8_t>(m), __ATOMIC_RELAXED); }
     CompletionMode mode() const { return static_cast<CompletionMode>(__atomic_load_n(&mode_, __ATOMIC_RELAXED)); }
+
+    // Flows whose region slots hold at least `bytes` (0: none) are placed
+    // with streaming stores (stream_copy.h), around the caches, in message
+    // mode: their consumer reads them on another core, or too late for them
+    // to be in a cache. Set before the rx lcore runs.
+    void set_stream_min(uint64_t bytes) { stream_min_ = bytes; }
+    uint64_t stream_min() const { return stream_min_; }
 
     // Reliability (control.h). Gap detection for this flow: retransmission
     // requests (Nack records) go to `q` (an rte_ring of sizeof(Nack)
@@ -164,6 +172,7 @@ private:
     static DropReason check_geometry(const FlowRx& f, const ParsedPacket& p);
     static DropReason check_window(FlowRx& f, const Header& h, bool retx);
     static void fetch_for_writing(const FlowRx& f, uint32_t msg_id, uint64_t bytes);
+    bool streams(const FlowRx& f) const;
     template <CompletionMode kMode>
     DropReason claim(FlowRx& f, const ParsedPacket& p, uint64_t now_tsc);
     template <CompletionMode kMode>
@@ -183,6 +192,8 @@ private:
     int socket_;
     uint8_t mode_ = static_cast<uint8_t>(CompletionMode::Message);
     RxCounters ctr_;
+    uint64_t stream_min_ = 0;
+    bool streamed_ = false; // streaming stores since the last fence
     uint64_t nack_delay_ = 0;
     uint64_t next_scan_ = 0;
     FlowRx** table_ = nullptr; // indexed by flow id, 65536 entries

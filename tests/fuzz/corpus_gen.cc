@@ -214,6 +214,9 @@ std::vector<Seed> seeds() {
         s.push_back({"valid_3pkt_seghalves", In().add(g, {1, 2, 0}, ctl(0, kOlNone, kSegHalves)).b, 1, {}});
         s.push_back({"valid_3pkt_offload_good", In().add(g, {0, 2, 1}, ctl(0, kOlGood)).b, 1, {}});
         s.push_back({"valid_3pkt_packet_mode", In(kCfgPacketMode).add(g, {0, 1, 2}).b, 0, {}, 3});
+        s.push_back({"valid_3pkt_streamed", In(kCfgStream).add(g, {0, 1, 2}).b, 1, {}});
+        s.push_back({"valid_3pkt_streamed_reversed_segtiny",
+                     In(kCfgStream).add(g, {2, 1, 0}, ctl(0, kOlNone, kSegTiny)).b, 1, {}});
         In burst;
         for (size_t i : {2, 0, 1})
             burst.add(g[i], 0, kLenBurst);
@@ -240,6 +243,10 @@ std::vector<Seed> seeds() {
         In in;
         in.add(a[0]).add(b[2]).add(single(f3, 0, pattern(700, 6))).add(a[2]).add(b[0]).add(b[1]).add(a[1]);
         s.push_back({"valid_interleaved_flows", in.b, 3, {}});
+        // The same with flows 0 and 3 streamed, flow 1 (a 5000-byte region) not.
+        Bytes streamed = in.b;
+        streamed[0] = kCfgStream;
+        s.push_back({"valid_interleaved_flows_streamed", streamed, 3, {}});
     }
     s.push_back({"valid_jumbo_chained", In().add(single(txflow(4), 0, pattern(8000, 7))).b, 1, {}});
     {

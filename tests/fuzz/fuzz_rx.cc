@@ -543,6 +543,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                 placer.set_packet_completion_ring(c.spec->id, c.pkt_ring);
         }
         placer.set_mode(run.packet_mode ? CompletionMode::Packet : CompletionMode::Message);
+        placer.set_stream_min(cfg_bits & kCfgStream ? kStreamMin : 0);
 
         size_t pos = 1;
         static std::vector<uint8_t> f;

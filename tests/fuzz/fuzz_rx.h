@@ -56,6 +56,8 @@ inline constexpr uint8_t kCfgNoIpVerify = 0x02; // ParserConfig::verify_ip_check
 inline constexpr uint8_t kCfgPacketMode = 0x04; // CompletionMode::Packet, per-flow rte_rings
 inline constexpr uint8_t kCfgAltPort = 0x08;    // udp_port = kAltUdpPort
 inline constexpr uint8_t kCfgVlanOnGood = 0x10; // frames sent with kOlGood also say RX_VLAN_STRIPPED
+inline constexpr uint8_t kCfgStream = 0x20;     // RxPlacer::set_stream_min(kStreamMin): flows 0, 3 and 4 stream
+inline constexpr uint64_t kStreamMin = 8192;
 
 // Record ctl bits, applied in this order: lengths, trailer, IP checksum.
 inline constexpr uint8_t kCtlFixLen = 0x01;     // IP total length, UDP length, pay_len from the frame size

@@ -56,6 +56,7 @@ bad key           --key          1 -- "${EAL[@]}" -- --key 0x1FFFFFFFF
 bad src_ip        --src-ip       1 -- "${EAL[@]}" -- --src-ip 300.1.1.1
 bad dst_mac       --dst-mac      1 -- "${EAL[@]}" -- --dst-mac zz:00
 bad mtu           --mtu          1 -- "${EAL[@]}" -- --mtu 40
+bad stream_min    --stream-min   1 -- "${EAL[@]}" -- --stream-min 64Q
 bad lcore_list    --rx-lcores    1 -- "${EAL[@]}" -- --rx-lcores 1,1
 bad unknown       --frobnicate   1 -- "${EAL[@]}" -- --frobnicate 3
 bad missing       --ring-size    1 -- "${EAL[@]}" -- --ring-size
@@ -124,7 +125,7 @@ timeout 10 "$TAILMARKD" --help >"$TM_WORK/help.txt" 2>&1
 for o in mode flows msg-size messages duration ring-size mtu completion tx-lcores rx-lcores \
     consumer-lcores tx-port rx-port src-mac dst-mac src-ip dst-ip udp-port key stats-period \
     summary-json exit-when-done config secret insecure service sessions keepalive-ms peer-timeout-ms \
-    connect-timeout-ms control-socket max-apps max-session-mb; do
+    connect-timeout-ms control-socket max-apps max-session-mb stream-min; do
     grep -q -- "--$o" "$TM_WORK/help.txt" || tm_fail "--help does not list --$o"
 done
 grep -q -- '^  -i ' "$TM_WORK/help.txt" || tm_fail "--help does not list -i"

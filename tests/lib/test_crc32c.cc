@@ -7,13 +7,13 @@
 #include <vector>
 
 #include <cpuid.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include "fixtures.h"
+#include "guarded.h"
 #include "tailmark/crc32c.h"
 
 using namespace tailmark;
+using tmtest::Guarded;
 
 TEST_CASE("crc32c matches the Castagnoli check value", "[crc32c]") {
     const char* s = "123456789";
@@ -252,27 +252,6 @@ CpuFlags cpu_flags() {
     f.avx512 = zmm_state && (b & bit_AVX512F) && (b & bit_AVX512BW) && (b & bit_AVX512VL) && (c & bit_VPCLMULQDQ);
     return f;
 }
-
-// Two guard pages (no access) around `n` usable bytes: any load or store
-// outside [begin, begin + n) is a fault, masked ones included.
-struct Guarded {
-    size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-    size_t span = 0;
-    uint8_t* base = nullptr;
-    explicit Guarded(size_t n) {
-        span = (n + page - 1) / page * page;
-        void* m = mmap(nullptr, span + 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        REQUIRE(m != MAP_FAILED);
-        base = static_cast<uint8_t*>(m);
-        REQUIRE(mprotect(base, page, PROT_NONE) == 0);
-        REQUIRE(mprotect(base + page + span, page, PROT_NONE) == 0);
-    }
-    ~Guarded() { munmap(base, span + 2 * page); }
-    uint8_t* begin() { return base + page; }
-    uint8_t* end() { return base + page + span; }
-    Guarded(const Guarded&) = delete;
-    Guarded& operator=(const Guarded&) = delete;
-};
 
 } // namespace
 
