@@ -610,6 +610,27 @@ TM_STAGE_INLINE DropReason RxPlacer::claim(FlowRx& f, const ParsedPacket& p, uin
     return DropReason::None;
 }
 
+// A payload placed around the caches: no line to take back, none to fetch
+// ahead; write_completion fences before the flag. Inlined, but taken as
+// [[unlikely]] in place(), so that the cached path's code stays as it was:
+// a plain branch moved the 4 KiB p99 (lat4kx1) from 0.37 to 0.46 us, and a
+// call instead cost the streamed path 13% (rx at 64 KiB, 287 -> 330 cycles
+// per packet, 3 pairs).
+[[gnu::always_inline]] inline void RxPlacer::place_streamed(FlowRx& f, uint32_t slot_idx, const rte_mbuf* m,
+                                                const ParsedPacket& p) {
+    const Header& h = p.hdr;
+    SlotRx& s = f.slots[slot_idx];
+    uint8_t* dst = f.ring->region(slot_idx) + h.offset;
+    if (h.offset == s.crc_upto) {
+        s.crc_state = copy_payload_crc_stream(dst, m, p.payload_off, h.pay_len, s.crc_state);
+        s.crc_upto += h.pay_len;
+    } else {
+        copy_payload_stream(dst, m, p.payload_off, h.pay_len);
+    }
+    streamed_ = true;
+    ctr_.streamed++;
+}
+
 template <CompletionMode kMode>
 DropReason RxPlacer::place(FlowRx& f, const rte_mbuf* m, const ParsedPacket& p, uint64_t now_tsc) {
     const Header& h = p.hdr;
@@ -655,18 +676,8 @@ DropReason RxPlacer::place(FlowRx& f, const rte_mbuf* m, const ParsedPacket& p, 
         copied = true;
     }
 
-    if (h.pay_len && !copied && kMode == CompletionMode::Message && streams(f)) {
-        // Around the caches: no line to take back, none to fetch ahead.
-        // write_completion fences before the flag.
-        uint8_t* dst = f.ring->region(slot_idx) + h.offset;
-        if (h.offset == s.crc_upto) {
-            s.crc_state = copy_payload_crc_stream(dst, m, p.payload_off, h.pay_len, s.crc_state);
-            s.crc_upto += h.pay_len;
-        } else {
-            copy_payload_stream(dst, m, p.payload_off, h.pay_len);
-        }
-        streamed_ = true;
-        ctr_.streamed++;
+    if (h.pay_len && !copied && kMode == CompletionMode::Message && streams(f)) [[unlikely]] {
+        place_streamed(f, slot_idx, m, p);
     } else if (h.pay_len && !copied) {
         uint8_t* const region = f.ring->region(slot_idx);
         uint8_t* dst = region + h.offset;
