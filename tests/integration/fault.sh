@@ -46,8 +46,21 @@ tm_expect_rc reorder 0 && tm_transfer_checks reorder $F $M $S 1500 message &&
     tm_check reorder \
         "d['fault']['reordered'] > 0" \
         "d['packets_rx'] == d['packets_tx'] == $F * $M * $PKTS + d['reliability']['retx_pkts'] + d['control_tx']" \
-        "d['drops_total'] == d['reliability']['retx_rx']" &&
+        "d['drops_total'] == d['reliability']['retx_rx']" \
+        "d['packets_streamed'] == 0" &&
     tm_log "ok: reorder=0.5: every message completed and verified, in any arrival order"
+
+# The same, and duplicates, with the payload placed by streaming stores
+# (--stream-min): packets out of offset order take the copy without the CRC,
+# and the CRC is read back from the region at completion.
+run reorder_stream "reorder=0.5,dup=0.2,seed=9" 30 --stream-min 4K
+tm_expect_rc reorder_stream 0 && tm_transfer_checks reorder_stream $F $M $S 1500 message &&
+    tm_check reorder_stream \
+        "d['fault']['reordered'] > 0" \
+        "d['fault']['duplicated'] > 0" \
+        "d['packets_streamed'] == d['packets_placed'] == $F * $M * $PKTS" \
+        "d['drops_total'] == d['fault']['duplicated'] + d['reliability']['retx_rx']" &&
+    tm_log "ok: reorder=0.5,dup=0.2 with --stream-min 4K: every packet streamed, every message completed once and verified"
 
 run drop "drop=1" 30 --rto-us 1000 --retry-limit 3
 tm_expect_rc drop 1 && tm_check drop \

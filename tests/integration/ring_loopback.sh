@@ -114,6 +114,25 @@ tm_expect_rc replay64k 0 &&
         "d['packets_placed'] == 4000 * $(tm_pkts 65536 1500)" &&
     tm_log "ok: replay64k: 4000 ready-made 64 KiB messages, every byte verified"
 
+# --stream-min: the 64 KiB messages' packets placed by streaming stores, the
+# 64 B ones (one packet) by the cached path; a bound one byte over the
+# regions streams nothing. Every byte verified either way.
+P64K=$(tm_pkts 65536 1500)
+for sm in 64K 65537; do
+    tm_run stream_$sm 40 -- --vdev=net_ring0 -l 0,1 -- --flows 2 --messages 2000 --msg-size 65536,64 --ring-size 16 \
+        --stream-min $sm --exit-when-done --duration 30 --stats-period 0
+    want=0
+    [ $sm = 64K ] && want=$((2 * 1000 * P64K))
+    tm_expect_rc stream_$sm 0 &&
+        tm_check stream_$sm \
+            "d['messages_completed'] == d['messages_verified'] == 4000" \
+            "d['verify_errors'] == 0" \
+            "d['drops_total'] == 0" \
+            "d['packets_placed'] == 2 * 1000 * ($P64K + 1)" \
+            "d['packets_streamed'] == $want" &&
+        tm_log "ok: --stream-min $sm: $want of $((2 * 1000 * (P64K + 1))) packets streamed, 4000 messages verified"
+done
+
 # Without flow control (a flow without records, each message cut straight
 # from the generator's bytes, its cursors moved at its LAST; Sender::one_run
 # cuts the one-packet ones in runs): 64, 64, 64 and 3000 bytes in turn, a
