@@ -158,6 +158,13 @@ bool RxPlacer::install(FlowRx* f) {
     return true;
 }
 
+[[gnu::always_inline]] inline void RxPlacer::fence_streamed() {
+    if (streamed_) {
+        stream_fence();
+        streamed_ = false;
+    }
+}
+
 RxPlacer::FlowRx* RxPlacer::uninstall(uint16_t flow) {
     FlowRx* f = table_ != nullptr ? table_[flow] : nullptr;
     if (f == nullptr)
@@ -165,10 +172,7 @@ RxPlacer::FlowRx* RxPlacer::uninstall(uint16_t flow) {
     table_[flow] = nullptr;
     // A message of the flow may complete on the placer it moves to: its
     // bytes streamed here must be in memory before that placer's flag.
-    if (streamed_) {
-        stream_fence();
-        streamed_ = false;
-    }
+    fence_streamed();
     for (size_t i = 0; i < flows_.size(); i++)
         if (flows_[i] == f) {
             flows_[i] = flows_.back();
@@ -361,8 +365,9 @@ constexpr uint32_t kPrefetchPayload = 1024;
     lines_for_writing(f.ring->region(msg_id), bytes < f.region_size ? bytes : f.region_size);
 }
 
+template <CompletionMode kMode>
 [[gnu::always_inline]] inline bool RxPlacer::streams(const FlowRx& f) const {
-    return stream_min_ != 0 && f.region_size >= stream_min_;
+    return kMode == CompletionMode::Message && stream_min_ != 0 && f.region_size >= stream_min_;
 }
 
 // One-packet messages: how many messages ahead the completion slot and the
@@ -676,7 +681,7 @@ DropReason RxPlacer::place(FlowRx& f, const rte_mbuf* m, const ParsedPacket& p, 
         copied = true;
     }
 
-    if (h.pay_len && !copied && kMode == CompletionMode::Message && streams(f)) [[unlikely]] {
+    if (h.pay_len && !copied && streams<kMode>(f)) [[unlikely]] {
         place_streamed(f, slot_idx, m, p);
     } else if (h.pay_len && !copied) {
         uint8_t* const region = f.ring->region(slot_idx);
@@ -746,7 +751,7 @@ TM_STAGE void RxPlacer::complete(FlowRx& f, uint32_t slot_idx, uint64_t now_tsc)
     // The next message's first packet, as prefetch_next_payload does within
     // a message: 4 KiB messages, rx 1.08x, the application path 1.02-1.06x
     // (two messages on: rx 1.03x).
-    fetch_for_writing(f, s.msg_id + 1, kMode == CompletionMode::Message && streams(f) ? 0 : f.stride);
+    fetch_for_writing(f, s.msg_id + 1, streams<kMode>(f) ? 0 : f.stride);
     advance(f);
 }
 
@@ -760,10 +765,7 @@ TM_STAGE void RxPlacer::write_completion(FlowRx& f, uint32_t slot_idx, uint32_t 
     cs->pkt_count = t.pkt_count;
     cs->flow = f.id;
     cs->rx_tsc = now_tsc; // no rdtsc per message here: it costs ~30 cycles on this core
-    if (streamed_) { // the payload's streaming stores before the flag
-        stream_fence();
-        streamed_ = false;
-    }
+    fence_streamed(); // the payload's streaming stores before the flag
     // Metadata above, then the flag: a consumer that sees the flag sees them.
     std::atomic_ref<uint64_t>(cs->flag).store(t.flag, std::memory_order_release);
     ctr_.completions++;

@@ -172,7 +172,9 @@ private:
     static DropReason check_geometry(const FlowRx& f, const ParsedPacket& p);
     static DropReason check_window(FlowRx& f, const Header& h, bool retx);
     static void fetch_for_writing(const FlowRx& f, uint32_t msg_id, uint64_t bytes);
-    bool streams(const FlowRx& f) const;
+    template <CompletionMode kMode>
+    bool streams(const FlowRx& f) const; // message mode only
+    void fence_streamed(); // streaming stores so far, before any store after it
     void place_streamed(FlowRx& f, uint32_t slot_idx, const rte_mbuf* m, const ParsedPacket& p);
     template <CompletionMode kMode>
     DropReason claim(FlowRx& f, const ParsedPacket& p, uint64_t now_tsc);
