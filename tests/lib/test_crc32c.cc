@@ -6,13 +6,15 @@
 #include <string>
 #include <vector>
 
-#include <cpuid.h>
 
 #include "fixtures.h"
+#include "cpu_flags.h"
 #include "guarded.h"
 #include "tailmark/crc32c.h"
 
 using namespace tailmark;
+using tmtest::CpuFlags;
+using tmtest::cpu_flags;
 using tmtest::Guarded;
 
 TEST_CASE("crc32c matches the Castagnoli check value", "[crc32c]") {
@@ -228,29 +230,6 @@ std::vector<uint32_t> reference_raw_prefixes(uint32_t crc, const uint8_t* p, siz
     for (size_t i = 0; i < n; i++)
         out[i + 1] = crc = reference_raw(crc, p + i, 1);
     return out;
-}
-
-// What the CPU offers, read from CPUID and XCR0 here rather than through
-// __builtin_cpu_supports as the library does, so the selection is checked
-// against an independent reading.
-struct CpuFlags {
-    bool sse42 = false, pclmul = false, avx512 = false;
-};
-CpuFlags cpu_flags() {
-    CpuFlags f;
-    unsigned a, b, c, d;
-    if (!__get_cpuid(1, &a, &b, &c, &d))
-        return f;
-    f.sse42 = c & bit_SSE4_2;
-    f.pclmul = c & bit_PCLMUL;
-    const bool osxsave = c & bit_OSXSAVE;
-    if (!osxsave || !__get_cpuid_count(7, 0, &a, &b, &c, &d))
-        return f;
-    unsigned xcr0_lo, xcr0_hi;
-    __asm__("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
-    const bool zmm_state = (xcr0_lo & 0xE6) == 0xE6; // SSE, AVX, opmask, both zmm halves
-    f.avx512 = zmm_state && (b & bit_AVX512F) && (b & bit_AVX512BW) && (b & bit_AVX512VL) && (c & bit_VPCLMULQDQ);
-    return f;
 }
 
 } // namespace

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <vector>
 
+#include "cpu_flags.h"
 #include "fixtures.h"
 #include "guarded.h"
 #include "tailmark/stream_copy.h"
@@ -21,9 +22,8 @@ std::vector<StreamCopyKernel> supported_kernels() {
 } // namespace
 
 TEST_CASE("stream_copy picks AVX-512 where the CPU has it, SSE2 otherwise", "[stream]") {
-    __builtin_cpu_init();
-    const bool avx512 = __builtin_cpu_supports("avx512f");
-    INFO("avx512f " << avx512 << ", picked " << stream_copy_kernel_name(stream_copy_kernel()));
+    const bool avx512 = tmtest::cpu_flags().avx512f;
+    INFO("avx512f (CPUID, XCR0) " << avx512 << ", picked " << stream_copy_kernel_name(stream_copy_kernel()));
     CHECK(stream_copy_kernel_supported(StreamCopyKernel::Sse2));
     CHECK(stream_copy_kernel_supported(StreamCopyKernel::Avx512) == avx512);
     CHECK(stream_copy_kernel() == (avx512 ? StreamCopyKernel::Avx512 : StreamCopyKernel::Sse2));
