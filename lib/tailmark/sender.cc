@@ -953,7 +953,8 @@ inline uint32_t Sender::one_run(SendFlow& f, uint32_t burst, uint32_t n, uint64_
 // at most a burst (and a message) of each flow ahead of it. Interleaving
 // every burst instead put a partly sent message of every flow in flight at
 // once (64 flows x 64 KiB: 4 MiB of regions and buffers in use, out of the
-// caches).
+// caches). A paced flow's turn is one step of its session's pacer, so
+// the flows of a session share its rate.
 uint32_t Sender::new_data(uint32_t burst, uint32_t n, uint64_t now) {
     const uint32_t nflows = static_cast<uint32_t>(flows_.size());
     uint32_t idle = 0;
@@ -1049,7 +1050,13 @@ uint32_t Sender::new_data(uint32_t burst, uint32_t n, uint64_t now) {
                 continue;
             }
         }
-        if ((turn_bytes_ >= cfg_.tx_quantum && (!f.active || f.msg.plan.msg_len > cfg_.tx_quantum)) ||
+        // A paced flow's turn is one pacing step: its session's pacer, not
+        // the turn, says how much it sends. Were the turn to go on, the flow
+        // would meet the pacer next, every other flow too, and the round
+        // robin would come back round to it: the flow that sent when the
+        // pacer opened would take every step of its session (issue 41).
+        if (f.cc != nullptr ||
+            (turn_bytes_ >= cfg_.tx_quantum && (!f.active || f.msg.plan.msg_len > cfg_.tx_quantum)) ||
             (!f.active && turn_pkts_ >= burst)) {
             next_turn();
         }
