@@ -47,6 +47,7 @@ inline void finish(ConsCtx& c, ConsFlow& s, Tally& t, const uint8_t* data, uint6
     const DataPlaneConfig& cfg = c.plane->cfg;
     const uint64_t lat = seen_tsc > rx_tsc ? seen_tsc - rx_tsc : 0;
     c.hist.add(lat);
+    s.f->lat.add(lat);
     if (unlikely(c.trace != nullptr) && lat > c.trace->bound())
         c.trace->slow(s.f->gen_id, s.next, rx_tsc, seen_tsc, c.completed + t.completed);
     t.completed++;

@@ -153,6 +153,15 @@ struct FlowCtx {
     bool detached = false;
     Sender::FlowView last_send{};
     uint32_t last_acked = 0, last_released = 0, last_gave_up = 0;
+    // Messages per second over the last second, for the shell and telemetry
+    // (the control loop's, once a second): sent, and done (send: delivered;
+    // otherwise consumed). A starved flow shows as a zero beside its peers.
+    std::atomic<double> rate_sent{0}, rate_done{0};
+    uint32_t rate_sent_seen = 0, rate_done_seen = 0; // the cursors a second ago (control loop)
+    // Its latency samples: the consumer's completion latency, or in send
+    // mode the delivery latency (submit to the peer's release). One writer
+    // (that lcore), read once the lcores stopped.
+    alignas(64) FlowLatency lat;
 };
 
 // One `send` request: COUNT messages of SIZE bytes (shell -> tx lcore).

@@ -1850,6 +1850,8 @@ void Runtime::control(uint64_t now) {
                    double(v.cc_base_rtt) * 1e3 / double(tsc_hz_), opt_.cc_target_us);
         }
     }
+    if (now >= next_rates_)
+        update_rates(now);
     // recv: a session is complete once every flow consumed --messages.
     for (auto& a : app_sessions_) {
         if (a->connector || a->complete || opt_.messages == 0 || a->flows.empty())
@@ -1903,6 +1905,25 @@ void Runtime::control(uint64_t now) {
         while (next_stats_ <= now)
             next_stats_ += period;
     }
+}
+
+// Each flow's messages per second over the last second: sent, and done
+// (send: delivered; otherwise consumed). Once a second: each look reads
+// the flow's Sender state (see the 10 ms scan above).
+void Runtime::update_rates(uint64_t now) {
+    const double dt = rates_tsc_ != 0 ? double(now - rates_tsc_) / double(tsc_hz_) : 0;
+    for (FlowCtx* f : flows_) {
+        const uint32_t sent = f->send != nullptr || f->detached || opt_.mode != Mode::Recv ? send_view(*f).sent : 0;
+        const uint32_t done = released_of(*f);
+        if (dt > 0) {
+            f->rate_sent.store(double(sent - f->rate_sent_seen) / dt, std::memory_order_relaxed);
+            f->rate_done.store(double(done - f->rate_done_seen) / dt, std::memory_order_relaxed);
+        }
+        f->rate_sent_seen = sent;
+        f->rate_done_seen = done;
+    }
+    rates_tsc_ = now;
+    next_rates_ = now + tsc_hz_;
 }
 
 // The external consumer's released cursors become the flows' consumed
@@ -2236,6 +2257,9 @@ Results Runtime::results() const {
             x.session = f->session ? f->session->index : 0;
         }
         x.gave_up = f->ring ? f->ring->gave_up() : f->last_gave_up;
+        x.latency_samples = f->lat.samples();
+        x.lat_p50_ns = double(f->lat.quantile(0.50)) * 1e9 / double(tsc_hz_);
+        x.lat_p99_ns = double(f->lat.quantile(0.99)) * 1e9 / double(tsc_hz_);
         if (handoff_) {
             const uint8_t o = f->recv != nullptr ? rx_owner_[f->recv_id] : f->last_owner;
             const uint8_t at = f->recv != nullptr ? rx_arrived_[f->recv_id] : f->last_arrived;

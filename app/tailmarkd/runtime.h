@@ -140,6 +140,7 @@ private:
     void close_sessions(uint64_t now);
     void print_stats(uint64_t now);
     void watch_flows(uint64_t now); // --consumer-lcores none: cursors in, stalls out
+    void update_rates(uint64_t now); // each flow's rate_sent and rate_done, once a second
 
     struct Totals {
         uint64_t sent = 0, completed = 0, verified = 0, verify_errors = 0, bytes = 0;
@@ -173,6 +174,7 @@ private:
     uint8_t* rx_arrived_ = nullptr; // handoff_: 65536, the rx lcore a recv flow's data last came in on
     uint64_t next_rebalance_ = 0;
     uint64_t next_flow_scan_ = 0; // the per-flow failure and congestion-floor look (control())
+    uint64_t next_rates_ = 0, rates_tsc_ = 0; // update_rates: when next, and when last
     uint64_t moves_ = 0;            // flows moved to the Receiver their frames reach
     std::vector<rte_ring*> handoff_in_; // handoff_: per Receiver
     std::vector<std::unique_ptr<SlowTrace>> traces_; // --trace-slow-ns: one per consumer lcore

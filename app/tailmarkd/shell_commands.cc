@@ -355,14 +355,16 @@ void cmd_show_flow_parsed(void* res, cmdline* cl, void*) {
         const uint64_t retx = v.retx_pkts;
         const uint64_t requested = i < g_shell_requested.size() ? g_shell_requested[i] : 0;
         OUT("flow %u: sent=%u completed=%u consumed=%u in_flight=%u retransmits=%" PRIu64 " send_requested=%" PRIu64
-            " send_queued=%" PRIu64 "\n",
-            i, sent, completed, consumed, in_flight, retx, requested, requested - ss);
+            " send_queued=%" PRIu64 " rate_sent=%.0f/s rate_done=%.0f/s\n",
+            i, sent, completed, consumed, in_flight, retx, requested, requested - ss,
+            f.rate_sent.load(std::memory_order_relaxed), f.rate_done.load(std::memory_order_relaxed));
     }
 }
 cmdline_parse_inst_t cmd_show_flow = {
     .f = cmd_show_flow_parsed,
     .data = nullptr,
-    .help_str = "show flow all|F: messages sent, completed, consumed, in flight, packets retransmitted, send requests",
+    .help_str = "show flow all|F: messages sent, completed, consumed, in flight, packets retransmitted, send requests, "
+                "messages per second sent and done over the last second",
     .tokens = {(cmdline_parse_token_hdr_t*)&cmd_show_flow_show, (cmdline_parse_token_hdr_t*)&cmd_show_flow_flow,
                (cmdline_parse_token_hdr_t*)&cmd_show_flow_which, nullptr},
 };

@@ -105,9 +105,10 @@ bool write_summary_json(const Results& r, const std::string& path, std::string& 
     for (size_t i = 0; i < r.per_flow.size(); i++) {
         const Results::Flow& x = r.per_flow[i];
         fprintf(f, "%s\n    {\"flow\": %zu, \"sent\": %lu, \"acked\": %lu, \"released\": %lu, \"failed\": %lu, "
-                   "\"state\": \"%s\", \"session\": %u, \"gave_up\": %lu, \"rx_owner\": %d, \"rx_arrived\": %d}",
+                   "\"state\": \"%s\", \"session\": %u, \"gave_up\": %lu, \"rx_owner\": %d, \"rx_arrived\": %d, "
+                   "\"latency_samples\": %lu, \"lat_p50_ns\": %.0f, \"lat_p99_ns\": %.0f}",
                 i ? "," : "", i, x.sent, x.acked, x.released, x.failed, x.state, x.session, x.gave_up, x.rx_owner,
-                x.rx_arrived);
+                x.rx_arrived, x.latency_samples, x.lat_p50_ns, x.lat_p99_ns);
     }
     fprintf(f, "\n  ],\n");
     fprintf(f, "  \"sessions\": [");

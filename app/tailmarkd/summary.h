@@ -77,6 +77,10 @@ struct Results {
         // handoff steering: the rx lcore index that held it last, and the one
         // its data last came in on (-1: none, or not hand-off steering)
         int rx_owner = -1, rx_arrived = -1;
+        // Its latency (FlowLatency: the consumer's, or send's delivery
+        // latency), ns; 0 without samples.
+        uint64_t latency_samples = 0;
+        double lat_p50_ns = 0, lat_p99_ns = 0;
     };
     std::vector<Flow> per_flow;
     // Sessions (lib/tailmark/session.h): each, and the control plane's counts.

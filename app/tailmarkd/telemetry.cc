@@ -98,8 +98,33 @@ struct TelemetryAccess {
             ok = ok && put(d, "next_complete", f.ring != nullptr && f.ring->poll(rel) != nullptr);
             ok = ok && put_str(d, "memzone", ring_name(f.recv_id).c_str());
         }
+        // Messages per second over the last second (sent; done: delivered or consumed).
+        ok = ok && put(d, "rate_sent_msgs", static_cast<uint64_t>(f.rate_sent.load(std::memory_order_relaxed) + 0.5));
+        ok = ok && put(d, "rate_done_msgs", static_cast<uint64_t>(f.rate_done.load(std::memory_order_relaxed) + 0.5));
         ok = ok && put_str(d, "consumer", ext ? "external" : "lcore");
         ok = ok && put(d, "stalled", ext ? rt.stalled_[id].load(std::memory_order_relaxed) : 0);
+        return ok ? 0 : -ENOSPC;
+    }
+
+    // Every flow's rates at once (a starved flow is a zero among its
+    // peers): two arrays indexed by flow, messages per second over the
+    // last second, sent and done (delivered or consumed).
+    static int rates(const Runtime& rt, rte_tel_data* d) {
+        const uint32_t n = rt.flow_count();
+        bool ok = rte_tel_data_start_dict(d) == 0;
+        for (const bool sent : {true, false}) {
+            rte_tel_data* a = rte_tel_data_alloc();
+            ok = ok && a != nullptr && rte_tel_data_start_array(a, RTE_TEL_U64_VAL) == 0;
+            for (uint32_t i = 0; ok && i < n; i++) {
+                const FlowCtx& f = *rt.flows_[i];
+                const double r = (sent ? f.rate_sent : f.rate_done).load(std::memory_order_relaxed);
+                ok = rte_tel_data_add_array_u64(a, static_cast<uint64_t>(r + 0.5)) == 0;
+            }
+            if (!ok || rte_tel_data_add_dict_container(d, sent ? "sent_msgs" : "done_msgs", a, 0) != 0) {
+                rte_tel_data_free(a);
+                ok = false;
+            }
+        }
         return ok ? 0 : -ENOSPC;
     }
 
@@ -191,6 +216,7 @@ int guarded(const char*, const char* params, rte_tel_data* d) {
 int stats_cb(const Runtime& rt, const char*, rte_tel_data* d) { return TelemetryAccess::stats(rt, d); }
 int flow_cb(const Runtime& rt, const char* p, rte_tel_data* d) { return TelemetryAccess::flow(rt, p, d); }
 int drops_cb(const Runtime& rt, const char*, rte_tel_data* d) { return TelemetryAccess::drops(rt, d); }
+int rates_cb(const Runtime& rt, const char*, rte_tel_data* d) { return TelemetryAccess::rates(rt, d); }
 int lcores_cb(const Runtime& rt, const char*, rte_tel_data* d) { return TelemetryAccess::lcores(rt, d); }
 int service_cb(const Runtime& rt, const char*, rte_tel_data* d) { return TelemetryAccess::service(rt, d); }
 
@@ -210,6 +236,8 @@ bool telemetry_attach(const Runtime& rt) {
         {"/tailmark/stats", guarded<stats_cb>, "tailmark totals: messages, packets, bytes, drops. No parameters."},
         {"/tailmark/flow", guarded<flow_cb>, "One flow's state. Parameter: flow id."},
         {"/tailmark/drops", guarded<drops_cb>, "tailmark drop counts by reason. No parameters."},
+        {"/tailmark/rates", guarded<rates_cb>,
+         "tailmark per-flow messages per second over the last second, sent and done, by flow. No parameters."},
         {"/tailmark/lcores", guarded<lcores_cb>, "tailmark lcores: roles, busy and idle TSC cycles. No parameters."},
         {"/tailmark/service", guarded<service_cb>,
          "tailmark --mode service: sessions, submissions taken, completions delivered or failed. No parameters."},

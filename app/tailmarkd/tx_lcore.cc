@@ -335,8 +335,11 @@ bool tx_step(TxCtx& c, uint64_t now) {
             } else if (c.delivery_latency) {
                 const uint64_t t = rte_rdtsc();
                 for (uint32_t i = 0; i < k; i++)
-                    if (done[i].status == SendStatus::Delivered)
-                        c.hist.add(t > done[i].cookie ? t - done[i].cookie : 0);
+                    if (done[i].status == SendStatus::Delivered) {
+                        const uint64_t lat = t > done[i].cookie ? t - done[i].cookie : 0;
+                        c.hist.add(lat);
+                        static_cast<GenFlow*>(done[i].user)->f->lat.add(lat);
+                    }
             }
         }
     }

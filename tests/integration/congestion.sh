@@ -50,7 +50,9 @@
 #     verified (reliability.sh's exact checks), data packets sent <= 1.5 x
 #     needed.
 #
-# TM_ONLY="1a 3": a subset (1a 1b 2a 2b 3 4 5).
+#  6. the flows of one session share its rate (issue 41): below.
+#
+# TM_ONLY="1a 3": a subset (1a 1b 2a 2b 3 4 5 6a 6b).
 source "$(dirname "$0")/lib.sh"
 tm_require_daemon
 tm_require_root
@@ -373,6 +375,46 @@ print(f\"faults at the receiver {r['fault']}, at the sender {s['fault']}, crc_mi
         "(s['packets_tx'] - s['control_tx']) / ($N * $PK) <= 1.5" ||
         tm_log "5_lossy: FAIL above: data packets <= 1.5 x needed"
 fi
+
+# --- 6. the flows of one paced session share its rate --------------------------------------
+# One session of 4 flows (ring 16) through a 200 Mbit/s bottleneck, every
+# flow with a message always ready (--messages 0) for 6 s: 64 KiB (6a) and
+# 1 MiB (6b) messages. From the sender's per_flow: each flow's messages
+# sent within 0.8-1.25 of the mean, and each flow's p99 delivery latency
+# (submit to the receiver's release, heard in an ACK) within 2x of the
+# session's best flow's. Before the fix (issue 41) flow 0 took every pacer
+# step: 1951/1/1/1 messages at 64 KiB, the starved flows' one message
+# waiting the whole run. The receiver: every message it completed
+# verified, none failed.
+flows_share() {
+    local tag=$1 size=$2 F=4
+    net "$tag" 200mbit || return
+    local o=(--flows $F --ring-size 16 --msg-size "$size" --messages 0 --stats-period 0 "${COMMON[@]}")
+    tm_start "${tag}_recv" 60 ns "$NB" -- "$(VDEV vethB)" -l 1 -- --mode recv --src-ip $IP_B "${o[@]}"
+    local rpid=$TM_PID
+    tm_run "${tag}_send" 60 ns "$NA" -- "$(VDEV vethA)" -l 0 -- --mode send --src-ip $IP_A --dst-ip $IP_B "${o[@]}" \
+        --duration 6
+    local src=$TM_RC
+    reap "${tag}_recv" "$rpid" 3
+    local rrc=$TM_RC
+    tm_log "$tag: $(tbf_line mB); per flow $(python3 -c "
+import json; d = json.load(open('$TM_WORK/${tag}_send.json'))
+print('; '.join(f\"{i}: sent {f['sent']}, p99 {f['lat_p99_ns'] / 1e6:.1f} ms ({f['latency_samples']} samples)\"
+                for i, f in enumerate(d['per_flow'])))")"
+    TM_RC=$src
+    tm_expect_rc "${tag}_send" 0 &&
+        tm_check "${tag}_send" "d['exit_reason'] == 'duration'" "d['flows_failed'] == 0" "len(d['per_flow']) == $F" \
+            "min(f['sent'] for f in d['per_flow']) >= 10" \
+            "all(0.8 <= f['sent'] * $F / sum(g['sent'] for g in d['per_flow']) <= 1.25 for f in d['per_flow'])" \
+            "all(f['latency_samples'] >= 0.8 * f['sent'] for f in d['per_flow'])" \
+            "max(f['lat_p99_ns'] for f in d['per_flow']) <= 2 * min(f['lat_p99_ns'] for f in d['per_flow'])" ||
+        tm_log "$tag: FAIL above: each flow's share of the messages within 0.8-1.25 of the mean, p99 within 2x"
+    TM_RC=$rrc
+    tm_check "${tag}_recv" "d['verify_errors'] == 0" "d['messages_completed'] == d['messages_verified']"
+    tm_check_pair "${tag}_send" "${tag}_recv" "r['messages_completed'] >= sum(f['acked'] for f in s['per_flow']) > 0"
+}
+if only 6a; then flows_share 6a_flows_64k 65536; fi
+if only 6b; then flows_share 6b_flows_1m 1048576; fi
 
 if [ -n "${CG_RESULTS:-}" ]; then
     mkdir -p "$CG_RESULTS" && cp "$TM_WORK"/*.json "$TM_WORK"/*.csv "$TM_WORK"/*_tbf.txt "$CG_RESULTS"/ 2>/dev/null
