@@ -262,11 +262,17 @@ struct alignas(64) TxCtx {
 
 // --- rx role ------------------------------------------------------------------
 
+inline constexpr uint16_t kNoPort = UINT16_MAX;
+
 struct alignas(64) RxCtx {
     Plane* plane = nullptr;
     unsigned lcore = 0;
     uint16_t port = 0;
     uint16_t queue = 0;
+    // --mode service: the in-memory loopback's queue this lcore also polls
+    // (sessions between applications of this daemon; kNoPort: none).
+    uint16_t local_port = kNoPort;
+    uint16_t local_queue = 0;
     Receiver* receiver = nullptr;
     alignas(64) uint64_t pkts_rx = 0;
 };

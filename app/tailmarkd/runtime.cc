@@ -323,6 +323,47 @@ bool Runtime::open_ports(SetupError& e) {
         rss_ = false;
         handoff_ = true;
     }
+    return opt_.mode != Mode::Service || open_local_loop(e);
+}
+
+// --mode service: applications of this daemon that connect to each other
+// (by its address, or a loopback one) exchange their messages through
+// memory, never the wire. An in-process loopback ethdev carries them:
+// net_ring, whose tx queue r arrives on rx queue r, one queue per rx lcore,
+// which that lcore polls beside its port queue. The protocol is the same
+// (placement, CRC, completion, the cursors in memory instead of ACKs): only
+// the port differs. Without the vdev bus (no rte_vdev_init), they go out of
+// the port as before, which only a port that loops back carries.
+bool Runtime::open_local_loop(SetupError& e) {
+#ifdef TAILMARK_HAVE_VDEV_INIT
+    static constexpr const char* kName = "net_ring_tmlocal";
+    static constexpr uint16_t kQueues = 16; // net_ring's queues when it makes its own rings
+    const auto R = static_cast<uint16_t>(rx_lcores_.size());
+    if (R > kQueues) {
+        TM_LOG(WARNING, app, "%u rx lcores: the in-memory loopback has %u queues; sessions between applications of "
+               "this daemon go out of the port", R, kQueues);
+        return true;
+    }
+    uint16_t id = 0;
+    if (rte_vdev_init(kName, nullptr) != 0 || rte_eth_dev_get_port_by_name(kName, &id) != 0) {
+        e = {1, std::string("cannot create the in-memory loopback ") + kName + ": " + rte_strerror(rte_errno)};
+        return false;
+    }
+    drivers::PortSetup ps;
+    ps.nb_rxq = ps.nb_txq = R;
+    ps.mtu = opt_.mtu;
+    ps.pool = rx_pool_; // never drawn from: the rings hand over the senders' mbufs
+    std::string err;
+    local_port_ = drivers::Port::open(id, ps, err);
+    if (!local_port_) {
+        e = {1, "the in-memory loopback: " + err};
+        return false;
+    }
+    TM_LOG(INFO, app, "sessions between applications of this daemon: in memory (port %u, %u queues)", id, R);
+#else
+    (void)e;
+    TM_LOG(WARNING, app, "no vdev bus: sessions between applications of this daemon go out of the port");
+#endif
     return true;
 }
 
@@ -413,6 +454,43 @@ bool Runtime::make_engines(SetupError& e) {
             c->replay.push_back(std::move(rq));
         }
     }
+    port_senders_ = static_cast<uint32_t>(senders_.size());
+    // The in-memory loopback's Senders, one per queue (rx lcore r's), dealt
+    // over the tx lcores like the port's. Nothing to pace (no path is
+    // shared) and nothing to checksum (memory, not a wire).
+    for (uint16_t r = 0; local_port_ && r < local_port_->nb_txq(); r++) {
+        TxCtx* c = txs_[r % T];
+        char name[24];
+        snprintf(name, sizeof(name), "tm_l%u", r);
+        SenderConfig sc;
+        sc.port = local_port_->id();
+        sc.queue = r;
+        sc.udp_port = opt_.udp_port;
+        sc.pool = tx_pool_;
+        sc.burst = opt_.burst;
+        sc.tx_quantum = opt_.tx_quantum;
+        sc.rto = tsc_hz_ * opt_.rto_us / 1000000;
+        sc.rto_max = tsc_hz_ * opt_.rto_max_us / 1000000;
+        sc.retry_limit = opt_.retry_limit;
+        sc.stall = tsc_hz_ * kTxStallUs / 1000000;
+        sc.max_flows = 65536 / tx_nq_ + 1;
+        sc.name = name;
+        sc.socket = tx_socket_;
+        sc.cc.enabled = false;
+        sc.cc.tsc_hz = tsc_hz_;
+        auto* s = new (std::nothrow) Sender(sc);
+        if (s == nullptr || !s->ok()) {
+            delete s;
+            return oom("in-memory loopback sender " + std::to_string(r));
+        }
+        s->set_source(svc_source, c);
+        senders_.push_back(s);
+        sender_lcore_.push_back(c->lcore);
+        wire_in_.push_back(s->wire_inbox());
+        local_in_.push_back(s->local_inbox());
+        c->senders.push_back(s);
+    }
+
     // The generator's buffers: each tx lcore's flows may hold up to a window
     // of messages each until they are delivered, within a memory budget, but
     // at least one per flow (fewer stop nothing: a flow waits for a buffer).
@@ -480,6 +558,10 @@ bool Runtime::make_engines(SetupError& e) {
         c->lcore = rx_lcores_[r];
         c->port = rx_port_->id();
         c->queue = static_cast<uint16_t>(r);
+        if (local_port_) {
+            c->local_port = local_port_->id();
+            c->local_queue = static_cast<uint16_t>(r);
+        }
         if (opt_.fault_set || opt_.interactive) {
             char name[RTE_RING_NAMESIZE];
             snprintf(name, sizeof(name), "tm_fault_%u", r);
@@ -512,7 +594,7 @@ bool Runtime::make_engines(SetupError& e) {
         rc.routes.local_in = local_in_.data();
         rc.routes.nsenders = static_cast<uint32_t>(senders_.size());
         rc.routes.control = control_in_;
-        rc.routes.ctl_out = senders_[r % senders_.size()]->ctl_out();
+        rc.routes.ctl_out = senders_[r % port_senders_]->ctl_out(); // ACKs to remote peers: the port's
         if (handoff_) {
             rc.routes.rx_owner = rx_owner_;
             rc.routes.rx_arrived = rx_arrived_;
@@ -571,10 +653,18 @@ bool Runtime::make_engines(SetupError& e) {
     tc.peer_timeout_us = opt_.peer_timeout_ms * 1000;
     tc.connect_timeout_us = opt_.connect_timeout_ms * 1000;
     rte_ring* out = senders_[0]->ctl_out();
+    // With the in-memory loopback, a session packet to this daemon's own
+    // address goes straight back to the control loop, as if received.
+    rte_ring* self_in = local_port_ ? control_in_ : nullptr;
+    const rte_be32_t self_ip = rte_cpu_to_be_32(opt_.src_ip);
     sessions_ = std::make_unique<SessionTable>(
         tc,
-        [out](rte_mbuf* m) {
-            if (rte_ring_mp_enqueue(out, m) == 0)
+        [out, self_in, self_ip](rte_mbuf* m) {
+            rte_ring* to = out;
+            if (self_in != nullptr && rte_pktmbuf_data_len(m) >= kEthLen + kIpLen &&
+                rte_pktmbuf_mtod_offset(m, const rte_ipv4_hdr*, kEthLen)->dst_addr == self_ip)
+                to = self_in;
+            if (rte_ring_mp_enqueue(to, m) == 0)
                 return true;
             rte_pktmbuf_free(m);
             return false;
@@ -1205,6 +1295,15 @@ GenFlow* Runtime::gen_flow(FlowCtx& f, TxCtx* c) {
 // receiving rx lcore polls; elsewhere flows take turns over the senders.
 uint32_t Runtime::sender_for(uint16_t wire, uint16_t i) const {
     return steer_by_queue_ ? wire % static_cast<uint32_t>(rxs_.size()) : i % static_cast<uint32_t>(senders_.size());
+}
+
+uint32_t Runtime::local_sender_for(const FlowCtx& peer_recv, uint16_t wire, uint16_t i) const {
+    if (!local_port_)
+        return sender_for(wire, i);
+    for (uint32_t r = 0; r < receivers_.size(); r++)
+        if (receivers_[r] == peer_recv.receiver)
+            return port_senders_ + r;
+    return port_senders_ + wire % static_cast<uint32_t>(receivers_.size());
 }
 
 Addressing Runtime::address_to(const Session& s) const {
@@ -1980,10 +2079,13 @@ DropCounters Runtime::drop_totals() const {
 
 Runtime::Totals Runtime::totals() const {
     Totals t;
-    for (const Sender* s : senders_) {
+    for (uint32_t i = 0; i < senders_.size(); i++) {
+        const Sender* s = senders_[i];
         const SenderCounters& c = s->counters();
         t.sent += peek(c.msgs_sent);
         t.pkts_tx += s->pkts_tx();
+        if (i >= port_senders_)
+            t.pkts_local += s->pkts_tx();
         t.tx_dropped += s->tx_dropped();
         t.retx += peek(c.retx_pkts);
         if (opt_.mode == Mode::Send)
@@ -2100,6 +2202,15 @@ Results Runtime::results() const {
     r.completion_writes = t.completion_writes;
     r.packets_tx = t.pkts_tx;
     r.packets_rx = t.pkts_rx;
+    rte_eth_stats st;
+    if (local_port_ && rte_eth_stats_get(local_port_->id(), &st) == 0)
+        r.packets_local = st.opackets;
+    if (tx_port_ && rte_eth_stats_get(tx_port_->id(), &st) == 0) {
+        r.port_tx = st.opackets;
+        r.port_rx = st.ipackets;
+    }
+    if (rx_port_owned_ && rte_eth_stats_get(rx_port_owned_->id(), &st) == 0)
+        r.port_rx = st.ipackets;
     r.bytes_payload = t.bytes;
     r.tx_dropped = t.tx_dropped;
     r.fault_shim = !shims_.empty();
@@ -2374,6 +2485,7 @@ void Runtime::teardown() {
     for (drivers::FaultShim* s : shims_)
         delete s;
     shims_.clear();
+    local_port_.reset();
     rx_port_owned_.reset();
     tx_port_.reset();
     rx_port_ = nullptr;

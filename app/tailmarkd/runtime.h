@@ -100,6 +100,7 @@ private:
     friend class Service;          // service.cc: sessions and flows opened for applications
     bool plan_lcores(SetupError& e);
     bool open_ports(SetupError& e);
+    bool open_local_loop(SetupError& e);
     bool make_engines(SetupError& e);
     bool make_registry(SetupError& e);
     bool make_unconnected(SetupError& e);
@@ -113,6 +114,9 @@ private:
     void install_replay(AppSession& a, Session& s);
     bool make_replay(FlowCtx& f, const TxFlow& tx, const CompletionRing* ring, uint32_t si, AppSession& a);
     uint32_t sender_for(uint16_t wire, uint16_t i) const;
+    // A flow to a receive flow of this process (peer_recv): the in-memory
+    // loopback's Sender whose queue that flow's Receiver polls.
+    uint32_t local_sender_for(const FlowCtx& peer_recv, uint16_t wire, uint16_t i) const;
     GenFlow* gen_flow(FlowCtx& f, TxCtx* c);
     Addressing address_to(const Session& s) const;
     void detach(AppSession& a, uint64_t now);
@@ -147,6 +151,7 @@ private:
         uint64_t pkts_tx = 0, pkts_rx = 0, tx_dropped = 0, drops = 0, completion_writes = 0;
         uint64_t acked = 0;
         uint64_t retx = 0; // packets retransmitted
+        uint64_t pkts_local = 0; // of pkts_tx, through the in-memory loopback
     };
     Totals totals() const;
     DropCounters drop_totals() const; // every engine's, by reason (any thread)
@@ -165,6 +170,11 @@ private:
     std::unique_ptr<drivers::Port> tx_port_;
     std::unique_ptr<drivers::Port> rx_port_owned_; // when --rx-port != --tx-port
     drivers::Port* rx_port_ = nullptr;
+    // --mode service: the in-memory loopback (net_ring: tx queue r arrives on
+    // rx queue r, polled by rx lcore r) for sessions between applications
+    // of this daemon; null elsewhere. Its Senders are senders_[port_senders_ + r].
+    std::unique_ptr<drivers::Port> local_port_;
+    uint32_t port_senders_ = 0; // senders_[0, port_senders_) send on the port
     int tx_socket_ = 0, rx_socket_ = 0;
     bool steer_by_queue_ = false; // net_ring loopback: tx queue q arrives on rx queue q
     bool rss_ = false;

@@ -1,4 +1,5 @@
-// rx role: rx burst, then Receiver::rx_burst, which validates, places,
+// rx role: rx burst (the port's queue, and in --mode service the in-memory
+// loopback's), then Receiver::rx_burst, which validates, places,
 // completes and frees data, and routes ACK/NACK, SESSION and ARP frames to
 // their owners; Receiver::poll NACKs what is missing and ACKs what moved.
 //
@@ -16,16 +17,26 @@ namespace tailmark::app {
 
 bool rx_step(RxCtx& c, uint64_t now) {
     rte_mbuf* pkts[kMaxBurst];
-    const uint16_t n = rte_eth_rx_burst(c.port, c.queue, pkts, static_cast<uint16_t>(c.plane->burst_now()));
-    if (n == 0) {
-        c.receiver->poll(now);
-        return false;
+    const auto burst = static_cast<uint16_t>(c.plane->burst_now());
+    uint16_t n = rte_eth_rx_burst(c.port, c.queue, pkts, burst);
+    if (n != 0) {
+        bump(c.pkts_rx, n);
+        now = drivers::rx_tsc(pkts[0]);
+        c.receiver->rx_burst(pkts, n, now); // frees or routes the burst
     }
-    bump(c.pkts_rx, n);
-    const uint64_t tsc = drivers::rx_tsc(pkts[0]);
-    c.receiver->rx_burst(pkts, n, tsc); // frees or routes the burst
-    c.receiver->poll(tsc);
-    return true;
+    // Sessions between applications of this daemon: their frames come over
+    // the in-memory loopback, placed by the same Receiver as the wire's.
+    if (c.local_port != kNoPort) {
+        const uint16_t k = rte_eth_rx_burst(c.local_port, c.local_queue, pkts, burst);
+        if (k != 0) {
+            bump(c.pkts_rx, k);
+            now = drivers::rx_tsc(pkts[0]);
+            c.receiver->rx_burst(pkts, k, now);
+            n += k;
+        }
+    }
+    c.receiver->poll(now);
+    return n != 0;
 }
 
 } // namespace tailmark::app

@@ -696,7 +696,8 @@ void Service::on_connect(SvcApp& app, const tm_msg_connect& m, uint64_t now) {
     ss->connector = true;
     ss->req = req;
     ss->port = m.service;
-    ss->peer = {m.ip, o.udp_port};
+    // A loopback address is this daemon's own: another of its applications.
+    ss->peer = {(m.ip >> 24) == 127 ? o.src_ip : m.ip, o.udp_port};
     ss->nflows = m.nflows;
     ss->ring_size = m.ring_size;
     ss->max_msg = m.max_msg;
@@ -719,7 +720,7 @@ void Service::on_connect(SvcApp& app, const tm_msg_connect& m, uint64_t now) {
     ss->sid = s->id;
     app.sessions.push_back(ss.get());
     TM_LOG(INFO, app, "service: %s connecting to %s:%u (session %u, %u flows, ring %u, max %u B)", app.label().c_str(),
-           ip_str(m.ip).c_str(), m.service, s->id, m.nflows, m.ring_size, m.max_msg);
+           ip_str(ss->peer.ip).c_str(), m.service, s->id, m.nflows, m.ring_size, m.max_msg);
     std::lock_guard<std::mutex> lk(counters_mu_);
     sessions_.push_back(std::move(ss));
 }
@@ -1012,7 +1013,10 @@ void Service::install_send(SvcSession& ss, Session& s, uint64_t now) {
             }
         }
         sp.user = sf;
-        const uint32_t si = rt_.sender_for(wire, i);
+        // A peer in this daemon: over the in-memory loopback, to its flow's rx lcore.
+        const uint32_t si = peer_side != nullptr && i < peer_side->flows.size()
+                                ? rt_.local_sender_for(*peer_side->flows[i], wire, i)
+                                : rt_.sender_for(wire, i);
         f->sender = rt_.senders_[si];
         f->send_lcore = rt_.sender_lcore_[si];
         f->send = Sender::make_flow(sp, rt_.tx_socket_);

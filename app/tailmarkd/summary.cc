@@ -25,6 +25,9 @@ void print_summary(const Results& r, FILE* out) {
             r.rel.rto_expired, r.rel.stale_reqs, r.rel.nacks_tx, r.rel.nacks_rx, r.rel.retx_rx, r.flows_failed,
             r.messages_failed, r.elapsed_s, r.msgs_per_s, r.mpps, r.gbps,
             r.latency_samples, r.lat_p50_ns, r.lat_p99_ns, r.lat_p999_ns, r.lat_max_ns);
+    if (r.packets_local != 0)
+        fprintf(out, "  in memory (between applications of this daemon): %lu packets; the port's own tx %lu, rx %lu\n",
+                r.packets_local, r.port_tx, r.port_rx);
     for (size_t i = 0; i < kDropReasonCount; i++)
         if (r.drops[i] != 0)
             fprintf(out, "  drop %-22s %lu\n", std::string(kDropReasonNames[i]).c_str(), r.drops[i]);
@@ -53,6 +56,8 @@ bool write_summary_json(const Results& r, const std::string& path, std::string& 
     fprintf(f, "  \"completion_writes\": %lu,\n", r.completion_writes);
     fprintf(f, "  \"packets_tx\": %lu,\n", r.packets_tx);
     fprintf(f, "  \"packets_rx\": %lu,\n", r.packets_rx);
+    fprintf(f, "  \"packets_local\": %lu,\n", r.packets_local);
+    fprintf(f, "  \"port\": {\"tx\": %lu, \"rx\": %lu},\n", r.port_tx, r.port_rx);
     fprintf(f, "  \"acks_tx\": %lu,\n", r.acks_tx);
     fprintf(f, "  \"acks_rx\": %lu,\n", r.acks_rx);
     fprintf(f, "  \"packets_placed\": %lu,\n", r.packets_placed);

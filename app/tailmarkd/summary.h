@@ -27,6 +27,11 @@ struct Results {
     uint64_t completion_writes = 0;  // message mode: slot writes; packet mode: per-packet completions
     uint64_t packets_tx = 0;         // accepted by the PMD (data and ACKs)
     uint64_t packets_rx = 0;         // returned by rx bursts (everything)
+    // Of those, through the in-memory loopback (--mode service: sessions
+    // between applications of this daemon); and what the port itself
+    // counted (rte_eth_stats): frames that really went out and came in.
+    uint64_t packets_local = 0;
+    uint64_t port_tx = 0, port_rx = 0;
     uint64_t acks_tx = 0;
     uint64_t acks_rx = 0;
     uint64_t packets_placed = 0;

@@ -57,6 +57,7 @@ struct TelemetryAccess {
         ok = ok && put(d, "completion_writes", t.completion_writes);
         ok = ok && put(d, "packets_tx", t.pkts_tx);
         ok = ok && put(d, "packets_rx", t.pkts_rx);
+        ok = ok && put(d, "packets_local", t.pkts_local); // in memory: between applications of this daemon
         ok = ok && put(d, "bytes_payload", t.bytes);
         ok = ok && put(d, "drops_total", t.drops);
         ok = ok && put(d, "tx_dropped", t.tx_dropped);

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Two applications of one `tailmarkd --mode service` connect to each other
+# (issue 39: ranks that share a daemon, as torchrun starts them). The daemon
+# drives a real port (net_af_packet on a veth into a second namespace), and
+# the applications reach each other by the daemon's own address or by a
+# loopback address: their messages go through memory, never the port.
+#
+#  1. 5 MB of random bytes through tailmark-cat, by the daemon's address.
+#  2. the same by 127.0.0.1, 3 flows of 7 KiB messages, ring 4.
+#  3. the README's hello_send / hello_recv, by 127.0.0.1.
+#  4. at SIGINT, the daemon's summary: exit 0; its port sent nothing
+#     (port.tx == 0) and the veth's other end received nothing (its kernel
+#     counter); every packet its senders sent went through the in-memory
+#     loopback (packets_local == packets_tx) and was placed once
+#     (packets_placed == packets_local, nothing retransmitted). The only
+#     drops are the CLOSEs of sessions already ended: the service ends both
+#     ends of a session between its applications at once, so each end's
+#     CLOSE finds the other gone (control_stale); every other session packet
+#     was taken (session.tx - session.rx of them, exactly).
+source "$(dirname "$0")/lib.sh"
+tm_require_daemon
+tm_require_root
+BIN=$TM_SRC/build/app
+CAT=${TAILMARK_CAT:-$BIN/tailmark-cat/tailmark-cat}
+HELLO_SEND=${TAILMARK_HELLO_SEND:-$BIN/examples/hello_send}
+HELLO_RECV=${TAILMARK_HELLO_RECV:-$BIN/examples/hello_recv}
+for b in "$CAT" "$HELLO_SEND" "$HELLO_RECV"; do
+    [ -x "$b" ] || { tm_log "not built: $b"; exit 1; }
+done
+
+tm_af_pair lo
+S=$TM_WORK/d.sock
+tm_start d 300 ns "$NA" -- $VDEV_A -l 0 -- --mode service --src-ip $IP_A --control-socket "$S" \
+    --secret $TM_SECRET --stats-period 0
+PID=$TM_PID
+up() { grep -q "applications attach on" "$TM_WORK/d.err" 2>/dev/null && [ -S "$S" ]; }
+tm_await d "$PID" 30 up "the daemon never listened on its socket"
+grep -q "sessions between applications of this daemon: in memory" "$TM_WORK/d.err" ||
+    tm_fail "the daemon did not say it carries its applications' sessions in memory"
+
+listens() { [ "$(grep -c "listens on port $1\$" "$TM_WORK/d.err")" -ge 1 ]; }
+# transfer NAME ADDR PORT FILE ARGS...: a listening and a connecting
+# tailmark-cat on the one daemon; both exit 0 and the bytes are equal.
+transfer() {
+    local name=$1 addr=$2 port=$3 file=$4
+    shift 4
+    ip netns exec "$NA" timeout -k 5 60 "$CAT" --socket "$S" --listen "$port" --quiet "$@" \
+        >"$TM_WORK/$name.out" 2>"$TM_WORK/$name.listen.err" &
+    local lpid=$!
+    tm_wait_for 20 listens "$port" || tm_fail "$name: no listener on port $port"
+    ip netns exec "$NA" timeout -k 5 60 "$CAT" --socket "$S" --connect "$addr:$port" --quiet "$@" <"$file" \
+        2>"$TM_WORK/$name.send.err"
+    local src=$?
+    wait "$lpid"
+    local lrc=$?
+    if [ $src -ne 0 ] || [ $lrc -ne 0 ]; then
+        tm_fail "$name: sender exit $src, receiver exit $lrc: $(cat "$TM_WORK/$name.send.err" "$TM_WORK/$name.listen.err")"
+    elif ! cmp -s "$file" "$TM_WORK/$name.out"; then
+        tm_fail "$name: the bytes that arrived differ ($(stat -c %s "$TM_WORK/$name.out") of $(stat -c %s "$file"))"
+    else
+        tm_log "ok: $name ($(stat -c %s "$file") bytes, equal)"
+    fi
+}
+
+head -c 5000000 /dev/urandom >"$TM_WORK/in5m"
+transfer by_address $IP_A 7000 "$TM_WORK/in5m"
+transfer by_loopback 127.0.0.1 7001 "$TM_WORK/in5m" --flows 3 --msg-size 7K --ring 4
+
+# 3. hello_send / hello_recv (port 7000, the README's), by 127.0.0.1.
+ip netns exec "$NA" env TAILMARK_SOCKET="$S" timeout -k 5 30 "$HELLO_RECV" >"$TM_WORK/hello_recv.out" 2>&1 &
+hr=$!
+tm_wait_for 20 bash -c "[ \$(grep -c 'listens on port 7000\$' '$TM_WORK/d.err') -ge 2 ]" || tm_fail "hello_recv: no listener"
+ip netns exec "$NA" env TAILMARK_SOCKET="$S" timeout -k 5 30 "$HELLO_SEND" 127.0.0.1 >"$TM_WORK/hello_send.out" 2>&1
+hs=$?
+wait $hr
+hrc=$?
+if [ $hs -eq 0 ] && [ $hrc -eq 0 ] && grep -qx 'message 0 (cookie 42): delivered' "$TM_WORK/hello_send.out" &&
+    grep -Eqx '16 bytes from session [0-9]+: hello, tailmark' "$TM_WORK/hello_recv.out"; then
+    tm_log "ok: hello_send -> hello_recv by 127.0.0.1: $(cat "$TM_WORK/hello_recv.out")"
+else
+    tm_fail "hello: send exit $hs ($(cat "$TM_WORK/hello_send.out")), recv exit $hrc ($(cat "$TM_WORK/hello_recv.out"))"
+fi
+
+# 4. Nothing on the wire.
+kill -INT "$PID"
+wait "$PID"
+TM_RC=$?
+wire=$(ip netns exec "$NB" cat /sys/class/net/vethB/statistics/rx_packets)
+tm_log "the daemon: $(grep -m1 'in memory (between' "$TM_WORK/d.out" | sed 's/^ *//'); the veth's other end received $wire frames"
+[ "$wire" -eq 0 ] || tm_fail "the veth's other end received $wire frames: the applications' sessions went out of the port"
+tm_expect_rc d 0 &&
+    tm_check d "d['port']['tx'] == 0" "d['packets_local'] > 0" "d['packets_local'] == d['packets_tx']" \
+        "d['packets_placed'] == d['packets_local']" "d['reliability']['retx_pkts'] == 0" \
+        "d['drops_total'] == d['drops']['control_stale'] == d['session']['tx'] - d['session']['rx']" \
+        "d['tx_dropped'] == 0" "d['service']['failed'] == 0" "d['service']['delivered'] == d['service']['taken'] > 0"
+tm_finish
