@@ -101,6 +101,7 @@ rte_mbuf* build_ack(rte_mempool* pool, const uint8_t (&l2l4)[kEthLen + kIpLen + 
     put16(b + 16, static_cast<uint16_t>(nranges));
     put16(b + 18, c.hold_ns == kNoEcho ? 0 : c.echo);
     put32(b + 20, c.hold_ns);
+    put64(b + 24, c.seq);
     for (uint32_t i = 0; i < nranges; i++) {
         put16(b + kAckFixedLen + 4 * i, c.n.ranges[i].first);
         put16(b + kAckFixedLen + 2 + 4 * i, c.n.ranges[i].count);
@@ -135,7 +136,9 @@ DropReason parse_ack(const rte_mbuf* m, const ParsedPacket& p, const SipKey& key
     out.receiver_epoch = get32(b + 12);
     out.echo = get16(b + 18);
     out.hold_ns = get32(b + 20);
-    if ((out.hold_ns == kNoEcho && out.echo != 0) || out.sender_epoch == 0 || out.receiver_epoch == 0 || (!nack && p.hdr.msg_id != out.acked_upto))
+    out.seq = get64(b + 24);
+    if ((out.hold_ns == kNoEcho && out.echo != 0) || out.sender_epoch == 0 || out.receiver_epoch == 0 ||
+        out.seq == 0 || (!nack && p.hdr.msg_id != out.acked_upto))
         return DropReason::ControlMalformed;
     out.n.flow = p.hdr.flow;
     out.n.msg_id = p.hdr.msg_id;
@@ -157,6 +160,7 @@ const char* to_string(SessionType t) {
     case SessionType::Keepalive: return "keepalive";
     case SessionType::Reset: return "reset";
     case SessionType::Close: return "close";
+    case SessionType::Retry: return "retry";
     }
     return "?";
 }
@@ -181,14 +185,20 @@ const char* to_string(RefuseReason r) {
 namespace {
 bool has_params(SessionType t) { return t == SessionType::Connect || t == SessionType::Accept; }
 bool has_reason(SessionType t) { return t == SessionType::Refuse || t == SessionType::Reset; }
+constexpr uint32_t P = kSessionFixedLen; // where a type's own fields start
+constexpr uint32_t kParamsLen = 32;      // CONNECT, ACCEPT: before the overrides
+constexpr uint32_t kReasonLen = 24;      // REFUSE, RESET
+constexpr uint32_t kCookieLen = 8;       // RETRY
 } // namespace
 
 uint32_t session_body_len(const SessionMsg& s) {
     uint32_t n = kSessionFixedLen;
     if (has_params(s.type))
-        n += 24 + 8u * s.noverrides;
+        n += kParamsLen + 8u * s.noverrides;
     else if (has_reason(s.type))
-        n += 24;
+        n += kReasonLen;
+    else if (s.type == SessionType::Retry)
+        n += kCookieLen;
     return n + kMacLen;
 }
 
@@ -218,26 +228,30 @@ rte_mbuf* build_session(rte_mempool* pool, const uint8_t (&l2l4)[kEthLen + kIpLe
     put32(b + 8, s.src_epoch);
     put32(b + 12, s.dst_epoch);
     put64(b + 16, s.nonce);
+    put64(b + 24, s.seq);
     if (has_params(s.type)) {
-        put16(b + 24, s.nflows);
-        put16(b + 26, s.flow_base);
-        put32(b + 28, s.mtu);
-        put32(b + 32, s.ring_size);
-        put32(b + 36, s.max_msg);
-        put32(b + 40, s.key);
-        put16(b + 44, s.key_flags);
-        put16(b + 46, s.noverrides);
+        put64(b + P, s.cookie);
+        put16(b + P + 8, s.nflows);
+        put16(b + P + 10, s.flow_base);
+        put32(b + P + 12, s.mtu);
+        put32(b + P + 16, s.ring_size);
+        put32(b + P + 20, s.max_msg);
+        put32(b + P + 24, s.key);
+        put16(b + P + 28, s.key_flags);
+        put16(b + P + 30, s.noverrides);
         for (uint32_t i = 0; i < s.noverrides; i++) {
-            put16(b + 48 + 8 * i, s.overrides[i].index);
-            put16(b + 50 + 8 * i, 0);
-            put32(b + 52 + 8 * i, s.overrides[i].key);
+            put16(b + P + kParamsLen + 8 * i, s.overrides[i].index);
+            put16(b + P + kParamsLen + 2 + 8 * i, 0);
+            put32(b + P + kParamsLen + 4 + 8 * i, s.overrides[i].key);
         }
     } else if (has_reason(s.type)) {
-        put16(b + 24, static_cast<uint16_t>(s.reason));
-        put16(b + 26, s.index);
-        put32(b + 28, 0);
-        put64(b + 32, s.expected);
-        put64(b + 40, s.got);
+        put16(b + P, static_cast<uint16_t>(s.reason));
+        put16(b + P + 2, s.index);
+        put32(b + P + 4, 0);
+        put64(b + P + 8, s.expected);
+        put64(b + P + 16, s.got);
+    } else if (s.type == SessionType::Retry) {
+        put64(b + P, s.cookie);
     }
     sign(hdr, body, key);
     return m;
@@ -256,7 +270,7 @@ DropReason read_session(const rte_mbuf* m, const ParsedPacket& p, SessionFrame& 
     raw.len = len;
     const uint8_t* b = raw.bytes + kHeaderLen;
     const uint8_t type = b[0];
-    if (type < static_cast<uint8_t>(SessionType::Connect) || type > static_cast<uint8_t>(SessionType::Close) ||
+    if (type < static_cast<uint8_t>(SessionType::Connect) || type > static_cast<uint8_t>(SessionType::Retry) ||
         get16(b + 6) != 0)
         return DropReason::ControlMalformed;
     out = SessionMsg{};
@@ -267,45 +281,56 @@ DropReason read_session(const rte_mbuf* m, const ParsedPacket& p, SessionFrame& 
     out.src_epoch = get32(b + 8);
     out.dst_epoch = get32(b + 12);
     out.nonce = get64(b + 16);
+    out.seq = get64(b + 24);
     out.dst_session = p.hdr.flow;
     const uint32_t flags_ok = out.type == SessionType::Keepalive ? (kKeepaliveAsk | kKeepaliveAnswer) : 0;
-    if ((out.flags & ~flags_ok) != 0 || out.flags == (kKeepaliveAsk | kKeepaliveAnswer) || out.src_epoch == 0)
+    if ((out.flags & ~flags_ok) != 0 || out.flags == (kKeepaliveAsk | kKeepaliveAnswer) || out.src_epoch == 0 ||
+        out.seq == 0)
         return DropReason::ControlMalformed;
     if (has_params(out.type)) {
-        if (p.body_len < kSessionFixedLen + 24 + kMacLen)
+        if (p.body_len < kSessionFixedLen + kParamsLen + kMacLen)
             return DropReason::ControlMalformed;
-        out.nflows = get16(b + 24);
-        out.flow_base = get16(b + 26);
-        out.mtu = get32(b + 28);
-        out.ring_size = get32(b + 32);
-        out.max_msg = get32(b + 36);
-        out.key = get32(b + 40);
-        out.key_flags = get16(b + 44);
-        out.noverrides = get16(b + 46);
-        if (out.noverrides > kMaxKeyOverrides || p.body_len != kSessionFixedLen + 24 + 8u * out.noverrides + kMacLen ||
-            (out.key_flags & ~kKeysGiven) != 0 || (out.type == SessionType::Accept && out.key_flags != 0) ||
+        out.cookie = get64(b + P);
+        out.nflows = get16(b + P + 8);
+        out.flow_base = get16(b + P + 10);
+        out.mtu = get32(b + P + 12);
+        out.ring_size = get32(b + P + 16);
+        out.max_msg = get32(b + P + 20);
+        out.key = get32(b + P + 24);
+        out.key_flags = get16(b + P + 28);
+        out.noverrides = get16(b + P + 30);
+        if (out.noverrides > kMaxKeyOverrides ||
+            p.body_len != kSessionFixedLen + kParamsLen + 8u * out.noverrides + kMacLen ||
+            (out.key_flags & ~kKeysGiven) != 0 || (out.type == SessionType::Accept && (out.key_flags != 0 || out.cookie != 0)) ||
             out.nflows == 0 || static_cast<uint32_t>(out.flow_base) + out.nflows > 65536)
             return DropReason::ControlMalformed;
         for (uint32_t i = 0; i < out.noverrides; i++) {
-            out.overrides[i].index = get16(b + 48 + 8 * i);
-            out.overrides[i].key = get32(b + 52 + 8 * i);
-            if (get16(b + 50 + 8 * i) != 0 || out.overrides[i].index >= out.nflows)
+            out.overrides[i].index = get16(b + P + kParamsLen + 8 * i);
+            out.overrides[i].key = get32(b + P + kParamsLen + 4 + 8 * i);
+            if (get16(b + P + kParamsLen + 2 + 8 * i) != 0 || out.overrides[i].index >= out.nflows)
                 return DropReason::ControlMalformed;
         }
     } else if (has_reason(out.type)) {
-        if (p.body_len != kSessionFixedLen + 24 + kMacLen || get32(b + 28) != 0)
+        if (p.body_len != kSessionFixedLen + kReasonLen + kMacLen || get32(b + P + 4) != 0)
             return DropReason::ControlMalformed;
-        out.reason = static_cast<RefuseReason>(get16(b + 24));
-        out.index = get16(b + 26);
-        out.expected = get64(b + 32);
-        out.got = get64(b + 40);
+        out.reason = static_cast<RefuseReason>(get16(b + P));
+        out.index = get16(b + P + 2);
+        out.expected = get64(b + P + 8);
+        out.got = get64(b + P + 16);
+    } else if (out.type == SessionType::Retry) {
+        if (p.body_len != kSessionFixedLen + kCookieLen + kMacLen)
+            return DropReason::ControlMalformed;
+        out.cookie = get64(b + P);
+        if (out.cookie == 0)
+            return DropReason::ControlMalformed;
     } else if (p.body_len != kSessionFixedLen + kMacLen) {
         return DropReason::ControlMalformed;
     }
     // Session ids and epochs are never 0: a CONNECT names no destination
     // session (it has none yet), everything else names one.
     if ((out.type == SessionType::Connect) != (out.dst_epoch == 0 && out.dst_session == 0) ||
-        (out.type != SessionType::Connect && (out.dst_epoch == 0 || out.dst_session == 0)) || out.src_session == 0)
+        (out.type != SessionType::Connect && (out.dst_epoch == 0 || out.dst_session == 0)) ||
+        (out.src_session == 0) != (out.type == SessionType::Retry)) // a RETRY belongs to no session yet
         return DropReason::ControlMalformed;
     return DropReason::None;
 }

@@ -23,38 +23,53 @@
 //                          (congestion control's RTT sample)
 //   20  u32 hold_ns        nanoseconds from that packet's arrival to this
 //                          packet; 0xFFFFFFFF: no echo (nothing placed yet)
-//   24  nranges x {u16 first, u16 count}: packets [first, first + count) of
+//   24  u64 seq            the flow's ACKs and NACKs numbered 1, 2, 3, ...:
+//                          the sender takes each number once (ReplayWindow),
+//                          so a recorded ACK or NACK replayed is refused
+//   32  nranges x {u16 first, u16 count}: packets [first, first + count) of
 //                          msg_id are missing; count 0: to the end of the group
 //
 // SESSION (handshake, keep-alive, reset, close). Header: flow = the
 // destination's session id (0 in a CONNECT: it has none yet), msg_id 0.
-//    0  u8  type           CONNECT 1, ACCEPT 2, REFUSE 3, KEEPALIVE 4, RESET 5, CLOSE 6
+//    0  u8  type           CONNECT 1, ACCEPT 2, REFUSE 3, KEEPALIVE 4, RESET 5,
+//                          CLOSE 6, RETRY 7
 //    1  u8  flags          KEEPALIVE: 0x01 answer me, 0x02 an answer
 //    2  u16 service        the listener (a port number) the session belongs to
 //    4  u16 src_session    the sender of this packet's id for the session
 //    6  u16 reserved       0
 //    8  u32 src_epoch      its epoch for the session (random, never 0)
 //   12  u32 dst_epoch      the destination's epoch (0 in a CONNECT)
-//   16  u64 nonce          CONNECT, KEEPALIVE: fresh; ACCEPT, REFUSE, RESET and
-//                          a KEEPALIVE answer echo the one they answer
+//   16  u64 nonce          CONNECT, KEEPALIVE: fresh; ACCEPT, REFUSE, RESET,
+//                          RETRY and a KEEPALIVE answer echo the one they answer
+//   24  u64 seq            this end's session packets numbered 1, 2, 3, ...:
+//                          the peer takes each once (ReplayWindow); CONNECT,
+//                          REFUSE, RESET and RETRY, which answer or open no
+//                          session state, are fresh by their nonce instead
 //   CONNECT, ACCEPT:
-//   24  u16 nflows         flows of the session
-//   26  u16 flow_base      the sender's first flow id: flow i is flow_base + i
+//   32  u64 cookie         CONNECT: the acceptor's RETRY token, echoed (0:
+//                          none yet); ACCEPT: 0
+//   40  u16 nflows         flows of the session
+//   42  u16 flow_base      the sender's first flow id: flow i is flow_base + i
 //                          (CONNECT: the connector's, for ACKs; ACCEPT: the
 //                          acceptor's, for data)
-//   28  u32 mtu            CONNECT: the connector's; ACCEPT: agreed (the smaller)
-//   32  u32 ring_size      completion slots per flow
-//   36  u32 max_msg        the largest message (each slot's receive region)
-//   40  u32 key            the flows' completion key
-//   44  u16 key_flags      CONNECT: 0x01 the keys are given, the acceptor must hold the same
-//   46  u16 noverrides     per-flow keys that differ from `key`:
-//   48  noverrides x {u16 flow index, u16 0, u32 key}
+//   44  u32 mtu            CONNECT: the connector's; ACCEPT: agreed (the smaller)
+//   48  u32 ring_size      completion slots per flow
+//   52  u32 max_msg        the largest message (each slot's receive region)
+//   56  u32 key            the flows' completion key
+//   60  u16 key_flags      CONNECT: 0x01 the keys are given, the acceptor must hold the same
+//   62  u16 noverrides     per-flow keys that differ from `key`:
+//   64  noverrides x {u16 flow index, u16 0, u32 key}
+//   RETRY (acceptor -> connector: prove you receive at your address):
+//   32  u64 cookie         a token the acceptor can check without keeping
+//                          anything: a keyed hash of the CONNECT's source
+//                          address and port, session, epoch and nonce, and
+//                          the time; the CONNECT that echoes it opens the session
 //   REFUSE, RESET:
-//   24  u16 reason         RefuseReason
-//   26  u16 index          the flow a key mismatch is about
-//   28  u32 reserved       0
-//   32  u64 expected       the refuser's value of the setting
-//   40  u64 got            the value it was offered
+//   32  u16 reason         RefuseReason
+//   34  u16 index          the flow a key mismatch is about
+//   36  u32 reserved       0
+//   40  u64 expected       the refuser's value of the setting
+//   48  u64 got            the value it was offered
 #pragma once
 
 #include <cstdint>
@@ -76,7 +91,7 @@ struct NackRange {
 
 inline constexpr uint32_t kMaxNackRanges = 32;
 inline constexpr uint32_t kMacLen = 8;
-inline constexpr uint32_t kAckFixedLen = 24;
+inline constexpr uint32_t kAckFixedLen = 32;
 inline constexpr uint32_t kAckBodyLen = kAckFixedLen + kMacLen; // 32: an ACK
 inline constexpr uint32_t kNoEcho = 0xFFFFFFFF; // hold_ns of a packet that echoes nothing
 inline constexpr uint32_t kMaxAckBodyLen = kAckBodyLen + 4 * kMaxNackRanges;
@@ -101,6 +116,7 @@ struct Control {
     uint32_t receiver_epoch = 0;
     uint32_t hold_ns = kNoEcho; // the echo's age at the receiver (kNoEcho: none)
     uint16_t echo = 0;          // a data packet's send stamp (its IPv4 identification)
+    uint64_t seq = 0;           // the flow's control packets' number (wire only; 0 in memory)
     Nack n{};
 };
 static_assert(sizeof(Control) % 4 == 0);
@@ -117,7 +133,7 @@ DropReason parse_ack(const rte_mbuf* m, const ParsedPacket& p, const SipKey& key
 
 // --- sessions ---------------------------------------------------------------
 
-enum class SessionType : uint8_t { Connect = 1, Accept = 2, Refuse = 3, Keepalive = 4, Reset = 5, Close = 6 };
+enum class SessionType : uint8_t { Connect = 1, Accept = 2, Refuse = 3, Keepalive = 4, Reset = 5, Close = 6, Retry = 7 };
 const char* to_string(SessionType t);
 
 inline constexpr uint8_t kKeepaliveAsk = 0x01;    // answer me (a liveness probe)
@@ -156,6 +172,8 @@ struct SessionMsg {
     uint32_t src_epoch = 0;
     uint32_t dst_epoch = 0;
     uint64_t nonce = 0;
+    uint64_t seq = 0;
+    uint64_t cookie = 0; // CONNECT (echoed), RETRY
     // CONNECT, ACCEPT
     uint16_t nflows = 0;
     uint16_t flow_base = 0;
@@ -173,7 +191,7 @@ struct SessionMsg {
     uint64_t got = 0;
 };
 
-inline constexpr uint32_t kSessionFixedLen = 24;
+inline constexpr uint32_t kSessionFixedLen = 32;
 uint32_t session_body_len(const SessionMsg& s); // MAC included
 
 rte_mbuf* build_session(rte_mempool* pool, const uint8_t (&l2l4)[kEthLen + kIpLen + kUdpLen], const SipKey& key,
@@ -184,7 +202,7 @@ rte_mbuf* build_session(rte_mempool* pool, const uint8_t (&l2l4)[kEthLen + kIpLe
 // decodes without believing (ControlMalformed), then authentic() checks the
 // MAC with the key the claimed session or listener holds.
 struct SessionFrame {
-    uint8_t bytes[kHeaderLen + kSessionFixedLen + 24 + 8 * kMaxKeyOverrides + kMacLen];
+    uint8_t bytes[kHeaderLen + kSessionFixedLen + 32 + 8 * kMaxKeyOverrides + kMacLen];
     uint32_t len = 0; // header + body, MAC included
 };
 DropReason read_session(const rte_mbuf* m, const ParsedPacket& p, SessionFrame& raw, SessionMsg& out);

@@ -48,6 +48,7 @@ namespace tailmark {
     X(ControlMalformed, "control_malformed")  /* control body: length, ranges, fields */  \
     X(ControlBadAuth, "control_bad_auth")     /* control packet whose MAC fails */        \
     X(ControlStale, "control_stale")          /* authentic, of another incarnation */     \
+    X(ControlReplayed, "control_replayed")    /* authentic, its number taken before or too old */ \
     X(NackQueueFull, "nack_queue_full")       /* sender: retransmission requests backlog */ \
     X(FlowFailed, "flow_failed")              /* control packet of a flow given up */     \
     X(UnknownSession, "unknown_session")      /* session packet for no session/listener */ \

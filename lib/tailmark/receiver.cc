@@ -24,6 +24,7 @@ struct RecvFlow {
     uint32_t acked_sent = 0;
     uint64_t ack_tsc = 0;
     uint64_t echo_sent_tsc = 0;  // arrival of the packet the last ACK echoed
+    uint64_t ctl_seq = 0;        // the number of the flow's last ACK or NACK on the wire (control.h's seq)
 };
 
 uint16_t Receiver::id_of(const RecvFlow* f) { return f->spec.id; }
@@ -208,6 +209,7 @@ bool Receiver::emit(RecvFlow& f, Control& c, uint64_t now) {
         ok = s < cfg_.routes.nsenders &&
              rte_ring_mp_enqueue_elem(cfg_.routes.local_in[s], &c, sizeof(Control)) == 0;
     } else {
+        c.seq = ++f.ctl_seq; // a number lost with its packet leaves a gap, which the window takes
         rte_mbuf* m = build_ack(cfg_.pool, link->l2l4, link->key, c);
         ok = m != nullptr && cfg_.routes.ctl_out != nullptr && rte_ring_mp_enqueue(cfg_.routes.ctl_out, m) == 0;
         if (!ok && m != nullptr)

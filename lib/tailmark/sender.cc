@@ -98,6 +98,7 @@ struct SendFlow {
     bool graced = false;  // one late firing forgiven since the last progress
     bool unrecorded = false; // the active message has no record (see new_data)
     uint32_t index = 0;   // in the round robin
+    ReplayWindow ctl_win; // its peer's ACK and NACK numbers taken (wire only)
     Congestion* cc = nullptr; // its session's (nullptr: not congestion-controlled)
     OneFrame one;             // its one-packet messages' packet (TxMarker::build_one)
 };
@@ -404,12 +405,17 @@ uint32_t Sender::take_completions(SendCompletion* out, uint32_t max) {
 
 // --- control intake -------------------------------------------------------------
 
-DropReason Sender::apply(SendFlow& f, const Control& c, uint64_t now) {
+DropReason Sender::apply(SendFlow& f, const Control& c, uint64_t now, bool wire) {
     SessionLink* link = f.spec.link;
     if (link == nullptr || !f.spec.reliable)
         return DropReason::Control;
     if (c.sender_epoch != link->local_epoch || c.receiver_epoch != link->peer_epoch)
         return DropReason::ControlStale; // another incarnation of the session: not news
+    // Of this incarnation, authentic: each number once. A replayed ACK would
+    // refresh the peer's liveness, feed congestion control a stale echo, or
+    // (a NACK) ask for a retransmission and count as a loss.
+    if (wire && !f.ctl_win.take(c.seq))
+        return DropReason::ControlReplayed;
     if (f.failed != FailReason::None)
         return DropReason::FlowFailed;
     // Nothing beyond what was sent can be acknowledged, nor released beyond
@@ -454,7 +460,7 @@ void Sender::sync_local(SendFlow& f) {
 
 DropReason Sender::on_control(const Control& c, uint64_t now) {
     SendFlow* f = table_ ? table_[c.n.flow] : nullptr;
-    const DropReason r = f ? apply(*f, c, now) : DropReason::UnknownFlow;
+    const DropReason r = f ? apply(*f, c, now, false) : DropReason::UnknownFlow;
     if (r != DropReason::None)
         count_drop(r);
     return r;
@@ -474,7 +480,7 @@ DropReason Sender::on_wire_control(const rte_mbuf* m, uint64_t now) {
                 Control c;
                 r = parse_ack(m, p, f->spec.link->key, c); // the MAC before anything is believed
                 if (r == DropReason::None)
-                    r = apply(*f, c, now);
+                    r = apply(*f, c, now, true);
                 if (r == DropReason::None)
                     bump(ctr_.ctl_packets);
             }

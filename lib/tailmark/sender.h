@@ -31,6 +31,7 @@
 #include "tailmark/control.h"
 #include "tailmark/drop_reason.h"
 #include "tailmark/packet_parser.h"
+#include "tailmark/replay_window.h"
 #include "tailmark/session_link.h"
 #include "tailmark/tx_burst.h"
 #include "tailmark/tx_marker.h"
@@ -294,7 +295,7 @@ private:
     void restart(SendFlow& f, uint64_t now);
     void retire(SendFlow& f);
     void fail_flow(SendFlow& f, FailReason why);
-    DropReason apply(SendFlow& f, const Control& c, uint64_t now);
+    DropReason apply(SendFlow& f, const Control& c, uint64_t now, bool wire);
     void sync_local(SendFlow& f);
     bool push_job(const Nack& n);
     bool start_job();

@@ -108,7 +108,10 @@ FlowParams params_of(const SessionMsg& m) {
 } // namespace
 
 SessionTable::SessionTable(const Config& cfg, Transmit tx, Notify notify)
-    : cfg_(cfg), tx_(std::move(tx)), notify_(std::move(notify)), arp_(cfg.arp_tries) {}
+    : cfg_(cfg), tx_(std::move(tx)), notify_(std::move(notify)), arp_(cfg.arp_tries) {
+    cookie_key_ = {rte_rand(), rte_rand()};
+    retry_epoch_ = random_epoch();
+}
 
 SessionTable::~SessionTable() {
     for (auto& [id, s] : sessions_)
@@ -195,6 +198,7 @@ bool SessionTable::send(Session& s, SessionMsg& m, const SipKey& key) {
     m.src_session = s.id;
     m.src_epoch = s.local_epoch;
     m.service = s.service;
+    m.seq = ++s.tx_seq;
     uint8_t l2l4[kEthLen + kIpLen + kUdpLen];
     template_to(s, l2l4);
     rte_mbuf* b = build_session(cfg_.pool, l2l4, key, m);
@@ -210,6 +214,7 @@ void SessionTable::send_connect(Session& s, uint64_t now) {
     SessionMsg m;
     m.type = SessionType::Connect;
     m.nonce = s.connect_nonce;
+    m.cookie = s.cookie;
     fill_params(m, s.params);
     m.flow_base = s.local_base;
     m.key_flags = s.params.keys_given ? kKeysGiven : 0;
@@ -342,6 +347,43 @@ void SessionTable::on_arp(rte_mbuf* m, uint64_t now) {
     }
 }
 
+// A RETRY token: SipHash under this table's own key of where the CONNECT
+// came from, which session incarnation and nonce it names, and the time
+// (cookie_period_us buckets: a token is good in its bucket and the next).
+uint64_t SessionTable::cookie_for(const SessionMsg& msg, const Endpoint& from, uint64_t bucket) const {
+    uint8_t b[32] = {};
+    memcpy(b + 0, &from.ip, 4);
+    memcpy(b + 4, &from.port, 2);
+    memcpy(b + 6, &msg.src_session, 2);
+    memcpy(b + 8, &msg.src_epoch, 4);
+    memcpy(b + 12, &msg.service, 2);
+    memcpy(b + 16, &msg.nonce, 8);
+    memcpy(b + 24, &bucket, 8);
+    const uint64_t c = siphash24(cookie_key_, {b, sizeof(b)});
+    return c != 0 ? c : 1;
+}
+
+// Answers a CONNECT without keeping anything: the token goes to the address
+// the CONNECT came from, signed with the listener's key (the connector
+// believes only what authenticates).
+void SessionTable::send_retry(const SessionMsg& msg, const Endpoint& from, const rte_ether_addr& from_mac,
+                              const SipKey& key, uint64_t now) {
+    Session tmp;
+    tmp.id = 0; // no session: RETRY's src_session is 0
+    tmp.local_epoch = retry_epoch_;
+    tmp.service = msg.service;
+    tmp.peer = from;
+    tmp.peer_mac = from == cfg_.self ? cfg_.rx_mac : from_mac; // to ourselves: where we receive
+    SessionMsg r;
+    r.type = SessionType::Retry;
+    r.dst_session = msg.src_session;
+    r.dst_epoch = msg.src_epoch;
+    r.nonce = msg.nonce;
+    r.cookie = cookie_for(msg, from, now / us(cfg_.cookie_period_us));
+    if (send(tmp, r, key))
+        ctr_.retries++;
+}
+
 void SessionTable::on_connect(const SessionMsg& msg, const SessionFrame& raw, const Endpoint& from,
                               const rte_ether_addr& from_mac, uint64_t now) {
     auto li = listeners_.find(msg.service);
@@ -354,8 +396,25 @@ void SessionTable::on_connect(const SessionMsg& msg, const SessionFrame& raw, co
         return;
     }
     ctr_.rx++;
-    // The same connector session again: its CONNECT was retried (our ACCEPT
-    // was lost, or is on its way). Another epoch: a new incarnation.
+    // The same connector session again (its session, epoch and nonce), from
+    // wherever it comes: its CONNECT was retried (our ACCEPT was lost, or is
+    // on its way), or replayed. Nothing new is made for it.
+    for (auto& [id, x] : sessions_)
+        if (!x->connector && x->state != SessionState::Ended && x->peer_id == msg.src_session &&
+            x->peer_epoch == msg.src_epoch && x->connect_nonce == msg.nonce && x->service == msg.service) {
+            if (x->state == SessionState::Established && x->peer == from)
+                send_accept(*x, msg.nonce);
+            return;
+        }
+    // Nothing is kept for a CONNECT until its connector shows it receives at
+    // the address it sends from: the token of a RETRY sent there, echoed.
+    const uint64_t bucket = now / us(cfg_.cookie_period_us);
+    if (msg.cookie == 0 ||
+        (msg.cookie != cookie_for(msg, from, bucket) && msg.cookie != cookie_for(msg, from, bucket - 1))) {
+        send_retry(msg, from, from_mac, li->second.key, now);
+        return;
+    }
+    // Another epoch of a session from the same address: a new incarnation.
     // The one to replace is the confirmed incarnation when there is one: a
     // pending session made by a replayed CONNECT is no incarnation, and it
     // ends at its deadline anyway.
@@ -363,13 +422,8 @@ void SessionTable::on_connect(const SessionMsg& msg, const SessionFrame& raw, co
     bool older_confirmed = false;
     for (auto& [id, x] : sessions_) {
         if (x->connector || x->state == SessionState::Ended || !(x->peer == from) || x->peer_id != msg.src_session ||
-            x->service != msg.service)
+            x->service != msg.service || x->peer_epoch == msg.src_epoch)
             continue;
-        if (x->peer_epoch == msg.src_epoch) {
-            if (x->state == SessionState::Established)
-                send_accept(*x, msg.nonce);
-            return;
-        }
         if (!older_confirmed) {
             older = id;
             older_confirmed = x->confirmed;
@@ -388,6 +442,7 @@ void SessionTable::on_connect(const SessionMsg& msg, const SessionFrame& raw, co
     s->peer_epoch = msg.src_epoch;
     s->peer_base = msg.flow_base;
     s->connect_nonce = msg.nonce;
+    s->rx_win.take(msg.seq);
     s->replaces = older;
     if (from == cfg_.self)
         if (Session* c = find(msg.src_session); c != nullptr && c->connector && c->local_epoch == msg.src_epoch)
@@ -452,7 +507,8 @@ void SessionTable::on_session(rte_mbuf* m, uint64_t now) {
     // or ended it): an authentic one gets a RESET, so the peer gives up at
     // once rather than after its timeout. It must echo the probe's nonce, so
     // a recorded RESET cannot end a later session.
-    if (!mine || (msg.type != SessionType::Accept && msg.type != SessionType::Refuse && s->peer_epoch != msg.src_epoch)) {
+    if (!mine || (msg.type != SessionType::Accept && msg.type != SessionType::Refuse && msg.type != SessionType::Retry &&
+                  s->peer_epoch != msg.src_epoch)) {
         auto li = listeners_.find(msg.service);
         if (msg.type == SessionType::Keepalive && (msg.flags & kKeepaliveAsk) && li != listeners_.end() &&
             authentic(raw, li->second.key)) {
@@ -477,6 +533,14 @@ void SessionTable::on_session(rte_mbuf* m, uint64_t now) {
     }
     if (!authentic(raw, s->key)) {
         count(DropReason::ControlBadAuth);
+        return;
+    }
+    // Each of the peer's numbers once: a recorded KEEPALIVE replayed would
+    // keep a dead peer's session alive, a recorded CLOSE end a later one.
+    // (REFUSE, RESET and RETRY must echo a nonce of ours instead.)
+    if ((msg.type == SessionType::Accept || msg.type == SessionType::Keepalive || msg.type == SessionType::Close) &&
+        !s->rx_win.take(msg.seq)) {
+        count(DropReason::ControlReplayed);
         return;
     }
     ctr_.rx++;
@@ -619,6 +683,17 @@ void SessionTable::on_session(rte_mbuf* m, uint64_t now) {
     }
     case SessionType::Close:
         end(*s, SessionEnd::PeerClosed, now);
+        return;
+    case SessionType::Retry:
+        // The acceptor's token for our CONNECT: again at once, with it.
+        if (!s->connector || s->state != SessionState::Connecting || msg.nonce != s->connect_nonce) {
+            count(DropReason::ControlStale);
+            return;
+        }
+        if (s->cookie == msg.cookie)
+            return; // a copy: the CONNECT with it went, and its retries go on their clock
+        s->cookie = msg.cookie;
+        send_connect(*s, now);
         return;
     case SessionType::Connect:
         return;

@@ -6,7 +6,11 @@
 //
 //   connector                                   acceptor (a listener on `service`)
 //     ARP who-has peer --------------------->   (answers for its own address)
-//     CONNECT(epoch c, nonce n, proposal) --->   decide: refuse, or allocate flows
+//     CONNECT(epoch c, nonce n, proposal) --->   nothing kept:
+//     <--- RETRY(n, cookie)                       a token only the acceptor computes
+//     CONNECT(c, n, proposal, cookie) ------->   the connector receives where it
+//                                                 says it is: decide: refuse, or
+//                                                 allocate flows
 //     <--- REFUSE(reason, theirs, ours, n)        (no session)
 //     <--- ACCEPT(epoch a, n, agreed)             session, unconfirmed
 //     KEEPALIVE(confirm) -------------------->   confirmed: an older incarnation
@@ -21,7 +25,12 @@
 // key from its listener (the packet names the service), so a packet that
 // does not authenticate is never answered. A new connector epoch replaces the
 // old incarnation only once confirmed, so replaying a recorded CONNECT does
-// not tear a live session down.
+// not tear a live session down; a CONNECT seen before (its session, epoch
+// and nonce, from whatever address) makes nothing new, and one without a
+// valid cookie makes nothing at all. Every session packet of an
+// established session is numbered, and each number is taken once
+// (ReplayWindow): a recorded KEEPALIVE or CLOSE replayed is refused
+// (control_replayed).
 #pragma once
 
 #include <cstdint>
@@ -37,6 +46,7 @@
 
 #include "tailmark/arp.h"
 #include "tailmark/control.h"
+#include "tailmark/replay_window.h"
 #include "tailmark/session_link.h"
 
 namespace tailmark {
@@ -112,6 +122,9 @@ struct Session {
     uint32_t asks = 0;
     uint32_t ask_seq = 0;      // connector: the probes' sequence (the nonce's upper half)
     uint32_t peer_ask_seq = 0; // acceptor: the last probe's sequence taken (a replay is older)
+    uint64_t tx_seq = 0;       // the number of this end's last session packet (control.h's seq)
+    ReplayWindow rx_win;       // the peer's session packets' numbers taken
+    uint64_t cookie = 0;       // connector: the acceptor's RETRY token, echoed in each CONNECT
     uint64_t started = 0, deadline = 0, next_tx = 0, last_rx = 0;
     uint32_t tries = 0;
     void* user = nullptr;      // the application's
@@ -132,6 +145,7 @@ struct SessionCounters {
     uint64_t arp_rx = 0, arp_tx = 0;   // ARP frames taken (requests answered, replies learnt), sent
     uint64_t established = 0, ended = 0, refused = 0;
     uint64_t tx_fail = 0;              // packets not sent: no mbuf, or the tx ring full
+    uint64_t retries = 0;              // acceptor: CONNECTs answered with a RETRY (no cookie, or a stale one)
     DropCounters drops{};              // frames refused
 };
 
@@ -150,6 +164,7 @@ public:
         uint64_t arp_retry_us = 200000;
         uint32_t arp_tries = 10;
         uint32_t max_sessions = 1024;
+        uint64_t cookie_period_us = 2000000;   // a RETRY token is good for one to two of these
     };
     using Transmit = std::function<bool(rte_mbuf*)>; // takes the packet (false: it was not sent; freed)
     using Decide = std::function<AcceptDecision(Session& s, const FlowParams& proposed)>;
@@ -197,6 +212,9 @@ private:
     bool send(Session& s, SessionMsg& m, const SipKey& key);
     void send_connect(Session& s, uint64_t now);
     void send_accept(Session& s, uint64_t nonce);
+    uint64_t cookie_for(const SessionMsg& msg, const Endpoint& from, uint64_t bucket) const;
+    void send_retry(const SessionMsg& msg, const Endpoint& from, const rte_ether_addr& from_mac, const SipKey& key,
+                    uint64_t now);
     void end(Session& s, SessionEnd why, uint64_t now);
     void on_arp(rte_mbuf* m, uint64_t now);
     void on_session(rte_mbuf* m, uint64_t now);
@@ -212,6 +230,10 @@ private:
     std::map<uint16_t, std::unique_ptr<Session>> sessions_;
     uint16_t next_id_ = 1;
     SessionCounters ctr_;
+    // RETRY tokens: a keyed hash this table alone can compute and check,
+    // with nothing kept per CONNECT (a SYN cookie's idea).
+    SipKey cookie_key_{};
+    uint32_t retry_epoch_ = 0; // the RETRY packets' src_epoch (they belong to no session)
 };
 
 } // namespace tailmark

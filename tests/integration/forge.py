@@ -143,7 +143,8 @@ def sign(tm_without_mac: bytes, how: str, rng: random.Random, wrong_key: bytes) 
 
 def ack(flow, released, acked, se, re, nack_ranges, how, rng, wrong_key):
     """An ACK (no ranges) or a NACK, body in control.h's layout, tagged `how`."""
-    body = struct.pack("!IIIIHHI", released, acked, se, re, len(nack_ranges), 0, 0xFFFFFFFF)  # no echo
+    # no echo; a fresh-looking number (the MAC is what fails)
+    body = struct.pack("!IIIIHHIQ", released, acked, se, re, len(nack_ranges), 0, 0xFFFFFFFF, rng.getrandbits(40) + 1)
     for first, count in nack_ranges:
         body += struct.pack("!HH", first, count)
     flags = F_NACK if nack_ranges else F_ACK
@@ -163,10 +164,11 @@ def old_ack(flow, released, acked, epoch):
 
 
 def session(typ, dst_session, src_session, src_epoch, dst_epoch, nonce, how, rng, wrong_key, params=None):
-    body = struct.pack("!BBHHHIIQ", typ, 0, UDP_PORT, src_session, 0, src_epoch, dst_epoch, nonce)
+    body = struct.pack("!BBHHHIIQQ", typ, 0, UDP_PORT, src_session, 0, src_epoch, dst_epoch, nonce,
+                       rng.getrandbits(40) + 1)  # seq: a number the peer has not taken
     if typ == ACCEPT:
         nflows, flow_base, mtu, ring, max_msg, key = params
-        body += struct.pack("!HHIIIIHH", nflows, flow_base, mtu, ring, max_msg, key, 0, 0)
+        body += struct.pack("!QHHIIIIHH", 0, nflows, flow_base, mtu, ring, max_msg, key, 0, 0)
     elif typ in (REFUSE, RESET):
         reason = 3 if typ == REFUSE else 8  # msg_size; unknown_session
         body += struct.pack("!HHIQQ", reason, 0, 0, 8192, 4096)
@@ -198,11 +200,11 @@ def attach_filter(sock):
 
 def parse_session(f: bytes):
     """(type, flags, dst_session, src_session, src_epoch, dst_epoch, nonce, tm bytes) or None."""
-    if len(f) < 14 + 20 + 8 + HDR_LEN + 24 + MAC_LEN or f[12:14] != b"\x08\x00" or f[23] != 17:
+    if len(f) < 14 + 20 + 8 + HDR_LEN + 32 + MAC_LEN or f[12:14] != b"\x08\x00" or f[23] != 17:
         return None
     udp_len = struct.unpack_from("!H", f, 38)[0]
     tm = f[42:34 + udp_len]
-    if len(tm) < HDR_LEN + 24 + MAC_LEN or tm[1] != F_SESSION:
+    if len(tm) < HDR_LEN + 32 + MAC_LEN or tm[1] != F_SESSION:
         return None
     dst_session = struct.unpack_from("!H", tm, 2)[0]
     typ, flags, _svc, src_session, _r, src_epoch, dst_epoch, nonce = struct.unpack_from("!BBHHHIIQ", tm, HDR_LEN)
@@ -260,7 +262,7 @@ class Forger:
                 raise SystemExit(f"forge.py: a sniffed {typ} does not verify with --secret: framing or SipHash differ")
             self.checked_macs += 1
             if typ == CONNECT:
-                nflows, flow_base = struct.unpack_from("!HH", tm, HDR_LEN + 24)
+                nflows, flow_base = struct.unpack_from("!HH", tm, HDR_LEN + 40)  # after seq and cookie
                 self.learned.update(session=src_session, epoch=src_epoch, nonce=nonce, flow_base=flow_base,
                                     nflows=nflows, connect=tm)
             elif typ == KEEPALIVE and flags & KA_ASK:

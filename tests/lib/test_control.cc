@@ -108,6 +108,7 @@ Control ack(uint32_t released, uint32_t acked, uint32_t s_epoch, uint32_t r_epoc
     c.acked_upto = acked;
     c.sender_epoch = s_epoch;
     c.receiver_epoch = r_epoch;
+    c.seq = 0x0102030405060708ull; // the flow's control packets' number (any but 0)
     return c;
 }
 
@@ -155,7 +156,7 @@ TEST_CASE("ACK round trip: cursors, epochs and flow come back exactly, the MAC o
     rte_mbuf* m = build_ack(pool.mp, flow.l2l4, kKey, c);
     REQUIRE(m != nullptr);
     CHECK(rte_pktmbuf_pkt_len(m) == kFrameOverhead + kAckBodyLen);
-    CHECK(kAckBodyLen == 32);
+    CHECK(kAckBodyLen == 40);
     Result r = parse_mbuf(m);
     REQUIRE(r.frame == R::None);
     CHECK(r.is_control);
@@ -176,8 +177,9 @@ TEST_CASE("ACK round trip: cursors, epochs and flow come back exactly, the MAC o
     CHECK(r.c.n.nranges == 0);
     CHECK(r.c.hold_ns == kNoEcho); // nothing echoed
     CHECK(r.c.echo == 0);
+    CHECK(r.c.seq == 0x0102030405060708ull);
 
-    // The body, byte for byte (control.h): big-endian cursors, epochs, no echo, then the MAC.
+    // The body, byte for byte (control.h): big-endian cursors, epochs, no echo, the number, then the MAC.
     auto f = tmtest::flat(m);
     CHECK(be32_at(f, kFrameOverhead + 0) == 0x01020304);
     CHECK(be32_at(f, kFrameOverhead + 4) == 0x05060708);
@@ -186,7 +188,8 @@ TEST_CASE("ACK round trip: cursors, epochs and flow come back exactly, the MAC o
     CHECK(be16_at(f, kFrameOverhead + 16) == 0);
     CHECK(be16_at(f, kFrameOverhead + 18) == 0);
     CHECK(be32_at(f, kFrameOverhead + 20) == 0xFFFFFFFF);
-    CHECK(be64_at(f, kFrameOverhead + 24) == siphash24(kKey, {f.data() + kHdrOff, kHeaderLen + 24}));
+    CHECK(be64_at(f, kFrameOverhead + 24) == 0x0102030405060708ull);
+    CHECK(be64_at(f, kFrameOverhead + 32) == siphash24(kKey, {f.data() + kHdrOff, kHeaderLen + 32}));
     CHECK(rte_ipv4_cksum(tmtest::ip_of(f)) == 0);
     rte_pktmbuf_free(m);
     CHECK(pool.avail() == start);
@@ -209,7 +212,7 @@ TEST_CASE("ACK and NACK echo a send stamp and its hold time exactly", "[control]
     n.echo = 1;
     n.hold_ns = 0;
     f = frame_of(pool.mp, flow, n);
-    CHECK(be16_at(f, kFrameOverhead + 24) == 2); // the ranges follow the echo
+    CHECK(be16_at(f, kFrameOverhead + 32) == 2); // the ranges follow the echo and the number
     r = parse_bytes(pool.mp, f);
     REQUIRE(r.control == R::None);
     CHECK(r.c.echo == 1);
@@ -238,9 +241,9 @@ TEST_CASE("NACK round trip with 1 and kMaxNackRanges ranges, and from chained mb
         CHECK(r.c.receiver_epoch == 4);
         CHECK(r.c.n.flow == 42);
         CHECK(be16_at(f, kFrameOverhead + 16) == 1);
-        CHECK(be16_at(f, kFrameOverhead + 24) == 17);
-        CHECK(be16_at(f, kFrameOverhead + 26) == 0);
-        CHECK(be64_at(f, kFrameOverhead + 28) == siphash24(kKey, {f.data() + kHdrOff, kHeaderLen + 28}));
+        CHECK(be16_at(f, kFrameOverhead + 32) == 17);
+        CHECK(be16_at(f, kFrameOverhead + 34) == 0);
+        CHECK(be64_at(f, kFrameOverhead + 36) == siphash24(kKey, {f.data() + kHdrOff, kHeaderLen + 36}));
     }
     SECTION("kMaxNackRanges ranges, the last one to the end") {
         std::vector<NackRange> rs;
@@ -355,6 +358,11 @@ TEST_CASE("a control body inconsistent with itself is malformed, even correctly 
     // Epoch 0 on either side; ACK and NACK at once; RETX; SESSION with ACK.
     for (const Control& c : {ack(1, 2, 0), ack(1, 2, 3, 0), nack(2, {{0, 0}}, 1, 2, 0)})
         CHECK(parse_bytes(pool.mp, frame_of(pool.mp, flow, c)).control == R::ControlMalformed);
+    // Number 0 (numbers start at 1: a window never takes 0).
+    for (Control c : {ack(1, 2, 3), nack(2, {{0, 0}}, 1, 2, 3)}) {
+        c.seq = 0;
+        CHECK(parse_bytes(pool.mp, frame_of(pool.mp, flow, c)).control == R::ControlMalformed);
+    }
     const auto a = frame_of(pool.mp, flow, ack(1, 2, 3));
     auto with = [&](const std::vector<uint8_t>& b, auto fn) {
         auto f = b;
@@ -410,6 +418,8 @@ SessionMsg connect_msg() {
     s.src_session = 3;
     s.src_epoch = 0xC0DEC0DE;
     s.nonce = 0x0102030405060708ull;
+    s.seq = 0x1112131415161718ull;
+    s.cookie = 0x2122232425262728ull;
     s.nflows = 4;
     s.flow_base = 100;
     s.mtu = 1500;
@@ -447,7 +457,10 @@ SessionResult read_bytes(rte_mempool* mp, const std::vector<uint8_t>& f, const S
     return out;
 }
 
-std::vector<uint8_t> session_frame(rte_mempool* mp, const SessionMsg& s, const SipKey& key = kKey) {
+// A session packet as built (its seq 0 made 1 unless zero_seq: 0 is never a number).
+std::vector<uint8_t> session_frame(rte_mempool* mp, SessionMsg s, const SipKey& key = kKey, bool zero_seq = false) {
+    if (s.seq == 0 && !zero_seq)
+        s.seq = 1;
     TxFlow flow = tmtest::make_flow(1, 1, 8);
     rte_mbuf* m = build_session(mp, flow.l2l4, key, s);
     if (m == nullptr)
@@ -459,14 +472,14 @@ std::vector<uint8_t> session_frame(rte_mempool* mp, const SessionMsg& s, const S
 
 } // namespace
 
-TEST_CASE("session packets round trip: CONNECT, ACCEPT, REFUSE, KEEPALIVE, RESET, CLOSE", "[control]") {
+TEST_CASE("session packets round trip: CONNECT, ACCEPT, REFUSE, KEEPALIVE, RESET, CLOSE, RETRY", "[control]") {
     tmtest::Pool pool(1023);
     const unsigned start = pool.avail();
     SECTION("CONNECT with per-flow keys, byte for byte") {
         const SessionMsg c = connect_msg();
         const auto f = session_frame(pool.mp, c);
         CHECK(f.size() == kFrameOverhead + session_body_len(c));
-        CHECK(session_body_len(c) == 24 + 24 + 16 + 8);
+        CHECK(session_body_len(c) == 32 + 32 + 16 + 8);
         CHECK(tmtest::hdr_of(const_cast<std::vector<uint8_t>&>(f))->flags == static_cast<uint8_t>(Flags::Session));
         CHECK(f[kFrameOverhead + 0] == 1); // CONNECT
         CHECK(be16_at(f, kFrameOverhead + 2) == 4747);
@@ -474,18 +487,20 @@ TEST_CASE("session packets round trip: CONNECT, ACCEPT, REFUSE, KEEPALIVE, RESET
         CHECK(be32_at(f, kFrameOverhead + 8) == 0xC0DEC0DE);
         CHECK(be32_at(f, kFrameOverhead + 12) == 0);
         CHECK(be64_at(f, kFrameOverhead + 16) == 0x0102030405060708ull);
-        CHECK(be16_at(f, kFrameOverhead + 24) == 4);
-        CHECK(be16_at(f, kFrameOverhead + 26) == 100);
-        CHECK(be32_at(f, kFrameOverhead + 28) == 1500);
-        CHECK(be32_at(f, kFrameOverhead + 32) == 64);
-        CHECK(be32_at(f, kFrameOverhead + 36) == 8192);
-        CHECK(be32_at(f, kFrameOverhead + 40) == 0x7A11C0DE);
-        CHECK(be16_at(f, kFrameOverhead + 44) == kKeysGiven);
-        CHECK(be16_at(f, kFrameOverhead + 46) == 2);
-        CHECK(be16_at(f, kFrameOverhead + 48) == 1);
-        CHECK(be32_at(f, kFrameOverhead + 52) == 0x22222222);
-        CHECK(be16_at(f, kFrameOverhead + 56) == 3);
-        CHECK(be32_at(f, kFrameOverhead + 60) == 0x33333333);
+        CHECK(be64_at(f, kFrameOverhead + 24) == 0x1112131415161718ull); // seq
+        CHECK(be64_at(f, kFrameOverhead + 32) == 0x2122232425262728ull); // cookie
+        CHECK(be16_at(f, kFrameOverhead + 40) == 4);
+        CHECK(be16_at(f, kFrameOverhead + 42) == 100);
+        CHECK(be32_at(f, kFrameOverhead + 44) == 1500);
+        CHECK(be32_at(f, kFrameOverhead + 48) == 64);
+        CHECK(be32_at(f, kFrameOverhead + 52) == 8192);
+        CHECK(be32_at(f, kFrameOverhead + 56) == 0x7A11C0DE);
+        CHECK(be16_at(f, kFrameOverhead + 60) == kKeysGiven);
+        CHECK(be16_at(f, kFrameOverhead + 62) == 2);
+        CHECK(be16_at(f, kFrameOverhead + 64) == 1);
+        CHECK(be32_at(f, kFrameOverhead + 68) == 0x22222222);
+        CHECK(be16_at(f, kFrameOverhead + 72) == 3);
+        CHECK(be32_at(f, kFrameOverhead + 76) == 0x33333333);
         const auto r = read_bytes(pool.mp, f);
         REQUIRE(r.r == R::None);
         CHECK(r.auth);
@@ -495,6 +510,8 @@ TEST_CASE("session packets round trip: CONNECT, ACCEPT, REFUSE, KEEPALIVE, RESET
         CHECK(r.m.dst_session == 0);
         CHECK(r.m.src_epoch == 0xC0DEC0DE);
         CHECK(r.m.nonce == 0x0102030405060708ull);
+        CHECK(r.m.seq == 0x1112131415161718ull);
+        CHECK(r.m.cookie == 0x2122232425262728ull);
         CHECK(r.m.nflows == 4);
         CHECK(r.m.flow_base == 100);
         CHECK(r.m.mtu == 1500);
@@ -551,6 +568,37 @@ TEST_CASE("session packets round trip: CONNECT, ACCEPT, REFUSE, KEEPALIVE, RESET
             CHECK(r.m.reason == s.reason);
         }
     }
+    SECTION("RETRY: a token, from no session (src_session 0), byte for byte") {
+        SessionMsg s;
+        s.type = SessionType::Retry;
+        s.service = 4747;
+        s.src_session = 0;
+        s.src_epoch = 0x0E0E0E0E;
+        s.dst_session = 3;
+        s.dst_epoch = 0xC0DEC0DE;
+        s.nonce = 0x0102030405060708ull;
+        s.seq = 1;
+        s.cookie = 0xC00C1E5C00C1E5ull;
+        const auto f = session_frame(pool.mp, s);
+        CHECK(session_body_len(s) == 32 + 8 + 8);
+        CHECK(f[kFrameOverhead + 0] == 7);
+        CHECK(be16_at(f, kFrameOverhead + 4) == 0);
+        CHECK(be64_at(f, kFrameOverhead + 32) == 0xC00C1E5C00C1E5ull);
+        const auto r = read_bytes(pool.mp, f);
+        REQUIRE(r.r == R::None);
+        CHECK(r.auth);
+        CHECK(r.m.type == SessionType::Retry);
+        CHECK(r.m.src_session == 0);
+        CHECK(r.m.dst_session == 3);
+        CHECK(r.m.nonce == 0x0102030405060708ull);
+        CHECK(r.m.cookie == 0xC00C1E5C00C1E5ull);
+        // No token, or a RETRY that names a session of its own: malformed.
+        s.cookie = 0;
+        CHECK(read_bytes(pool.mp, session_frame(pool.mp, s)).r == R::ControlMalformed);
+        s.cookie = 1;
+        s.src_session = 9;
+        CHECK(read_bytes(pool.mp, session_frame(pool.mp, s)).r == R::ControlMalformed);
+    }
     CHECK(pool.avail() == start);
 }
 
@@ -579,17 +627,18 @@ TEST_CASE("malformed session bodies are refused before their MAC is looked at", 
         return read_bytes(pool.mp, f).r;
     };
     CHECK(signed_with([](auto& f) { f[kFrameOverhead] = 0; }) == R::ControlMalformed);      // type 0
-    CHECK(signed_with([](auto& f) { f[kFrameOverhead] = 7; }) == R::ControlMalformed);      // type 7
+    CHECK(signed_with([](auto& f) { f[kFrameOverhead] = 8; }) == R::ControlMalformed);      // type 8
     CHECK(signed_with([](auto& f) { f[kFrameOverhead + 1] = 1; }) == R::ControlMalformed);  // flags on a CONNECT
     CHECK(signed_with([](auto& f) { put_be16(f, kFrameOverhead + 6, 1); }) == R::ControlMalformed); // reserved
     CHECK(signed_with([](auto& f) { put_be32(f, kFrameOverhead + 8, 0); }) == R::ControlMalformed); // src epoch 0
     CHECK(signed_with([](auto& f) { put_be16(f, kFrameOverhead + 4, 0); }) == R::ControlMalformed); // src session 0
     CHECK(signed_with([](auto& f) { put_be32(f, kFrameOverhead + 12, 1); }) == R::ControlMalformed); // CONNECT with a dst
-    CHECK(signed_with([](auto& f) { put_be16(f, kFrameOverhead + 46, 3); }) == R::ControlMalformed); // overrides vs length
-    CHECK(signed_with([](auto& f) { put_be16(f, kFrameOverhead + 48, 4); }) == R::ControlMalformed); // override index >= nflows
-    CHECK(signed_with([](auto& f) { put_be16(f, kFrameOverhead + 24, 0); }) == R::ControlMalformed); // no flows
-    CHECK(signed_with([](auto& f) { put_be16(f, kFrameOverhead + 26, 65534); }) == R::ControlMalformed); // ids past 65535
-    CHECK(signed_with([](auto& f) { put_be16(f, kFrameOverhead + 44, 2); }) == R::ControlMalformed); // unknown key flag
+    CHECK(signed_with([](auto& f) { put_be16(f, kFrameOverhead + 62, 3); }) == R::ControlMalformed); // overrides vs length
+    CHECK(signed_with([](auto& f) { put_be16(f, kFrameOverhead + 64, 4); }) == R::ControlMalformed); // override index >= nflows
+    CHECK(signed_with([](auto& f) { put_be16(f, kFrameOverhead + 40, 0); }) == R::ControlMalformed); // no flows
+    CHECK(signed_with([](auto& f) { put_be16(f, kFrameOverhead + 42, 65534); }) == R::ControlMalformed); // ids past 65535
+    CHECK(signed_with([](auto& f) { put_be16(f, kFrameOverhead + 60, 2); }) == R::ControlMalformed); // unknown key flag
+    CHECK(signed_with([](auto& f) { memset(f.data() + kFrameOverhead + 24, 0, 8); }) == R::ControlMalformed); // seq 0
     CHECK(signed_with([](auto& f) { tmtest::hdr_of(f)->msg_id = RTE_BE32(1); }) == R::ControlMalformed);
     // A KEEPALIVE must name its destination.
     SessionMsg k;

@@ -212,8 +212,10 @@ struct Rig {
         made.push_back(f);
         return f;
     }
-    Control ctl(uint32_t released, uint32_t acked, uint16_t flow = kFlow) const {
+    uint64_t next_seq = 1; // the numbers of ctl()'s packets: each fresh
+    Control ctl(uint32_t released, uint32_t acked, uint16_t flow = kFlow) {
         Control c;
+        c.seq = next_seq++;
         c.nack = false;
         c.released_upto = released;
         c.acked_upto = acked;
@@ -223,7 +225,7 @@ struct Rig {
         c.n.msg_id = acked;
         return c;
     }
-    Control nack(uint32_t msg_id, std::initializer_list<NackRange> rs, uint32_t released, uint32_t acked) const {
+    Control nack(uint32_t msg_id, std::initializer_list<NackRange> rs, uint32_t released, uint32_t acked) {
         Control c = ctl(released, acked);
         c.nack = true;
         c.n.msg_id = msg_id;
@@ -937,6 +939,75 @@ TEST_CASE("ACK intake refuses forged, stale and impossible control packets, each
     auto c = r.done();
     REQUIRE(c.size() == 1);
     check_completions(c, 0, 0, SendStatus::Delivered);
+}
+
+TEST_CASE("ACK intake takes each number once: a replayed ACK or NACK is refused and changes nothing (issue 35)",
+          "[sender]") {
+    Opts o;
+    o.cc = true; // a replayed echo must not reach congestion control either
+    o.rto = o.rto_max = uint64_t(1) << 40; // no probes: every packet below is asked for
+    Rig r(o);
+    SendFlow* f = r.add(r.spec(8));
+    const auto b = tmtest::pattern(3000, 1); // 3 packets
+    for (uint64_t i = 0; i < 3; i++)
+        REQUIRE(r.s->submit(kFlow, bytes_msg(b), i) == 0);
+    size_t sent = 0;
+    for (uint64_t t = 1000000; t < 1900000; t += 10000) { // paced: steps of 3 packets
+        r.s->poll(t);
+        sent += take(r.port).size();
+    }
+    REQUIRE(sent == 9);
+    auto wire = [&](const Control& c, uint64_t now) {
+        rte_mbuf* m = build_ack(r.pool.mp, r.link.l2l4, kKey, c);
+        REQUIRE(m != nullptr);
+        const R res = r.s->on_wire_control(m, now);
+        rte_pktmbuf_free(m);
+        return res;
+    };
+    // A NACK (number 1) for message 0's packet 1: one retransmission.
+    const Control n = r.nack(0, {{1, 1}}, 0, 0);
+    REQUIRE(n.seq == 1);
+    CHECK(wire(n, 2000000) == R::None);
+    r.s->poll(2000000);
+    CHECK(take(r.port).size() == 1);
+    // An ACK (2) of message 0 with an echo: one RTT sample.
+    Control a = r.ctl(0, 1);
+    a.echo = static_cast<uint16_t>(1000000 >> 9);
+    a.hold_ns = 1000;
+    CHECK(wire(a, 2100000) == R::None);
+    CHECK(r.s->counters().cc_samples == 1);
+    CHECK(r.link.peer_ctl_tsc.load() == 2100000);
+    // Both again, as recorded: refused, nothing retransmitted, no sample, no sign of life.
+    CHECK(wire(n, 3000000) == R::ControlReplayed);
+    CHECK(wire(a, 3000000) == R::ControlReplayed);
+    r.s->poll(3000000);
+    CHECK(take(r.port).empty());
+    CHECK(r.drops(R::ControlReplayed) == 2);
+    CHECK(r.s->counters().nacks_rx == 1);
+    CHECK(r.s->counters().acks_rx == 1);
+    CHECK(r.s->counters().cc_samples == 1);
+    CHECK(r.s->counters().retx_pkts == 1);
+    CHECK(r.link.peer_ctl_tsc.load() == 2100000);
+    // Out of order within the window: 4 before 3, both taken once.
+    Control a4 = r.ctl(0, 2);
+    a4.seq = 4;
+    Control a3 = r.ctl(0, 1);
+    a3.seq = 3;
+    r.next_seq = 5;
+    CHECK(wire(a4, 3100000) == R::None);
+    CHECK(wire(a3, 3100000) == R::None);
+    CHECK(wire(a3, 3100000) == R::ControlReplayed);
+    CHECK(Sender::view(f).acked == 2);
+    // 5 + 64 taken: the window holds 6..69, so 5, never taken, is too old.
+    Control far = r.ctl(0, 2);
+    far.seq = 5 + ReplayWindow::kWidth;
+    CHECK(wire(far, 3200000) == R::None);
+    Control old = r.ctl(0, 2);
+    old.seq = 5; // never taken, but older than the window
+    CHECK(wire(old, 3200000) == R::ControlReplayed);
+    CHECK(r.drops(R::ControlReplayed) == 4);
+    // A local receiver's records carry no number and are not windowed.
+    CHECK(r.s->on_control(r.ctl(0, 2), 3300000) == R::None);
 }
 
 TEST_CASE("hear_all before a failure: the peer's last ACK, waiting in the inbox, delivers what it released",

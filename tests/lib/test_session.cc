@@ -57,7 +57,8 @@ uint64_t be64(const std::vector<uint8_t>& b, size_t at) {
 }
 
 // Offsets in a frame: Ethernet 0, IPv4 14, UDP 34, tailmark header 42
-// (flow at 44), SESSION body 58 (control.h).
+// (flow at 44), SESSION body 58 (control.h): its number at +24, CONNECT's
+// and ACCEPT's parameters from +32 (the cookie first).
 constexpr size_t kB = kFrameOverhead;
 
 struct Pkt {
@@ -79,16 +80,18 @@ struct Pkt {
     uint32_t src_epoch() const { return be32(bytes, kB + 8); }
     uint32_t dst_epoch() const { return be32(bytes, kB + 12); }
     uint64_t nonce() const { return be64(bytes, kB + 16); }
-    // CONNECT, ACCEPT
-    uint16_t nflows() const { return be16(bytes, kB + 24); }
-    uint16_t flow_base() const { return be16(bytes, kB + 26); }
-    uint32_t mtu() const { return be32(bytes, kB + 28); }
-    uint32_t ring_size() const { return be32(bytes, kB + 32); }
+    uint64_t seq() const { return be64(bytes, kB + 24); }
+    // CONNECT, ACCEPT; RETRY (cookie)
+    uint64_t cookie() const { return be64(bytes, kB + 32); }
+    uint16_t nflows() const { return be16(bytes, kB + 40); }
+    uint16_t flow_base() const { return be16(bytes, kB + 42); }
+    uint32_t mtu() const { return be32(bytes, kB + 44); }
+    uint32_t ring_size() const { return be32(bytes, kB + 48); }
     // REFUSE, RESET
-    uint16_t reason() const { return be16(bytes, kB + 24); }
-    uint16_t index() const { return be16(bytes, kB + 26); }
-    uint64_t expected() const { return be64(bytes, kB + 32); }
-    uint64_t got() const { return be64(bytes, kB + 40); }
+    uint16_t reason() const { return be16(bytes, kB + 32); }
+    uint16_t index() const { return be16(bytes, kB + 34); }
+    uint64_t expected() const { return be64(bytes, kB + 40); }
+    uint64_t got() const { return be64(bytes, kB + 48); }
     // The MAC: SipHash-2-4 over the tailmark header and the body before it.
     bool signed_with(const SipKey& k) const {
         const size_t end = bytes.size() - kMacLen;
@@ -396,6 +399,8 @@ std::vector<uint8_t> forge(Net& net, const Session& from, SessionType type, uint
     m.dst_session = from.peer_id;
     m.dst_epoch = from.peer_epoch;
     m.nonce = nonce;
+    static uint64_t seq = uint64_t(1) << 40; // numbers the table has not used: fresh to its peer
+    m.seq = ++seq;
     if (type == SessionType::Reset)
         m.reason = RefuseReason::UnknownSession;
     REQUIRE(from.link != nullptr);
@@ -426,7 +431,8 @@ void check_link_template(const SessionLink& l, const rte_ether_addr& src_mac, co
 
 // 1 ---------------------------------------------------------------------------
 
-TEST_CASE("handshake: exactly CONNECT, ACCEPT, KEEPALIVE(confirm); both ends agree on everything", "[session]") {
+TEST_CASE("handshake: exactly CONNECT, RETRY, CONNECT(cookie), ACCEPT, KEEPALIVE(confirm); both ends agree on "
+          "everything", "[session]") {
     Net net;
     Node a(net, "A", kMacA, kIpA);
     Node b(net, "B", kMacB, kIpB);
@@ -453,14 +459,14 @@ TEST_CASE("handshake: exactly CONNECT, ACCEPT, KEEPALIVE(confirm); both ends agr
 
     uint64_t up = T0;
     if (defer) {
-        // Installing: nothing sent, nobody told; A's retry is absorbed.
+        // Installing: nothing sent but the RETRY, nobody told; A's retry is absorbed.
         CHECK(sb->state == SessionState::Accepting);
         CHECK(sb->link != nullptr);
-        CHECK(b.sent.empty());
+        CHECK(b.sent.size() == 1);
         CHECK(b.events.empty());
         net.run_to(T0 + 200 * kMs);
-        CHECK(a.count(SessionType::Connect) == 2);
-        CHECK(b.sent.empty());
+        CHECK(a.count(SessionType::Connect) == 3);
+        CHECK(b.sent.size() == 1);
         CHECK(acc.calls == 1);
         CHECK(sa->state == SessionState::Connecting);
         up = T0 + 250 * kMs;
@@ -474,13 +480,27 @@ TEST_CASE("handshake: exactly CONNECT, ACCEPT, KEEPALIVE(confirm); both ends agr
     CHECK(sa->end == SessionEnd::None);
     CHECK(sb->end == SessionEnd::None);
 
-    // The wire: CONNECT(s), one ACCEPT, one KEEPALIVE confirming it.
-    const size_t connects = defer ? 2 : 1;
+    // The wire: a CONNECT, the RETRY with B's token, the CONNECT(s) echoing
+    // it, one ACCEPT, one KEEPALIVE confirming it. Numbers: each end's 1, 2, ...
+    const size_t connects = defer ? 3 : 2;
     REQUIRE(a.sent.size() == connects + 1);
-    REQUIRE(b.sent.size() == 1);
+    REQUIRE(b.sent.size() == 2);
+    const Pkt& rt = b.sent[0];
+    CHECK(rt.at == T0);
+    CHECK(rt.is(SessionType::Retry));
+    CHECK(same(rt.dst(), kMacA));
+    CHECK(rt.src_session() == 0); // B keeps nothing for it: no session
+    CHECK(rt.dst_session() == sa->id);
+    CHECK(rt.dst_epoch() == sa->local_epoch);
+    CHECK(rt.nonce() == sa->connect_nonce);
+    CHECK(rt.cookie() != 0);
+    CHECK(rt.signed_with(kK));
+    CHECK(sa->cookie == rt.cookie());
     for (size_t i = 0; i < connects; i++) {
         const Pkt& c = a.sent[i];
-        CHECK(c.at == T0 + i * 200 * kMs);
+        CHECK(c.at == (i < 2 ? T0 : T0 + 200 * kMs));
+        CHECK(c.seq() == i + 1);
+        CHECK(c.cookie() == (i == 0 ? 0 : rt.cookie()));
         CHECK(c.is(SessionType::Connect));
         CHECK(same(c.dst(), kMacB));
         CHECK(same(c.src(), kMacA));
@@ -494,9 +514,11 @@ TEST_CASE("handshake: exactly CONNECT, ACCEPT, KEEPALIVE(confirm); both ends agr
         CHECK(c.mtu() == 9000);
         CHECK(c.signed_with(kK));
     }
-    const Pkt& ac = b.sent[0];
+    const Pkt& ac = b.sent[1];
     CHECK(ac.at == up);
     CHECK(ac.is(SessionType::Accept));
+    CHECK(ac.seq() == 1); // B's session's first
+    CHECK(ac.cookie() == 0);
     CHECK(same(ac.dst(), kMacA));
     CHECK(same(ac.src(), kMacB));
     CHECK(ac.dst_session() == sa->id);
@@ -510,6 +532,7 @@ TEST_CASE("handshake: exactly CONNECT, ACCEPT, KEEPALIVE(confirm); both ends agr
     const Pkt& ka = a.sent.back();
     CHECK(ka.at == up);
     CHECK(ka.is_ka(0)); // a confirmation, not a probe
+    CHECK(ka.seq() == connects + 1);
     CHECK(ka.dst_session() == sb->id);
     CHECK(ka.dst_epoch() == sb->local_epoch);
     CHECK(ka.signed_with(kK));
@@ -583,9 +606,10 @@ TEST_CASE("handshake: exactly CONNECT, ACCEPT, KEEPALIVE(confirm); both ends agr
     const SessionCounters& ca = a.t->counters();
     const SessionCounters& cb = b.t->counters();
     CHECK(ca.tx == connects + 1);
-    CHECK(ca.rx == 1);
-    CHECK(cb.tx == 1);
+    CHECK(ca.rx == 2);
+    CHECK(cb.tx == 2);
     CHECK(cb.rx == connects + 1);
+    CHECK(cb.retries == 1);
     CHECK(ca.established == 1);
     CHECK(cb.established == 1);
     CHECK(ca.ended + cb.ended == 0);
@@ -594,7 +618,7 @@ TEST_CASE("handshake: exactly CONNECT, ACCEPT, KEEPALIVE(confirm); both ends agr
     // Until the first probe, silence.
     net.run_to(up + kSec - kMs);
     CHECK(a.sent.size() == connects + 1);
-    CHECK(b.sent.size() == 1);
+    CHECK(b.sent.size() == 2);
 }
 
 // 2 ---------------------------------------------------------------------------
@@ -627,19 +651,21 @@ TEST_CASE("ARP: the connector resolves the peer's MAC, or ends ArpFailed after i
         CHECK(sa->state == SessionState::Resolving); // the CONNECT waits for the next poll
 
         net.at(T0 + kMs);
-        REQUIRE(a.sent.size() == 3);
-        const Pkt& c = a.sent[1];
-        CHECK(c.is(SessionType::Connect));
-        CHECK(c.at == T0 + kMs);
-        CHECK(same(c.dst(), kMacB));
+        REQUIRE(a.sent.size() == 4); // the request, CONNECT, CONNECT(cookie), the confirmation
+        for (size_t i : {1, 2}) {
+            const Pkt& c = a.sent[i];
+            CHECK(c.is(SessionType::Connect));
+            CHECK(c.at == T0 + kMs);
+            CHECK(same(c.dst(), kMacB));
+        }
         CHECK(same(sa->peer_mac, kMacB));
         CHECK(sa->state == SessionState::Established);
-        CHECK(a.sent[2].is_ka(0));
+        CHECK(a.sent[3].is_ka(0));
         CHECK(a.t->counters().arp_tx == 1);
         CHECK(a.t->counters().arp_rx == 1);
         CHECK(b.t->counters().arp_tx == 1);
         CHECK(b.t->counters().arp_rx == 1);
-        CHECK(b.sent.size() == 2); // the reply, the ACCEPT
+        CHECK(b.sent.size() == 3); // the reply, the RETRY, the ACCEPT
     }
 
     SECTION("nobody answers: ArpFailed after arp_tries requests, at the exact poll") {
@@ -715,13 +741,14 @@ TEST_CASE("REFUSE: the connector ends Refused with the acceptor's reason and bot
     CHECK(a.events[0].end == SessionEnd::Refused);
     CHECK(a.t->counters().refused == 1);
 
-    // B: no session, nobody told, one REFUSE that authenticates.
+    // B: no session, nobody told, its RETRY, then one REFUSE that authenticates.
     CHECK(b.t->sessions().empty());
     CHECK(b.events.empty());
     CHECK(b.t->counters().refused == 1);
     CHECK(b.t->counters().established == 0);
-    REQUIRE(b.sent.size() == 1);
-    const Pkt& r = b.sent[0];
+    REQUIRE(b.sent.size() == 2);
+    CHECK(b.sent[0].is(SessionType::Retry));
+    const Pkt& r = b.sent[1];
     CHECK(r.is(SessionType::Refuse));
     CHECK(r.signed_with(kK));
     CHECK_FALSE(r.signed_with(kK2));
@@ -736,8 +763,8 @@ TEST_CASE("REFUSE: the connector ends Refused with the acceptor's reason and bot
 
     // Nothing more, ever.
     net.run_to(T0 + 6 * kSec, 10 * kMs);
-    CHECK(a.sent.size() == 1);
-    CHECK(b.sent.size() == 1);
+    CHECK(a.sent.size() == 2);
+    CHECK(b.sent.size() == 2);
 }
 
 TEST_CASE("an ACCEPT that agrees to something not proposed: BadAccept, and a CLOSE", "[session]") {
@@ -778,19 +805,20 @@ TEST_CASE("an ACCEPT that agrees to something not proposed: BadAccept, and a CLO
     REQUIRE(a.events.size() == 1); // never Established
     CHECK(a.events[0].end == SessionEnd::BadAccept);
     CHECK(a.t->counters().established == 0);
-    // CONNECT, then CLOSE instead of the confirmation.
-    REQUIRE(a.sent.size() == 2);
+    // CONNECT, CONNECT(cookie), then CLOSE instead of the confirmation.
+    REQUIRE(a.sent.size() == 3);
     CHECK(a.sent[0].is(SessionType::Connect));
-    CHECK(a.sent[1].is(SessionType::Close));
-    CHECK(a.sent[1].signed_with(kK));
+    CHECK(a.sent[1].is(SessionType::Connect));
+    CHECK(a.sent[2].is(SessionType::Close));
+    CHECK(a.sent[2].signed_with(kK));
     REQUIRE(b.t->sessions().size() == 1);
     Session* sb = b.t->sessions()[0];
-    CHECK(a.sent[1].dst_session() == sb->id);
+    CHECK(a.sent[2].dst_session() == sb->id);
     CHECK(sb->state == SessionState::Ended);
     CHECK(sb->end == SessionEnd::PeerClosed);
     REQUIRE(b.events.size() == 2);
     CHECK(b.events[1].end == SessionEnd::PeerClosed);
-    CHECK(b.sent.size() == 1); // the ACCEPT
+    CHECK(b.sent.size() == 2); // the RETRY, the ACCEPT
 }
 
 // 4 ---------------------------------------------------------------------------
@@ -865,9 +893,10 @@ TEST_CASE("loss and duplicates in the handshake", "[session]") {
         Session* sb = accepted(b, *sa);
         REQUIRE(sb != nullptr);
         CHECK(sb->confirmed);
-        CHECK(a.count(SessionType::Connect) == 2);
+        CHECK(a.count(SessionType::Connect) == 3); // lost, the retry, the retry with the cookie
         CHECK(a.sent[0].nonce() == a.sent[1].nonce());
-        CHECK(b.sent.size() == 1);
+        CHECK(a.sent[1].nonce() == a.sent[2].nonce());
+        CHECK(b.sent.size() == 2);
         CHECK(acc.calls == 1);
         CHECK(a.events.size() == 1);
         CHECK(b.events.size() == 1);
@@ -891,12 +920,13 @@ TEST_CASE("loss and duplicates in the handshake", "[session]") {
         CHECK(b.t->sessions().size() == 1);
         CHECK(sb->confirmed);
         CHECK(acc.calls == 1);
-        REQUIRE(b.sent.size() == 2);
-        CHECK(b.sent[1].is(SessionType::Accept));
-        CHECK(b.sent[1].nonce() == b.sent[0].nonce());
-        CHECK(b.sent[1].src_epoch() == b.sent[0].src_epoch());
-        CHECK(b.sent[1].at == T0 + retry);
-        CHECK(a.count(SessionType::Connect) == 2);
+        REQUIRE(b.sent.size() == 3); // RETRY, the lost ACCEPT, the retry's
+        CHECK(b.sent[2].is(SessionType::Accept));
+        CHECK(b.sent[2].nonce() == b.sent[1].nonce());
+        CHECK(b.sent[2].src_epoch() == b.sent[1].src_epoch());
+        CHECK(b.sent[2].seq() == b.sent[1].seq() + 1);
+        CHECK(b.sent[2].at == T0 + retry);
+        CHECK(a.count(SessionType::Connect) == 3);
         CHECK(a.count(SessionType::Keepalive) == 1);
         CHECK(a.events.size() == 1);
         CHECK(b.events.size() == 1);
@@ -934,37 +964,47 @@ TEST_CASE("loss and duplicates in the handshake", "[session]") {
         CHECK(acc.calls == 1);
         CHECK(a.events.size() == 1);
         CHECK(b.events.size() == 1);
-        // Two CONNECTs in: two ACCEPTs (the second a retry's answer); four
-        // ACCEPTs in: a confirmation for each.
-        CHECK(a.count(SessionType::Connect) == 1);
+        // Two CONNECTs in: two RETRYs (nothing kept), four in: one CONNECT
+        // with the cookie (the token again is no news); two of those in: two
+        // ACCEPTs (the second a retry's answer); four in: the two numbers
+        // once each, a confirmation for each; four in at B: two taken. Each
+        // copy of a number is a replay, counted.
+        CHECK(a.count(SessionType::Connect) == 2);
+        CHECK(b.count(SessionType::Retry) == 2);
         CHECK(b.count(SessionType::Accept) == 2);
-        CHECK(a.count(SessionType::Keepalive, 0) == 4);
-        CHECK(a.sent.size() + b.sent.size() == 7);
+        CHECK(a.count(SessionType::Keepalive, 0) == 2);
+        CHECK(a.sent.size() + b.sent.size() == 8);
+        CHECK(a.drops(DropReason::ControlReplayed) == 2);
+        CHECK(b.drops(DropReason::ControlReplayed) == 2);
     }
 
     SECTION("each packet of an established session delivered again changes nothing") {
         auto [sa, sb] = establish(a, b);
         net.run_to(T0 + kSec);
-        REQUIRE(a.sent.size() == 3); // CONNECT, confirmation, probe
-        REQUIRE(b.sent.size() == 2); // ACCEPT, answer
+        REQUIRE(a.sent.size() == 4); // CONNECT, CONNECT(cookie), confirmation, probe
+        REQUIRE(b.sent.size() == 3); // RETRY, ACCEPT, answer
         const auto sna = snap(*a.t), snb = snap(*b.t);
-        const Pkt conn = a.sent[0], conf = a.sent[1], ask = a.sent[2], accept = b.sent[0], answer = b.sent[1];
+        const Pkt conn = a.sent[0], conf = a.sent[2], ask = a.sent[3], retry_pkt = b.sent[0], accept = b.sent[1],
+                  answer = b.sent[2];
 
-        net.inject(b, conf.bytes); // a confirmation again: nothing
-        net.inject(a, answer.bytes); // an answer again: only last_rx, the same time
-        CHECK(a.sent.size() == 3);
-        CHECK(b.sent.size() == 2);
-        net.inject(a, accept.bytes); // an ACCEPT again: one more confirmation
-        CHECK(a.sent.size() == 4);
-        CHECK(a.sent.back().is_ka(0));
-        // A probe again: its sequence is not above the last one taken, so a
-        // recording cannot keep a dead connector looking alive: no answer.
-        const uint64_t stale = b.t->counters().drops[index(DropReason::ControlStale)];
+        // A confirmation, an answer, an ACCEPT, a probe again: each number
+        // was taken, so a recording changes nothing, not even last_rx (a
+        // replayed answer would keep a dead acceptor looking alive, a probe
+        // a dead connector), and draws no answer.
+        net.inject(b, conf.bytes);
+        net.inject(a, answer.bytes);
+        net.inject(a, accept.bytes);
         net.inject(b, ask.bytes);
-        CHECK(b.sent.size() == 2);
-        CHECK(b.t->counters().drops[index(DropReason::ControlStale)] == stale + 1);
+        CHECK(a.sent.size() == 4);
+        CHECK(b.sent.size() == 3);
+        CHECK(a.drops(DropReason::ControlReplayed) == 2);
+        CHECK(b.drops(DropReason::ControlReplayed) == 2);
+        // The RETRY again: A connects no more: not news.
+        const uint64_t stale = a.drops(DropReason::ControlStale);
+        net.inject(a, retry_pkt.bytes);
+        CHECK(a.drops(DropReason::ControlStale) == stale + 1);
         net.inject(b, conn.bytes); // a CONNECT again: the ACCEPT again, confirmed again
-        REQUIRE(b.sent.size() == 3);
+        REQUIRE(b.sent.size() == 4);
         CHECK(b.sent.back().is(SessionType::Accept));
         CHECK(b.sent.back().nonce() == conn.nonce());
         CHECK(a.sent.size() == 5);
@@ -979,13 +1019,14 @@ TEST_CASE("loss and duplicates in the handshake", "[session]") {
         // The next real probe (a higher sequence) is answered as ever.
         net.run_to(T0 + 2 * kSec);
         CHECK(a.sent.size() == 6);
-        CHECK(b.sent.size() == 4);
+        CHECK(b.sent.size() == 5);
         CHECK(b.sent.back().is_ka(kKeepaliveAnswer));
-        // An answer signed right but echoing no probe A sent is not news:
-        // it would keep a dead acceptor looking alive.
+        // An answer signed right, a fresh number, but echoing no probe A
+        // sent is not news: it would keep a dead acceptor looking alive.
         const uint64_t stale_a = a.drops(DropReason::ControlStale);
         std::vector<uint8_t> odd = b.sent.back().bytes;
         odd[kEthLen + kIpLen + kUdpLen + kHeaderLen + 23] ^= 0x01; // the nonce's last byte
+        odd[kEthLen + kIpLen + kUdpLen + kHeaderLen + 31] ^= 0x10; // a number B has not used, in the window
         net.inject(a, resign(odd, kK));
         CHECK(a.drops(DropReason::ControlStale) == stale_a + 1);
         net.inject(a, b.sent.back().bytes); // the real one: believed (a recent probe's echo)
@@ -1062,10 +1103,10 @@ TEST_CASE("peer timeout: nothing heard for peer_timeout_us ends both ends at tha
         CHECK(b.events[1].at == dead);
         // Probes at 1..5 s (the last one in the poll that gives up); no CLOSE.
         CHECK(a.count(SessionType::Keepalive, kKeepaliveAsk) == 5);
-        CHECK(a.sent.size() == 2 + 5);
-        CHECK(b.sent.size() == 1);
+        CHECK(a.sent.size() == 3 + 5);
+        CHECK(b.sent.size() == 2);
         net.run_to(dead + 3 * kSec, 10 * kMs);
-        CHECK(a.sent.size() == 7);
+        CHECK(a.sent.size() == 8);
     }
 
     SECTION("the data plane's stamp of an authentic ACK counts as hearing the peer") {
@@ -1209,7 +1250,8 @@ TEST_CASE("the connector restarts: the new incarnation replaces the old one once
     Acceptor acc;
     listen(b, acc);
     auto [sa, sb_old] = establish(*a, b);
-    const Pkt old_connect = a->sent[0];
+    const Pkt old_connect = a->sent[0];        // without a cookie
+    const Pkt old_connect_cookie = a->sent[1]; // with B's token, good until T0 + 4 s at most
     const uint32_t old_epoch = sa->local_epoch;
     const uint16_t old_id = sa->id;
     net.run_to(T0 + 2 * kSec);
@@ -1245,12 +1287,24 @@ TEST_CASE("the connector restarts: the new incarnation replaces the old one once
     CHECK(b.events[2].end == SessionEnd::Replaced);
     CHECK(b.count(SessionType::Close) == 0);
 
-    // A's CONNECT, recorded at T0 and replayed now: a pending session that
-    // never gets confirmed; the live one is untouched.
+    // A's CONNECTs, recorded at T0 and replayed now. Without the cookie:
+    // a RETRY to wherever it came from, nothing kept.
     net.run_to(T0 + 3 * kSec);
+    const uint64_t retries = b.t->counters().retries;
+    net.inject(b, old_connect.bytes);
+    CHECK(b.t->sessions().size() == 2);
+    CHECK(b.t->counters().retries == retries + 1);
+    // With it, from another UDP port: the token names the port: a RETRY.
+    std::vector<uint8_t> moved = old_connect_cookie.bytes;
+    moved[kEthLen + kIpLen + 1] ^= 0x01; // the UDP source port (outside the MAC)
+    net.inject(b, moved);
+    CHECK(b.t->sessions().size() == 2);
+    CHECK(b.t->counters().retries == retries + 2);
+    // With it, as recorded, while the token is good: a pending session that
+    // never gets confirmed; the live one is untouched.
     const size_t a2_sent = a2.sent.size();
     const uint64_t a2_stale = a2.drops(DropReason::ControlStale);
-    net.inject(b, old_connect.bytes);
+    net.inject(b, old_connect_cookie.bytes);
     REQUIRE(b.t->sessions().size() == 3);
     Session* ghost = b.t->sessions()[2];
     CHECK(ghost->peer_epoch == old_epoch);
@@ -1259,6 +1313,12 @@ TEST_CASE("the connector restarts: the new incarnation replaces the old one once
     CHECK(ghost->replaces == sb->id);
     CHECK(a2.sent.size() == a2_sent);                            // its ACCEPT reached A', who ignored it
     CHECK(a2.drops(DropReason::ControlStale) == a2_stale + 1);
+    // Again, and again from another port: the same CONNECT (session, epoch,
+    // nonce) makes nothing more, wherever it comes from.
+    net.inject(b, old_connect_cookie.bytes);
+    net.inject(b, moved);
+    CHECK(b.t->sessions().size() == 3);
+    CHECK(b.t->counters().retries == retries + 2);
     const uint64_t expire = T0 + 3 * kSec + 5 * kSec;
     net.run_to(expire - kMs);
     net.at(expire - 1);
@@ -1287,7 +1347,7 @@ TEST_CASE("a replay pending when the connector restarts again: the confirmation 
     listen(b, acc);
     auto a0 = std::make_unique<Node>(net, "A0", kMacA, kIpA);
     auto [s0, b0] = establish(*a0, b);
-    const Pkt a0_connect = a0->sent[0];
+    const Pkt a0_connect = a0->sent[1]; // with B's token, good for the 2 s below
     a0->up = false;
     net.at(T0 + kSec);
     auto a1 = std::make_unique<Node>(net, "A1", kMacA, kIpA);
@@ -1329,8 +1389,8 @@ TEST_CASE("CLOSE: the peer ends PeerClosed; a CLOSE with other epochs or another
         net.flush();
         CHECK(sa->end == SessionEnd::Closed);
         CHECK(sb->end == SessionEnd::PeerClosed);
-        REQUIRE(a.sent.size() == 3);
-        const Pkt& c = a.sent[2];
+        REQUIRE(a.sent.size() == 4); // CONNECT, CONNECT(cookie), confirmation, CLOSE
+        const Pkt& c = a.sent[3];
         CHECK(c.is(SessionType::Close));
         CHECK(c.signed_with(kK));
         CHECK(c.dst_session() == sb->id);
@@ -1342,8 +1402,8 @@ TEST_CASE("CLOSE: the peer ends PeerClosed; a CLOSE with other epochs or another
         CHECK(b.events[1].end == SessionEnd::PeerClosed);
         CHECK(b.events[1].at == T0 + 500 * kMs);
         net.run_to(T0 + 7 * kSec, 10 * kMs); // no probes, no timeouts, nothing
-        CHECK(a.sent.size() == 3);
-        CHECK(b.sent.size() == 1);
+        CHECK(a.sent.size() == 4);
+        CHECK(b.sent.size() == 2);
         CHECK(a.events.size() == 2);
         CHECK(b.events.size() == 2);
     }
@@ -1474,11 +1534,12 @@ TEST_CASE("forgeries: every single-bit flip of an ACCEPT, KEEPALIVE, RESET or CL
         const Pkt accept = net.held[0];
         std::vector<uint8_t> f = accept.bytes;
         f[kB + 23] ^= 0x01; // the nonce's last bit
+        f[kB + 31] ^= 0x02; // and a number B has not used (3): fresh, so the nonce decides
         const uint64_t stale = a.drops(DropReason::ControlStale);
         net.inject(a, resign(f, kK));
         CHECK(sa->state == SessionState::Connecting);
         CHECK(a.drops(DropReason::ControlStale) == stale + 1);
-        CHECK(a.sent.size() == 1);
+        CHECK(a.sent.size() == 2); // CONNECT, CONNECT(cookie)
         net.inject(a, resign(accept.bytes, kK)); // signing again alone changes nothing
         CHECK(sa->state == SessionState::Established);
     }
@@ -1511,6 +1572,80 @@ TEST_CASE("forgeries: every single-bit flip of an ACCEPT, KEEPALIVE, RESET or CL
         net.inject(b, close.bytes);
         CHECK(sb->end == SessionEnd::PeerClosed);
     }
+}
+
+// 11b -------------------------------------------------------------------------
+
+TEST_CASE("freshness: a dead connector's recorded packets, replayed, keep nothing alive; its session ends at the "
+          "peer timeout (issue 35)", "[session]") {
+    Net net;
+    Node a(net, "A", kMacA, kIpA);
+    Node b(net, "B", kMacB, kIpB);
+    Acceptor acc;
+    listen(b, acc);
+    auto [sa, sb] = establish(a, b);
+    net.run_to(T0 + 2 * kSec); // two probes answered
+    std::vector<Pkt> recorded; // every session packet A sent: CONNECTs, the confirmation, the probes
+    for (const Pkt& p : a.sent)
+        if (!p.is(SessionType::Connect))
+            recorded.push_back(p);
+    REQUIRE(recorded.size() == 3);
+    CHECK(recorded[0].is_ka(0));
+    CHECK(sb->last_rx == T0 + 2 * kSec);
+    a.up = false; // A dies
+    const uint64_t dead = T0 + 2 * kSec + b.cfg.peer_timeout_us * kUs;
+    // Replayed every 100 ms until past the timeout: each refused as a replay,
+    // B's view of A unchanged, no answer.
+    uint64_t replays = 0;
+    const size_t b_sent = b.sent.size();
+    for (uint64_t t = T0 + 2 * kSec + 100 * kMs; t < dead; t += 100 * kMs) {
+        net.at(t);
+        for (const Pkt& p : recorded) {
+            net.inject(b, p.bytes);
+            replays++;
+        }
+        REQUIRE(sb->last_rx == T0 + 2 * kSec);
+    }
+    CHECK(b.drops(DropReason::ControlReplayed) == replays);
+    CHECK(b.sent.size() == b_sent);
+    CHECK(sb->state == SessionState::Established);
+    net.at(dead);
+    CHECK(sb->state == SessionState::Ended);
+    CHECK(sb->end == SessionEnd::PeerTimeout);
+}
+
+TEST_CASE("a recorded CONNECT replayed from a thousand source ports makes no session: a RETRY to each, nothing "
+          "kept (issue 35)", "[session]") {
+    Net net;
+    Node a(net, "A", kMacA, kIpA);
+    Node b(net, "B", kMacB, kIpB);
+    Acceptor acc;
+    listen(b, acc);
+    // A's first CONNECT, held: never delivered.
+    net.fate = [](const Node&, const Pkt& p) { return p.is(SessionType::Connect) ? Fate::Hold : Fate::Deliver; };
+    Session* sa = connect(a);
+    net.flush();
+    REQUIRE(net.held.size() == 1);
+    const Pkt rec = net.held[0];
+    net.fate = [](const Node&, const Pkt&) { return Fate::Drop; }; // the RETRYs go nowhere
+    for (uint32_t port = 0; port < 1000; port++) {
+        std::vector<uint8_t> f = rec.bytes;
+        f[kEthLen + kIpLen + 0] = static_cast<uint8_t>(port >> 8); // the UDP source port
+        f[kEthLen + kIpLen + 1] = static_cast<uint8_t>(port);
+        net.inject(b, f);
+    }
+    CHECK(b.t->sessions().empty());
+    CHECK(acc.calls == 0);
+    CHECK(b.t->counters().retries == 1000);
+    CHECK(b.count(SessionType::Retry) == 1000);
+    CHECK(b.drops_total() == 0);
+    CHECK(sa->state == SessionState::Connecting);
+    // The genuine connector still gets in.
+    net.fate = {};
+    net.run_to(T0 + 200 * kMs);
+    CHECK(sa->state == SessionState::Established);
+    CHECK(b.t->sessions().size() == 1);
+    CHECK(acc.calls == 1);
 }
 
 // 12 --------------------------------------------------------------------------
@@ -1549,19 +1684,22 @@ TEST_CASE("loopback: a table connects to its own endpoint; both halves know the 
     CHECK(same(s->peer_mac, kMacL));
     check_link_template(*c->link, kMacA, kMacL, kIpA, kIpA);
     check_link_template(*s->link, kMacA, kMacL, kIpA, kIpA);
-    // CONNECT, ACCEPT, confirmation; no ARP.
-    REQUIRE(l.sent.size() == 3);
+    // CONNECT, RETRY, CONNECT(cookie), ACCEPT, confirmation; no ARP.
+    REQUIRE(l.sent.size() == 5);
     CHECK(l.sent[0].is(SessionType::Connect));
     CHECK(same(l.sent[0].dst(), kMacL));
     CHECK(same(l.sent[0].src(), kMacA));
-    CHECK(l.sent[1].is(SessionType::Accept));
-    CHECK(l.sent[2].is_ka(0));
+    CHECK(l.sent[1].is(SessionType::Retry));
+    CHECK(same(l.sent[1].dst(), kMacL)); // to ourselves: where we receive
+    CHECK(l.sent[2].is(SessionType::Connect));
+    CHECK(l.sent[3].is(SessionType::Accept));
+    CHECK(l.sent[4].is_ka(0));
     CHECK(l.t->counters().arp_tx == 0);
     REQUIRE(l.events.size() == 2);
     CHECK(l.t->counters().established == 2);
     SECTION("it lives like any other") {
         net.run_to(T0 + 3 * kSec, 10 * kMs);
-        CHECK(l.sent.size() == 3 + 2 * 3);
+        CHECK(l.sent.size() == 5 + 2 * 3);
         CHECK(c->state == SessionState::Established);
         CHECK(s->state == SessionState::Established);
     }
@@ -1572,10 +1710,10 @@ TEST_CASE("loopback: a table connects to its own endpoint; both halves know the 
         CHECK(s->end == SessionEnd::Closed);
         CHECK(c->state == SessionState::Established); // its CLOSE was lost
         net.run_to(T0 + kSec);
-        REQUIRE(l.sent.size() == 6); // ..., CLOSE, probe, RESET
-        const Pkt& r = l.sent[5];
+        REQUIRE(l.sent.size() == 8); // ..., CLOSE, probe, RESET
+        const Pkt& r = l.sent[7];
         CHECK(r.is(SessionType::Reset));
-        CHECK(r.nonce() == l.sent[4].nonce());
+        CHECK(r.nonce() == l.sent[6].nonce());
         CHECK(same(r.dst(), kMacL));
         CHECK(same(r.src(), kMacA));
         CHECK(c->end == SessionEnd::PeerReset);
