@@ -141,12 +141,13 @@ bool ArpResolver::want(uint32_t ip, uint64_t now_tsc) {
         return false;
     Entry* x = find(ip);
     if (x != nullptr) {
-        if (!x->wanted || x->state == State::Failed)
+        if (!x->wanted || x->state == State::Failed || x->disputed)
             x->since = now_tsc;
         x->wanted = true;
-        if (x->state == State::Failed) {
+        if (x->state == State::Failed || x->disputed) { // resolved afresh
             x->state = State::Pending;
             x->attempts = 0;
+            x->disputed = false;
         }
         return true;
     }
@@ -180,7 +181,7 @@ void ArpResolver::forget(uint32_t ip) {
 
 bool ArpResolver::lookup(uint32_t ip, rte_ether_addr& mac) const {
     const Entry* x = find(ip);
-    if (x == nullptr || x->state != State::Resolved)
+    if (x == nullptr || x->state != State::Resolved || x->disputed)
         return false;
     mac = x->mac;
     return true;
@@ -201,29 +202,44 @@ uint64_t ArpResolver::since(uint32_t ip) const {
     return x == nullptr ? 0 : x->since;
 }
 
-void ArpResolver::on_packet(const ArpInfo& a, uint32_t my_ip) {
+ArpResolver::Learn ArpResolver::on_packet(const ArpInfo& a, uint32_t my_ip) {
     // spa 0: a probe (RFC 5227) binds no address. spa == my_ip: someone else
     // claims our address; that is a conflict to report, not a neighbour.
     if (a.spa == 0 || a.spa == my_ip || !arp_unicast_mac(a.sha))
-        return;
+        return Learn::Nothing;
     if (a.op != kArpOpRequest && a.op != kArpOpReply)
-        return;
+        return Learn::Nothing;
+    const bool to_us = my_ip != 0 && a.tpa == my_ip;
     Entry* x = find(a.spa);
     if (x == nullptr) {
-        if (my_ip == 0 || a.tpa != my_ip)
-            return;
+        if (!to_us)
+            return Learn::Nothing;
         for (Entry& y : e_)
             if (y.state == State::Free) {
                 x = &y;
                 break;
             }
         if (x == nullptr) // full: learning is an optimisation, never evicts
-            return;
+            return Learn::Nothing;
         *x = Entry{};
         x->ip = a.spa;
+        x->mac = a.sha;
+        x->state = State::Resolved;
+        return Learn::Learned;
     }
-    x->mac = a.sha;
-    x->state = State::Resolved;
+    if (x->state == State::Pending || x->state == State::Failed) {
+        if (a.op != kArpOpReply || !to_us) // only the answer to a request of ours resolves it
+            return Learn::Nothing;
+        x->mac = a.sha;
+        x->state = State::Resolved;
+        x->disputed = false;
+        return Learn::Learned;
+    }
+    if (rte_is_same_ether_addr(&x->mac, &a.sha))
+        return Learn::Nothing;
+    const bool again = x->disputed;
+    x->disputed = true;
+    return again ? Learn::RefusedAgain : Learn::Refused;
 }
 
 } // namespace tailmark

@@ -122,13 +122,29 @@ public:
     // The now_tsc of the want() that started the current resolution (0 if none).
     uint64_t since(uint32_t ip) const;
 
-    // RFC 826's merge, kept to the table: a sender already in the table (any
-    // op, any target: that includes gratuitous ARP) gets its MAC updated and is
-    // resolved; a sender not in it is added only when the packet's target is
-    // my_ip (it is about to talk to us), and only into a free entry. Learns
-    // nothing from a probe (spa 0), from a sender claiming my_ip, or from a
-    // sender MAC that is multicast or zero.
-    void on_packet(const ArpInfo& a, uint32_t my_ip);
+    // What an ARP packet did to the table.
+    enum class Learn : uint8_t {
+        Nothing,  // nothing to learn (or the same MAC again)
+        Learned,  // a resolution: the reply to our request, or a new neighbour
+        Refused,  // a resolved entry's sender claimed another MAC: not believed
+        RefusedAgain, // ... and had already, since its resolution
+    };
+    // ARP is not authenticated, so an entry's MAC is set by a resolution and
+    // nothing else (RFC 826's merge would let any ARP, a gratuitous one or a
+    // request for someone else, move it):
+    //  - a pending entry (want()) takes the first reply to us (op 2, tpa
+    //    my_ip) from its address;
+    //  - a sender not in the table is added when the packet's target is my_ip
+    //    (it is about to talk to us), into a free entry only;
+    //  - a resolved entry whose sender now claims another MAC keeps its MAC:
+    //    Refused, for the owner to count and log; the entry is marked
+    //    disputed, so lookup() no longer gives it and the next want()
+    //    resolves it afresh (a request of ours, the first reply wins): a peer
+    //    that really moved is found again by the next session to it, and a
+    //    session already up keeps the MAC of its authenticated handshake.
+    // Learns nothing from a probe (spa 0), from a sender claiming my_ip, or
+    // from a sender MAC that is multicast or zero.
+    Learn on_packet(const ArpInfo& a, uint32_t my_ip);
 
     // Calls send_request(ip) for every wanted, unresolved, not failed entry
     // whose request is due. send_request returns bool (false: nothing was sent,
@@ -146,6 +162,7 @@ private:
         uint32_t attempts = 0; // requests sent
         uint64_t last_tx = 0;  // TSC of the last request (valid when attempts > 0)
         uint64_t since = 0;    // want()'s now_tsc
+        bool disputed = false; // resolved, and since then another MAC was claimed for it
         rte_ether_addr mac{};
     };
     Entry* find(uint32_t ip);

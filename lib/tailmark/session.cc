@@ -9,6 +9,7 @@
 #include <rte_random.h>
 #include <rte_udp.h>
 
+#include "tailmark/log.h"
 #include "tailmark/packet_parser.h"
 
 namespace tailmark {
@@ -324,10 +325,21 @@ void SessionTable::on_arp(rte_mbuf* m, uint64_t now) {
     (void)now;
     ArpInfo a;
     const ArpVerdict v = parse_arp(m, a, cfg_.self.ip);
+    // A resolved neighbour that claims another MAC is not believed
+    // (ArpResolver::on_packet): counted, and said once per address.
+    auto learn = [&] {
+        const ArpResolver::Learn l = arp_.on_packet(a, cfg_.self.ip);
+        if (l != ArpResolver::Learn::Refused && l != ArpResolver::Learn::RefusedAgain)
+            return;
+        ctr_.arp_refused++;
+        if (l == ArpResolver::Learn::Refused)
+            TM_LOG(WARNING, lib, "ARP: %u.%u.%u.%u claims a new MAC; not believed (sessions keep theirs; the next "
+               "session to it resolves it again)", a.spa >> 24, (a.spa >> 16) & 255, (a.spa >> 8) & 255, a.spa & 255);
+    };
     switch (v) {
     case ArpVerdict::Request:
         ctr_.arp_rx++;
-        arp_.on_packet(a, cfg_.self.ip);
+        learn();
         if (rte_mbuf* r = build_arp_reply(cfg_.pool, cfg_.mac, cfg_.self.ip, a); r != nullptr && tx_(r))
             ctr_.arp_tx++;
         else
@@ -335,10 +347,10 @@ void SessionTable::on_arp(rte_mbuf* m, uint64_t now) {
         break;
     case ArpVerdict::Reply:
         ctr_.arp_rx++;
-        arp_.on_packet(a, cfg_.self.ip);
+        learn();
         break;
     case ArpVerdict::NotForUs:
-        arp_.on_packet(a, cfg_.self.ip); // RFC 826: a known sender's MAC is refreshed by any ARP
+        learn(); // a resolved neighbour's change is reported, never taken
         count(DropReason::ArpNotOurs);
         break;
     default:
@@ -348,10 +360,13 @@ void SessionTable::on_arp(rte_mbuf* m, uint64_t now) {
 }
 
 // A RETRY token: SipHash under this table's own key of where the CONNECT
-// came from, which session incarnation and nonce it names, and the time
+// came from (address, port, Ethernet source: the acceptor believes the
+// frame's source MAC only as far as a RETRY sent to it came back), which
+// session incarnation and nonce it names, and the time
 // (cookie_period_us buckets: a token is good in its bucket and the next).
-uint64_t SessionTable::cookie_for(const SessionMsg& msg, const Endpoint& from, uint64_t bucket) const {
-    uint8_t b[32] = {};
+uint64_t SessionTable::cookie_for(const SessionMsg& msg, const Endpoint& from, const rte_ether_addr& from_mac,
+                                  uint64_t bucket) const {
+    uint8_t b[40] = {};
     memcpy(b + 0, &from.ip, 4);
     memcpy(b + 4, &from.port, 2);
     memcpy(b + 6, &msg.src_session, 2);
@@ -359,6 +374,7 @@ uint64_t SessionTable::cookie_for(const SessionMsg& msg, const Endpoint& from, u
     memcpy(b + 12, &msg.service, 2);
     memcpy(b + 16, &msg.nonce, 8);
     memcpy(b + 24, &bucket, 8);
+    memcpy(b + 32, from_mac.addr_bytes, 6); // the session's peer MAC is the one the RETRY reached
     const uint64_t c = siphash24(cookie_key_, {b, sizeof(b)});
     return c != 0 ? c : 1;
 }
@@ -379,7 +395,7 @@ void SessionTable::send_retry(const SessionMsg& msg, const Endpoint& from, const
     r.dst_session = msg.src_session;
     r.dst_epoch = msg.src_epoch;
     r.nonce = msg.nonce;
-    r.cookie = cookie_for(msg, from, now / us(cfg_.cookie_period_us));
+    r.cookie = cookie_for(msg, from, from_mac, now / us(cfg_.cookie_period_us));
     if (send(tmp, r, key))
         ctr_.retries++;
 }
@@ -410,7 +426,8 @@ void SessionTable::on_connect(const SessionMsg& msg, const SessionFrame& raw, co
     // the address it sends from: the token of a RETRY sent there, echoed.
     const uint64_t bucket = now / us(cfg_.cookie_period_us);
     if (msg.cookie == 0 ||
-        (msg.cookie != cookie_for(msg, from, bucket) && msg.cookie != cookie_for(msg, from, bucket - 1))) {
+        (msg.cookie != cookie_for(msg, from, from_mac, bucket) &&
+         msg.cookie != cookie_for(msg, from, from_mac, bucket - 1))) {
         send_retry(msg, from, from_mac, li->second.key, now);
         return;
     }

@@ -143,6 +143,7 @@ struct AcceptDecision {
 struct SessionCounters {
     uint64_t rx = 0, tx = 0;           // SESSION packets taken, sent
     uint64_t arp_rx = 0, arp_tx = 0;   // ARP frames taken (requests answered, replies learnt), sent
+    uint64_t arp_refused = 0;          // a resolved neighbour claimed another MAC: not believed (logged)
     uint64_t established = 0, ended = 0, refused = 0;
     uint64_t tx_fail = 0;              // packets not sent: no mbuf, or the tx ring full
     uint64_t retries = 0;              // acceptor: CONNECTs answered with a RETRY (no cookie, or a stale one)
@@ -212,7 +213,8 @@ private:
     bool send(Session& s, SessionMsg& m, const SipKey& key);
     void send_connect(Session& s, uint64_t now);
     void send_accept(Session& s, uint64_t nonce);
-    uint64_t cookie_for(const SessionMsg& msg, const Endpoint& from, uint64_t bucket) const;
+    uint64_t cookie_for(const SessionMsg& msg, const Endpoint& from, const rte_ether_addr& from_mac,
+                        uint64_t bucket) const;
     void send_retry(const SessionMsg& msg, const Endpoint& from, const rte_ether_addr& from_mac, const SipKey& key,
                     uint64_t now);
     void end(Session& s, SessionEnd why, uint64_t now);

@@ -216,18 +216,33 @@ TEST_CASE("arp: gratuitous ARP (announcement)", "[arp]") {
     CHECK(parse_arp(g, a, kMyIp) == ArpVerdict::NotForUs); // not a question for us
     rte_pktmbuf_free(g);
 
-    // We had the peer at an old MAC: the announcement moves it (RFC 826 merge).
+    // We had the peer at an old MAC: the announcement does not move it (ARP
+    // is not authenticated: issue 35). The claim is refused and reported
+    // (once: Refused, then RefusedAgain), the entry no longer looked up, and
+    // the next want() resolves it afresh: the first reply to us wins.
     ArpResolver res;
     REQUIRE(res.want(kPeerIp, 0));
     ArpInfo old = a;
     old.op = kArpOpReply;
     old.sha = kOtherMac;
     old.tpa = kMyIp;
-    res.on_packet(old, kMyIp);
+    CHECK(res.on_packet(old, kMyIp) == ArpResolver::Learn::Learned);
     rte_ether_addr got;
     REQUIRE(res.lookup(kPeerIp, got));
     CHECK(mac_eq(got, kOtherMac));
-    res.on_packet(a, kMyIp);
+    CHECK(res.on_packet(old, kMyIp) == ArpResolver::Learn::Nothing); // the same MAC again
+    CHECK(res.on_packet(a, kMyIp) == ArpResolver::Learn::Refused);
+    CHECK(res.on_packet(a, kMyIp) == ArpResolver::Learn::RefusedAgain);
+    CHECK_FALSE(res.lookup(kPeerIp, got));
+    REQUIRE(res.want(kPeerIp, 10));
+    int sent = 0;
+    res.poll(10, 1000, [&](uint32_t ip) { sent += ip == kPeerIp; });
+    CHECK(sent == 1);
+    CHECK(res.on_packet(a, kMyIp) == ArpResolver::Learn::Nothing); // an announcement answers no request
+    ArpInfo reply = a;
+    reply.op = kArpOpReply;
+    reply.tpa = kMyIp;
+    CHECK(res.on_packet(reply, kMyIp) == ArpResolver::Learn::Learned);
     REQUIRE(res.lookup(kPeerIp, got));
     CHECK(mac_eq(got, kPeerMac));
 
@@ -570,10 +585,13 @@ TEST_CASE("arp resolver: learning from replies and requests", "[arp]") {
     // A request to someone else from an unknown sender: not learned.
     res.on_packet(pkt(kArpOpRequest, kOtherMac, kOtherIp, RTE_IPV4(198, 18, 0, 77)), kMyIp);
     CHECK_FALSE(res.lookup(kOtherIp, got));
-    // ...but a known sender is updated whatever the target (RFC 826 merge).
-    res.on_packet(pkt(kArpOpRequest, kOtherMac, kPeerIp, RTE_IPV4(198, 18, 0, 77)), kMyIp);
-    REQUIRE(res.lookup(kPeerIp, got));
-    CHECK(mac_eq(got, kOtherMac));
+    // ...and a known sender is not moved by one either, nor by a request to
+    // us, nor by a reply nobody asked for: refused, its entry disputed.
+    CHECK(res.on_packet(pkt(kArpOpRequest, kOtherMac, kPeerIp, RTE_IPV4(198, 18, 0, 77)), kMyIp) ==
+          ArpResolver::Learn::Refused);
+    CHECK(res.on_packet(pkt(kArpOpRequest, kOtherMac, kPeerIp, kMyIp), kMyIp) == ArpResolver::Learn::RefusedAgain);
+    CHECK(res.on_packet(pkt(kArpOpReply, kOtherMac, kPeerIp, kMyIp), kMyIp) == ArpResolver::Learn::RefusedAgain);
+    CHECK_FALSE(res.lookup(kPeerIp, got));
     // A reply to us from an IP nobody asked for: learned (RFC 826).
     res.on_packet(pkt(kArpOpReply, kOtherMac, kOtherIp, kMyIp), kMyIp);
     REQUIRE(res.lookup(kOtherIp, got));

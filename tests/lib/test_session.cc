@@ -1648,6 +1648,66 @@ TEST_CASE("a recorded CONNECT replayed from a thousand source ports makes no ses
     CHECK(acc.calls == 1);
 }
 
+TEST_CASE("ARP: an unsolicited ARP moves no session's peer; the acceptor believes a CONNECT's source MAC only as far "
+          "as its RETRY came back (issue 35)", "[session]") {
+    Net net;
+    Node a(net, "A", kMacA, kIpA);
+    Node b(net, "B", kMacB, kIpB);
+    Acceptor acc;
+    listen(b, acc);
+    const rte_ether_addr kEvil = {{0x02, 0, 0, 0, 0, 0xee}};
+    SECTION("a gratuitous ARP for B's address, from another MAC, while A's session to it is up") {
+        Session* sa = connect(a, kEpB, nullptr); // resolved by ARP
+        net.run_to(T0 + 10 * kMs);
+        REQUIRE(sa->state == SessionState::Established);
+        REQUIRE(same(sa->peer_mac, kMacB));
+        rte_mbuf* g = build_gratuitous_arp(net.pool.mp, kEvil, kIpB);
+        REQUIRE(g != nullptr);
+        const std::vector<uint8_t> ga = tmtest::flat(g);
+        rte_pktmbuf_free(g);
+        net.inject(a, ga);
+        net.inject(a, ga);
+        CHECK(a.t->counters().arp_refused == 2);
+        CHECK(same(sa->peer_mac, kMacB));
+        CHECK(same(Pkt{0, std::vector<uint8_t>(sa->link->l2l4, sa->link->l2l4 + 6)}.dst(), kMacB));
+        net.run_to(T0 + 2 * kSec + 10 * kMs); // probes still go to B, answered
+        CHECK(sa->state == SessionState::Established);
+        CHECK(a.all(SessionType::Keepalive, kKeepaliveAsk).size() == 2);
+        for (const Pkt& p : a.all(SessionType::Keepalive, kKeepaliveAsk))
+            CHECK(same(p.dst(), kMacB));
+        // A new session to B resolves it again: a request, B's reply wins.
+        const size_t reqs = a.t->counters().arp_tx;
+        Session* s2 = a.t->connect(kEpB, kService, kK, proposal(), 20, nullptr, net.now);
+        REQUIRE(s2 != nullptr);
+        CHECK(s2->state == SessionState::Resolving);
+        net.run_to(net.now + 10 * kMs);
+        CHECK(a.t->counters().arp_tx == reqs + 1);
+        CHECK(s2->state == SessionState::Established);
+        CHECK(same(s2->peer_mac, kMacB));
+    }
+    SECTION("a CONNECT with a good token from another Ethernet source: a RETRY, to that source") {
+        net.fate = [](const Node&, const Pkt& p) {
+            return p.is(SessionType::Connect) && p.cookie() != 0 ? Fate::Hold : Fate::Deliver;
+        };
+        Session* sa = connect(a);
+        net.flush();
+        REQUIRE(net.held.size() == 1);
+        std::vector<uint8_t> moved = net.held[0].bytes;
+        memcpy(moved.data() + 6, kEvil.addr_bytes, 6); // the Ethernet source (outside the MAC)
+        const uint64_t retries = b.t->counters().retries;
+        net.fate = [](const Node&, const Pkt&) { return Fate::Drop; };
+        net.inject(b, moved);
+        CHECK(b.t->sessions().empty());
+        CHECK(b.t->counters().retries == retries + 1);
+        CHECK(same(b.sent.back().dst(), kEvil));
+        net.fate = {};
+        net.inject(b, net.held[0].bytes); // the genuine one
+        CHECK(sa->state == SessionState::Established);
+        REQUIRE(b.t->sessions().size() == 1);
+        CHECK(same(b.t->sessions()[0]->peer_mac, kMacA));
+    }
+}
+
 // 12 --------------------------------------------------------------------------
 
 TEST_CASE("loopback: a table connects to its own endpoint; both halves know the peer is local", "[session]") {
