@@ -1294,7 +1294,8 @@ GenFlow* Runtime::gen_flow(FlowCtx& f, TxCtx* c) {
 // The sender of a flow: net_ring loopback sends a flow on the queue its
 // receiving rx lcore polls; elsewhere flows take turns over the senders.
 uint32_t Runtime::sender_for(uint16_t wire, uint16_t i) const {
-    return steer_by_queue_ ? wire % static_cast<uint32_t>(rxs_.size()) : i % static_cast<uint32_t>(senders_.size());
+    // The port's Senders only: the in-memory loopback's carry a peer of this process (local_sender_for).
+    return steer_by_queue_ ? wire % static_cast<uint32_t>(rxs_.size()) : i % port_senders_;
 }
 
 uint32_t Runtime::local_sender_for(const FlowCtx& peer_recv, uint16_t wire, uint16_t i) const {
@@ -2208,9 +2209,12 @@ Results Runtime::results() const {
     if (tx_port_ && rte_eth_stats_get(tx_port_->id(), &st) == 0) {
         r.port_tx = st.opackets;
         r.port_rx = st.ipackets;
+        r.port_missed = st.imissed;
     }
-    if (rx_port_owned_ && rte_eth_stats_get(rx_port_owned_->id(), &st) == 0)
+    if (rx_port_owned_ && rte_eth_stats_get(rx_port_owned_->id(), &st) == 0) {
         r.port_rx = st.ipackets;
+        r.port_missed = st.imissed;
+    }
     r.bytes_payload = t.bytes;
     r.tx_dropped = t.tx_dropped;
     r.fault_shim = !shims_.empty();
