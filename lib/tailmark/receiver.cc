@@ -226,10 +226,14 @@ bool Receiver::emit(RecvFlow& f, Control& c, uint64_t now) {
     return true;
 }
 
-// Data arrived since the last ACK's echo, and the sender has heard nothing
-// for ack_feedback: its congestion control needs a fresh RTT sample.
+// Data arrived since the flow's last echo, and the sender has heard no ACK
+// of its session for ack_feedback: its congestion control needs a fresh RTT
+// sample. Per session, not per flow: a session has one controller, which
+// takes one sample per interval, and per flow a session of N flows sent N
+// times the ACKs (4 flows through tailmark-cat: 15.6 k ACKs/s against 4 k for
+// one, every one built, signed and taken on the lcores that move the data).
 inline bool Receiver::feedback_due(const RecvFlow& f, uint64_t now) const {
-    if (cfg_.ack_feedback == 0 || now - f.ack_tsc < cfg_.ack_feedback)
+    if (cfg_.ack_feedback == 0 || now - f.spec.link->ack_tx_tsc.load(std::memory_order_relaxed) < cfg_.ack_feedback)
         return false;
     uint16_t stamp;
     uint64_t arrived;

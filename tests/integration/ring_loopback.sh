@@ -7,7 +7,8 @@
 # counts: messages_completed == requested, completion_writes == messages
 # (message mode) or == data packets (packet mode), verify_errors == 0, no drop,
 # packets_tx == the plan's packet count plus the session's own packets (one
-# handshake with itself: CONNECT, ACCEPT, the confirmation, CLOSE), and as
+# handshake with itself: CONNECT, RETRY, CONNECT with the cookie, ACCEPT, the
+# confirmation, CLOSE), and as
 # many received, exit code 0.
 source "$(dirname "$0")/lib.sh"
 tm_require_daemon
@@ -42,7 +43,7 @@ for c in "${cases[@]}"; do
             "d['messages_sent'] == $((flows * msgs))" \
             "d['packets_tx'] == $total + d['reliability']['retx_pkts'] + d['control_tx']" \
             "d['packets_rx'] == $total + d['reliability']['retx_rx'] + d['control_rx']" \
-            "d['session']['tx'] == 4 and d['session']['rx'] == 4" \
+            "d['session']['tx'] == 6 and d['session']['rx'] == 6" \
             "d['session']['established'] == 2 and d['session']['refused'] == 0" \
             "d['drops_total'] == d['reliability']['retx_rx']" \
             "d['tx_dropped'] == 0" \
