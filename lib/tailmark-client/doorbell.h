@@ -47,7 +47,7 @@ public:
     int wait(int sock, int timeout_ms, Ready&& ready, Pump&& pump, LastError& err);
 
 private:
-    // poll() on the eventfd and sock: sock's revents, or a negative errno.
+    // poll() on the wake fd and sock: sock's revents, or a negative errno.
     int sleep(int sock, int timeout_ms, LastError& err);
     void arm();
     void disarm();
