@@ -522,7 +522,8 @@ void Service::reply_error(SvcApp& app, uint64_t req, int err, const std::string&
 }
 
 // A refusal's WARNING, at most one a second: a local client that connects
-// in a loop must not make the control thread a log writer. The refusals
+// (or says a bad HELLO) in a loop must not make the control thread a log
+// writer. The refusals
 // not logged are counted and said with the next.
 bool Service::log_refusal(uint64_t now) {
     if (now < refusal_log_tsc_) {
@@ -766,7 +767,8 @@ void Service::on_hello(SvcApp& app, const tm_msg_hello& m, const int* fds, int n
     auto fail = [&](int err, const std::string& text) {
         bump(ctl_.refused_hello);
         reply_error(app, req, err, text);
-        TM_LOG(WARNING, app, "service: %s: HELLO refused: %s", app.label().c_str(), text.c_str());
+        if (log_refusal(rte_rdtsc()))
+            TM_LOG(WARNING, app, "service: %s: HELLO refused: %s", app.label().c_str(), text.c_str());
         if (arena_fd >= 0)
             close(arena_fd);
     };
@@ -786,6 +788,9 @@ void Service::on_hello(SvcApp& app, const tm_msg_hello& m, const int* fds, int n
         bump(ctl_.refused_apps);
         reply_error(app, req, EBUSY, "the daemon serves --max-apps " + std::to_string(o.svc_max_apps) +
                                          " applications already");
+        if (log_refusal(rte_rdtsc()))
+            TM_LOG(WARNING, app, "service: %s: HELLO refused: --max-apps %u applications attached",
+                   app.label().c_str(), o.svc_max_apps);
         if (arena_fd >= 0)
             close(arena_fd);
         return;
