@@ -5,9 +5,12 @@
 // in the conventions' order: lcores joined, ports stopped and closed, pdump
 // uninitialised, memzones freed, rte_eal_cleanup.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include <rte_eal.h>
 #include <rte_errno.h>
@@ -23,6 +26,34 @@
 #include "tailmark/log.h"
 
 using namespace tailmark::app;
+
+namespace {
+
+// The secret, once parsed, is blanked where other processes could read it:
+// --secret's value in our arguments (/proc/PID/cmdline, every local user)
+// and TAILMARK_SECRET in our environment (/proc/PID/environ, our uid).
+void hide_secret(int argc, char** argv, int dash, const Options& opt) {
+    auto blank = [](char* p) {
+        for (; *p != '\0'; p++)
+            *p = 'x';
+    };
+    for (int i = dash + 1; i < argc; i++) {
+        if (strcmp(argv[i], "--secret") == 0 && i + 1 < argc)
+            blank(argv[++i]);
+        else if (strncmp(argv[i], "--secret=", 9) == 0)
+            blank(argv[i] + 9);
+    }
+    if (char* env = getenv("TAILMARK_SECRET"); env != nullptr) {
+        blank(env);
+        unsetenv("TAILMARK_SECRET");
+    }
+    if (opt.secret_from == Options::SecretFrom::CommandLine)
+        fprintf(stderr, "tailmarkd: warning: --secret on the command line was readable by every local user in "
+                        "/proc/%d/cmdline until now; pass it with --secret-file or TAILMARK_SECRET\n",
+                static_cast<int>(getpid()));
+}
+
+} // namespace
 
 int main(int argc, char** argv) {
     // EAL arguments before "--", ours after it.
@@ -41,6 +72,7 @@ int main(int argc, char** argv) {
 
     Options opt;
     ParseResult pr = parse_options(args, opt);
+    hide_secret(argc, argv, dash, opt);
     if (pr.action == ParseResult::Action::ExitError) {
         fprintf(stderr, "tailmarkd: %s\n", pr.error.c_str());
         return 2;

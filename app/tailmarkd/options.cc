@@ -1,12 +1,19 @@
 #include "options.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <set>
 #include <sstream>
 
@@ -115,6 +122,80 @@ Err parse_bool(std::string_view sv, bool& out) {
         return {};
     }
     return "'" + s + "' is not a boolean (1/0, true/false, yes/no, on/off)";
+}
+
+// A list of users or groups, each a number or a name: "0,tailmark".
+Err parse_ids(std::string_view sv, bool groups, std::vector<uint32_t>& out) {
+    std::vector<uint32_t> v;
+    std::string s = trim(sv);
+    if (s.empty())
+        return "empty list";
+    size_t at = 0;
+    while (at <= s.size()) {
+        size_t comma = s.find(',', at);
+        if (comma == std::string::npos)
+            comma = s.size();
+        const std::string item = trim(std::string_view(s).substr(at, comma - at));
+        at = comma + 1;
+        if (item.empty())
+            return "empty item in '" + s + "'";
+        uint64_t id;
+        if (item.find_first_not_of("0123456789") == std::string::npos) {
+            if (Err e = parse_range(item, 0, UINT32_MAX - 1, id); !e.empty())
+                return e;
+        } else if (groups) {
+            const group* g = getgrnam(item.c_str()); // set-up only
+            if (g == nullptr)
+                return "no group '" + item + "'";
+            id = g->gr_gid;
+        } else {
+            const passwd* p = getpwnam(item.c_str()); // set-up only
+            if (p == nullptr)
+                return "no user '" + item + "'";
+            id = p->pw_uid;
+        }
+        v.push_back(static_cast<uint32_t>(id));
+    }
+    out = std::move(v);
+    return {};
+}
+
+// A secret file: 32 hex digits (whitespace around them ignored), in a
+// regular file only its owner may read or write (as ssh wants of its keys).
+Err read_secret_file(const std::string& path, SipKey& key) {
+    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return "cannot open " + path + ": " + strerror(errno);
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return path + ": not a regular file";
+    }
+    if ((st.st_mode & 077) != 0) {
+        close(fd);
+        char mode[8];
+        snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(st.st_mode & 07777));
+        return path + " is readable or writable by its group or others (mode " + mode +
+               "): chmod 600 it (the secret lets anyone who has it forge control packets)";
+    }
+    char buf[128];
+    const ssize_t n = read(fd, buf, sizeof(buf));
+    close(fd);
+    if (n < 0)
+        return "cannot read " + path + ": " + strerror(errno);
+    std::string text(buf, static_cast<size_t>(n));
+    size_t b = 0, e = text.size();
+    while (b < e && isspace(static_cast<unsigned char>(text[b])))
+        b++;
+    while (e > b && isspace(static_cast<unsigned char>(text[e - 1])))
+        e--;
+    std::string err;
+    const bool ok = parse_secret_hex(std::string_view(text).substr(b, e - b), key, err);
+    explicit_bzero(buf, sizeof(buf));
+    explicit_bzero(text.data(), text.size());
+    if (!ok)
+        return path + ": " + (err.rfind("--secret: ", 0) == 0 ? err.substr(10) : err);
+    return {};
 }
 
 // The completion key: hex with 0x, decimal, or bare hex digits (deadbeef).
@@ -230,6 +311,41 @@ const OptDef kOpts[] = {
          return {};
      }},
     {"max-apps", "N", "service mode: applications attached at once (default 64)", U64_OPT(svc_max_apps, 1, 1024, false)},
+    {"max-pending", "N",
+     "service mode: connections that have not said HELLO yet, at once, apart from --max-apps; each is closed "
+     "after 3 s without it (default 16)",
+     U64_OPT(svc_max_pending, 1, 1024, false)},
+    {"max-arena", "BYTES",
+     "service mode: the largest arena an application may declare (suffixes k, M, G; default 1G): registering "
+     "it with DPDK is the control loop's longest step (1 GiB of 4 KiB pages: about 20 ms; 4 GiB: 0.4 s)",
+     U64_OPT(svc_max_arena, 4096, 64ull << 30, true)},
+    {"allow-uid", "UID[,UID..]",
+     "service mode: users (numbers or names) that may attach, read from the socket (SO_PEERCRED); default: the "
+     "daemon's own",
+     [](Options& o, std::string_view v) -> Err {
+         o.svc_allow_uids_set = true;
+         return parse_ids(v, false, o.svc_allow_uids);
+     }},
+    {"allow-group", "GID[,GID..]",
+     "service mode: groups (numbers or names) whose members may attach (primary or supplementary group); the "
+     "socket and its directory belong to the first; default: the daemon's group",
+     [](Options& o, std::string_view v) -> Err {
+         o.svc_allow_gids_set = true;
+         return parse_ids(v, true, o.svc_allow_gids);
+     }},
+    {"zero-copy", "auto|off",
+     "service mode: send from the applications' arenas without copying where the ports read them at their "
+     "address (auto: IOVA as VA, or virtual devices only; the default), or always copy (off)",
+     [](Options& o, std::string_view v) -> Err {
+         const std::string t = trim(v);
+         if (t == "auto")
+             o.svc_zero_copy = Options::ZeroCopy::Auto;
+         else if (t == "off")
+             o.svc_zero_copy = Options::ZeroCopy::Off;
+         else
+             return "'" + t + "' is not auto or off";
+         return {};
+     }},
     {"max-session-mb", "MIB",
      "service mode: the most memory one session's rings may take, in MiB (ring size x largest message; default 1024)",
      U64_OPT(svc_max_session_mb, 1, 1 << 20, false)},
@@ -410,13 +526,31 @@ const OptDef kOpts[] = {
      U64_OPT(ack_feedback_us, 0, 1000000, false)},
     {"secret", "HEX",
      "the session secret, 128 bits as 32 hex digits, the same on both ends: every control packet (handshake, "
-     "ACK, NACK, keep-alive) carries a SipHash-2-4 MAC keyed by it; it never travels. send and recv need it "
-     "(or --insecure); loopback makes up its own",
+     "ACK, NACK, keep-alive) carries a SipHash-2-4 MAC keyed by it; it never travels. send, recv and service "
+     "need it (or --insecure); loopback makes up its own. On the command line every local user can read it in "
+     "/proc/PID/cmdline until the daemon blanks it: pass it with --secret-file or TAILMARK_SECRET",
      [](Options& o, std::string_view v) -> Err {
          std::string err;
          if (!parse_secret_hex(trim(v), o.secret, err))
              return err.rfind("--secret: ", 0) == 0 ? err.substr(10) : err;
          o.secret_set = true;
+         o.secret_from = Options::SecretFrom::Config; // the command line says so after
+         o.secret_file.clear();
+         return {};
+     }},
+    {"secret-file", "PATH",
+     "the session secret (as --secret: 32 hex digits) from a file only its owner may read (mode 0600 or "
+     "0400; anything wider is refused); the environment's TAILMARK_SECRET is the other way that is not "
+     "visible to other users",
+     [](Options& o, std::string_view v) -> Err {
+         const std::string path = trim(v);
+         if (path.empty())
+             return "empty path";
+         if (Err e = read_secret_file(path, o.secret); !e.empty())
+             return e;
+         o.secret_set = true;
+         o.secret_from = Options::SecretFrom::File;
+         o.secret_file = path;
          return {};
      }},
     {"insecure", nullptr,
@@ -530,6 +664,16 @@ Err apply_ini(const std::string& path, Options& o) {
     std::string err;
     if (!read_ini(path, entries, err))
         return "--config: " + err;
+    // A file that holds the secret is a secret file: its owner's alone.
+    for (const IniEntry& e : entries) {
+        struct stat st;
+        if (e.section == "tailmark" && e.name == "secret" && stat(path.c_str(), &st) == 0 && (st.st_mode & 077) != 0) {
+            char mode[8];
+            snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(st.st_mode & 07777));
+            return "--config: " + path + " holds the secret and is readable or writable by its group or others (mode " +
+                   mode + "): chmod 600 it, or use secret-file";
+        }
+    }
     for (const IniEntry& e : entries) {
         const std::string where = " (" + path + ", [" + e.section + "] " + e.name + ")";
         if (e.section == "tailmark") {
@@ -606,11 +750,22 @@ ParseResult parse_options(const std::vector<std::string>& args, Options& opt) {
     if (!opt.config_path.empty())
         if (Err e = apply_ini(opt.config_path, opt); !e.empty())
             return error(e);
+    // TAILMARK_SECRET: after the file, before the command line.
+    if (const char* env = getenv("TAILMARK_SECRET"); env != nullptr && *env != '\0') {
+        std::string err;
+        if (!parse_secret_hex(trim(env), opt.secret, err))
+            return error("TAILMARK_SECRET: " + (err.rfind("--secret: ", 0) == 0 ? err.substr(10) : err));
+        opt.secret_set = true;
+        opt.secret_from = Options::SecretFrom::Env;
+        opt.secret_file.clear();
+    }
     for (const Item& it : items) {
         if (it.name == "config")
             continue;
         if (Err e = it.def->set(opt, it.value); !e.empty())
             return error("--" + it.name + ": " + e);
+        if (it.name == "secret")
+            opt.secret_from = Options::SecretFrom::CommandLine;
     }
     if (Err e = validate(opt); !e.empty())
         return error(e);
@@ -731,12 +886,35 @@ std::string dump_ini(const Options& o) {
       << "trace-slow-ns = " << o.trace_slow_ns << "\n"
       << "peer-timeout-ms = " << o.peer_timeout_ms << "\n"
       << "connect-timeout-ms = " << o.connect_timeout_ms << "\n";
-    if (o.mode == Mode::Service)
+    auto ids = [](const std::vector<uint32_t>& v) {
+        std::string r;
+        for (uint32_t x : v) {
+            if (!r.empty())
+                r.push_back(',');
+            r.append(std::to_string(x));
+        }
+        return r;
+    };
+    if (o.mode == Mode::Service) {
         s << "control-socket = " << o.control_socket << "\n"
           << "max-apps = " << o.svc_max_apps << "\n"
-          << "max-session-mb = " << o.svc_max_session_mb << "\n";
-    if (o.secret_set)
-        s << "secret = " << format_secret_hex(o.secret) << "\n";
+          << "max-pending = " << o.svc_max_pending << "\n"
+          << "max-session-mb = " << o.svc_max_session_mb << "\n"
+          << "max-arena = " << o.svc_max_arena << "\n"
+          << "zero-copy = " << (o.svc_zero_copy == Options::ZeroCopy::Off ? "off" : "auto") << "\n";
+        if (o.svc_allow_uids_set)
+            s << "allow-uid = " << ids(o.svc_allow_uids) << "\n";
+        if (o.svc_allow_gids_set)
+            s << "allow-group = " << ids(o.svc_allow_gids) << "\n";
+    }
+    // The secret itself never: only where it comes from.
+    switch (o.secret_from) {
+    case Options::SecretFrom::File: s << "secret-file = " << o.secret_file << "\n"; break;
+    case Options::SecretFrom::Env: s << "; secret: from TAILMARK_SECRET (not printed)\n"; break;
+    case Options::SecretFrom::CommandLine: s << "; secret: from --secret (not printed)\n"; break;
+    case Options::SecretFrom::Config: s << "; secret: from the --config file (not printed)\n"; break;
+    case Options::SecretFrom::None: break;
+    }
     if (o.insecure)
         s << "insecure = 1\n";
     for (auto& [flow, k] : o.flow_keys) {

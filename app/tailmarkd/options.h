@@ -78,6 +78,12 @@ struct Options {
     // Sessions (lib/tailmark/session.h).
     SipKey secret{};                 // --secret: the control packets' MAC key, the same on both ends
     bool secret_set = false;
+    // Where it came from: --secret-file (PATH kept: --dump-config prints it),
+    // TAILMARK_SECRET, --secret on the command line (visible in
+    // /proc/PID/cmdline until main() overwrites it: warned about), or the
+    // --config file. The secret itself is never printed.
+    enum class SecretFrom : uint8_t { None, Config, Env, CommandLine, File } secret_from = SecretFrom::None;
+    std::string secret_file;
     bool insecure = false;           // --insecure: send/recv without a secret (an all-zero key), said in the log
     uint16_t service = kDefaultUdpPort; // the listener a session names (recv listens, send connects to it)
     uint32_t sessions = 1;           // recv: sender sessions to see through before --exit-when-done
@@ -89,7 +95,17 @@ struct Options {
     // --mode service: where applications attach, and what one may take.
     std::string control_socket = "/run/tailmark/tailmarkd.sock";
     uint32_t svc_max_apps = 64;          // attached applications at once
+    uint32_t svc_max_pending = 16;       // connections that have not said HELLO yet, at once (apart from max-apps)
     uint64_t svc_max_session_mb = 1024;  // one session's receive (or send) memory, MiB
+    uint64_t svc_max_arena = 1ull << 30; // the largest arena an application may declare, bytes
+    // Who may attach (SO_PEERCRED): a peer whose uid is listed, or whose
+    // primary or supplementary group is. Unset: the daemon's uid, its group.
+    std::vector<uint32_t> svc_allow_uids, svc_allow_gids;
+    bool svc_allow_uids_set = false, svc_allow_gids_set = false;
+    // Zero copy from the applications' arenas: Auto = where the ports read
+    // it at the right address (IOVA as VA, or virtual devices only); Off =
+    // always copy into mbufs.
+    enum class ZeroCopy : uint8_t { Auto, Off } svc_zero_copy = ZeroCopy::Auto;
     std::string config_path;
     bool dump_config = false;
 

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <rte_cycles.h>
+#include <rte_bus.h>
 #include <rte_dev.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
@@ -35,7 +36,6 @@ namespace {
 constexpr uint64_t kSocketUs = 1000;           // the socket is polled this often
 constexpr uint32_t kMaxFlowsPerSession = 1024;
 constexpr uint32_t kMaxRing = 32768;
-constexpr uint64_t kMaxArena = 64ull << 30;
 constexpr size_t kMaxOutq = 256;               // events an app has not read: then it is dropped
 constexpr uint64_t kHuge = 2ull << 20;
 constexpr int kMaxFds = 4;
@@ -54,15 +54,19 @@ uint32_t pow2_at_least(uint64_t n) {
     return p;
 }
 
-// A memfd of `len` bytes, mapped shared read-write: hugetlb where it can be
-// had (the receive regions are what every placed byte touches), normal pages
-// otherwise. Returns the fd (-1: errno) and fills map/len.
+// A memfd of `len` bytes, mapped shared read-write: hugetlb where it can be had
+// (the receive regions are what every placed byte touches), normal pages
+// otherwise. Sealed F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL before anyone
+// else holds it: an application's ftruncate() fails (EPERM), so no page of
+// our mapping ever lies past the end of its file (SIGBUS). Returns the fd
+// (-1: errno) and fills map/len.
 int make_memfd(const char* name, uint64_t& len, void*& map, bool huge) {
+    constexpr int kSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
     int fd = -1;
     if (huge) {
         const uint64_t hl = (len + kHuge - 1) / kHuge * kHuge;
-        fd = memfd_create(name, MFD_CLOEXEC | MFD_HUGETLB);
-        if (fd >= 0 && ftruncate(fd, static_cast<off_t>(hl)) == 0) {
+        fd = memfd_create(name, MFD_CLOEXEC | MFD_HUGETLB | MFD_ALLOW_SEALING);
+        if (fd >= 0 && ftruncate(fd, static_cast<off_t>(hl)) == 0 && fcntl(fd, F_ADD_SEALS, kSeals) == 0) {
             void* m = mmap(nullptr, hl, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
             if (m != MAP_FAILED) {
                 len = hl;
@@ -74,16 +78,20 @@ int make_memfd(const char* name, uint64_t& len, void*& map, bool huge) {
             close(fd);
     }
     len = (len + 4095) / 4096 * 4096;
-    fd = memfd_create(name, MFD_CLOEXEC);
+    fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0)
         return -1;
-    if (ftruncate(fd, static_cast<off_t>(len)) != 0) {
+    if (ftruncate(fd, static_cast<off_t>(len)) != 0 || fcntl(fd, F_ADD_SEALS, kSeals) != 0) {
+        const int e = errno;
         close(fd);
+        errno = e;
         return -1;
     }
     void* m = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
     if (m == MAP_FAILED) {
+        const int e = errno;
         close(fd);
+        errno = e;
         return -1;
     }
     map = m;
@@ -183,7 +191,9 @@ bool svc_source(void* ctx, void* user, uint32_t msg_id, Message& m, uint64_t& co
         // info: only its record reads the arena, and the arena outlives the
         // flow (reap). The others' packets may outlive their completion.
         rte_mbuf_ext_shared_info* sh = nullptr;
-        if (e.len > Sender::kCopyBreak) {
+        if (!f.zero_copy) {
+            bump(f.ctr.copied);
+        } else if (e.len > Sender::kCopyBreak) {
             uint32_t k;
             if (rte_ring_sc_dequeue_elem(f.free_shinfo, &k, sizeof(k)) != 0) {
                 bump(f.ctr.shinfo_waits);
@@ -243,16 +253,19 @@ struct SvcApp {
     uint32_t id = 0;
     int fd = -1;
     uint32_t pid = 0;
+    uint32_t uid = 0, gid = 0;   // SO_PEERCRED, at accept
+    uint64_t hello_by = 0;       // TSC: closed unless it has said HELLO by then
     std::string name;
     bool hello = false;
     bool dead = false;
     Mapping arena;
     uint32_t page_size = 0;
     bool registered = false;
+    bool zero_copy = false;       // its sends reference the arena (registered with DPDK)
     std::vector<rte_device*> dma; // devices the arena is DMA-mapped for
     Mapping control;
     tm_doorbell* bell = nullptr;
-    int wake_fd = -1;
+    int wake_fd = -1;             // our end of its wake pipe (O_NONBLOCK, ours alone)
     std::vector<SvcSession*> sessions;
     std::deque<std::vector<uint8_t>> outq;
     std::string label() const { return "app " + std::to_string(id) + " '" + name + "' (pid " + std::to_string(pid) + ")"; }
@@ -296,6 +309,7 @@ void add_counters(SvcCounters& to, const SvcCounters& c) {
 SvcCounters Service::counters(uint32_t* sessions) const {
     std::lock_guard<std::mutex> lk(counters_mu_);
     SvcCounters t = gone_;
+    add_counters(t, ctl_);
     for (const auto& ss : sessions_)
         for (const SvcSendFlow* f : ss->send)
             add_counters(t, f->ctr);
@@ -347,13 +361,30 @@ Service::~Service() {
 }
 
 bool Service::open(SetupError& e) {
-    path_ = rt_.opt_.control_socket;
-    // Its directory (e.g. /run/tailmark) is made if missing.
-    for (size_t at = 1; (at = path_.find('/', at)) != std::string::npos; at++)
-        if (mkdir(path_.substr(0, at).c_str(), 0755) != 0 && errno != EEXIST) {
-            e = {2, "--control-socket: cannot make " + path_.substr(0, at) + ": " + strerror(errno)};
+    const Options& o = rt_.opt_;
+    path_ = o.control_socket;
+    // The socket and the directories made for it belong to the first
+    // --allow-group (default: ours): only its members (and ours) reach it.
+    const gid_t group = o.svc_allow_gids_set && !o.svc_allow_gids.empty() ? o.svc_allow_gids[0] : getegid();
+    // Its directory (e.g. /run/tailmark) is made if missing: 0750.
+    for (size_t at = 1; (at = path_.find('/', at)) != std::string::npos; at++) {
+        const std::string dir = path_.substr(0, at);
+        if (mkdir(dir.c_str(), 0700) == 0) { // then opened to its group (never wider than 0750 on the way)
+            if (chown(dir.c_str(), static_cast<uid_t>(-1), group) != 0 || chmod(dir.c_str(), 0750) != 0) {
+                e = {2, "--control-socket: cannot give " + dir + " to group " + std::to_string(group) + " (0750): " +
+                            strerror(errno)};
+                return false;
+            }
+        } else if (errno != EEXIST) {
+            e = {2, "--control-socket: cannot make " + dir + ": " + strerror(errno)};
             return false;
         }
+    }
+    const std::string parent = path_.rfind('/') == std::string::npos ? "." : path_.substr(0, path_.rfind('/') + 1);
+    struct stat pst{};
+    if (stat(parent.c_str(), &pst) == 0 && (pst.st_mode & S_IWOTH) != 0 && (pst.st_mode & S_ISVTX) == 0)
+        TM_LOG(WARNING, app, "service: %s is writable by every user: any of them can replace the socket",
+               parent.c_str());
     sockaddr_un sa{};
     sa.sun_family = AF_UNIX;
     memcpy(sa.sun_path, path_.c_str(), path_.size() + 1);
@@ -370,22 +401,74 @@ bool Service::open(SetupError& e) {
     }
     unlink(path_.c_str());
     listen_fd_ = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (listen_fd_ < 0 || bind(listen_fd_, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0 ||
-        listen(listen_fd_, 64) != 0) {
-        e = {2, "--control-socket: " + path_ + ": " + strerror(errno)};
+    // Born 0660 (the umask around bind): the socket never exists wider than
+    // it ends. (The umask is the process's: nothing else makes files now.)
+    const mode_t old_mask = umask(0117);
+    const bool bound = listen_fd_ >= 0 && bind(listen_fd_, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0;
+    const int bind_errno = errno;
+    umask(old_mask);
+    if (!bound || listen(listen_fd_, 64) != 0) {
+        e = {2, "--control-socket: " + path_ + ": " + strerror(bound ? errno : bind_errno)};
         if (listen_fd_ >= 0)
             close(listen_fd_);
         listen_fd_ = -1;
         return false;
     }
-    chmod(path_.c_str(), 0660); // the owner and its group may attach
-    TM_LOG(INFO, app, "service: applications attach on %s", path_.c_str());
+    if ((group != getegid() && chown(path_.c_str(), static_cast<uid_t>(-1), group) != 0) ||
+        chmod(path_.c_str(), 0660) != 0) {
+        e = {2, "--control-socket: cannot give " + path_ + " to group " + std::to_string(group) + ": " +
+                    strerror(errno)};
+        close(listen_fd_);
+        listen_fd_ = -1;
+        unlink(path_.c_str());
+        return false;
+    }
+    std::string uids, gids;
+    auto list = [](const std::vector<uint32_t>& v) {
+        std::string r;
+        for (uint32_t x : v) {
+            if (!r.empty())
+                r.push_back(',');
+            r.append(std::to_string(x));
+        }
+        return r.empty() ? std::string("none") : r;
+    };
+    uids = list(o.svc_allow_uids_set ? o.svc_allow_uids : std::vector<uint32_t>{static_cast<uint32_t>(geteuid())});
+    gids = list(o.svc_allow_gids_set ? o.svc_allow_gids : std::vector<uint32_t>{static_cast<uint32_t>(getegid())});
+    TM_LOG(INFO, app, "service: applications attach on %s (mode 0660, group %u): uid %s or group %s", path_.c_str(),
+           static_cast<unsigned>(group), uids.c_str(), gids.c_str());
+
+    // Zero copy hands the ports extbufs at IOVA = our virtual address of the
+    // arena: right where IOVA is VA, and where no port DMAs at all (virtual
+    // devices read mbufs at their virtual address). Else every message is
+    // copied into mbufs; said once, here.
+    zero_copy_ = o.svc_zero_copy != Options::ZeroCopy::Off;
+    std::string why = "--zero-copy off";
+    if (zero_copy_ && rte_eal_iova_mode() != RTE_IOVA_VA) {
+        for (uint16_t port : {o.tx_port, o.rx_port}) {
+            rte_eth_dev_info info;
+            const rte_bus* bus = nullptr;
+            if (rte_eth_dev_info_get(port, &info) == 0 && info.device != nullptr)
+                bus = rte_dev_bus(info.device);
+            const char* name = bus != nullptr ? rte_bus_name(bus) : nullptr;
+            if (name == nullptr || strcmp(name, "vdev") != 0) {
+                zero_copy_ = false;
+                why = "IOVA as " + std::string(rte_eal_iova_mode() == RTE_IOVA_PA ? "PA" : "DC") + " and port " +
+                      std::to_string(port) + " on bus " + (name ? name : "?") + " (zero copy needs IOVA as VA: --iova-mode=va with an IOMMU)";
+            }
+        }
+    }
+    if (zero_copy_)
+        TM_LOG(INFO, app, "service: zero copy from the applications' arenas (%s)",
+               rte_eal_iova_mode() == RTE_IOVA_VA ? "IOVA as VA" : "IOVA as PA, but virtual devices only: no DMA");
+    else
+        TM_LOG(NOTICE, app, "service: the applications' messages are copied into mbufs: %s", why.c_str());
     return true;
 }
 
 // --- the socket ------------------------------------------------------------------
 
-bool Service::send_msg(SvcApp& app, const void* msg, size_t len, int fd) {
+bool Service::send_msg(SvcApp& app, const void* msg, size_t len, int fd, int fd2) {
     if (app.fd < 0)
         return false;
     if (!app.outq.empty() && fd < 0) { // keep the order
@@ -399,15 +482,17 @@ bool Service::send_msg(SvcApp& app, const void* msg, size_t len, int fd) {
     msghdr mh{};
     mh.msg_iov = &iov;
     mh.msg_iovlen = 1;
-    alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))];
+    alignas(cmsghdr) char cbuf[CMSG_SPACE(2 * sizeof(int))];
     if (fd >= 0) {
+        const int fds[2] = {fd, fd2};
+        const size_t n = fd2 >= 0 ? 2 : 1;
         mh.msg_control = cbuf;
-        mh.msg_controllen = sizeof(cbuf);
+        mh.msg_controllen = CMSG_SPACE(n * sizeof(int));
         cmsghdr* c = CMSG_FIRSTHDR(&mh);
         c->cmsg_level = SOL_SOCKET;
         c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(c), &fd, sizeof(int));
+        c->cmsg_len = CMSG_LEN(n * sizeof(int));
+        memcpy(CMSG_DATA(c), fds, n * sizeof(int));
     }
     // A message with a descriptor is never queued: an app that does not
     // read its socket while it waits for the answer to its own request is
@@ -436,7 +521,56 @@ void Service::reply_error(SvcApp& app, uint64_t req, int err, const std::string&
     send_msg(app, &m, sizeof(m));
 }
 
+// A refusal's WARNING, at most one a second: a local client that connects
+// (or says a bad HELLO) in a loop must not make the control thread a log
+// writer. The refusals
+// not logged are counted and said with the next.
+bool Service::log_refusal(uint64_t now) {
+    if (now < refusal_log_tsc_) {
+        refusals_unlogged_++;
+        return false;
+    }
+    refusal_log_tsc_ = now + rt_.tsc_hz_;
+    if (refusals_unlogged_ != 0)
+        TM_LOG(WARNING, app, "service: %" PRIu64 " more connection(s) refused in the last second", refusals_unlogged_);
+    refusals_unlogged_ = 0;
+    return true;
+}
+
+// The peer's uid and groups, as the kernel saw them at connect (SO_PEERCRED,
+// SO_PEERGROUPS): allowed when its uid is an --allow-uid or its primary or
+// a supplementary group an --allow-group (defaults: ours).
+bool Service::peer_allowed(int fd, std::string& who) {
+    const Options& o = rt_.opt_;
+    ucred cr{};
+    socklen_t cl = sizeof(cr);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) != 0) {
+        who = std::string("SO_PEERCRED: ") + strerror(errno);
+        return false;
+    }
+    who = "uid " + std::to_string(cr.uid) + " gid " + std::to_string(cr.gid) + " pid " + std::to_string(cr.pid);
+    auto uid_ok = [&](uint32_t u) {
+        return o.svc_allow_uids_set ? std::find(o.svc_allow_uids.begin(), o.svc_allow_uids.end(), u) != o.svc_allow_uids.end()
+                                    : u == geteuid();
+    };
+    auto gid_ok = [&](uint32_t g) {
+        return o.svc_allow_gids_set ? std::find(o.svc_allow_gids.begin(), o.svc_allow_gids.end(), g) != o.svc_allow_gids.end()
+                                    : g == getegid();
+    };
+    if (uid_ok(cr.uid) || gid_ok(cr.gid))
+        return true;
+    gid_t groups[256];
+    socklen_t gl = sizeof(groups);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &gl) == 0)
+        for (size_t i = 0; i < gl / sizeof(gid_t); i++)
+            if (gid_ok(groups[i]))
+                return true;
+    return false;
+}
+
 void Service::accept_apps() {
+    const Options& o = rt_.opt_;
+    const uint64_t now = rte_rdtsc();
     for (;;) {
         const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0)
@@ -445,13 +579,50 @@ void Service::accept_apps() {
         app->id = next_app_++;
         app->fd = fd;
         app->name.assign(1, '?'); // (a literal here trips GCC 12's -Wrestrict false positive)
-        if (apps_.size() >= rt_.opt_.svc_max_apps) {
-            reply_error(*app, 0, EBUSY, "the daemon serves --max-apps " + std::to_string(rt_.opt_.svc_max_apps) +
-                                            " applications already");
+        std::string who;
+        if (!peer_allowed(fd, who)) {
+            bump(ctl_.refused_peer);
+            reply_error(*app, 0, EACCES, who + " may not attach to this daemon (--allow-uid, --allow-group)");
+            if (log_refusal(now))
+                TM_LOG(WARNING, app, "service: a connection of %s refused: not an allowed user or group", who.c_str());
             close(fd);
             continue;
         }
+        uint32_t pending = 0;
+        for (const auto& a : apps_)
+            pending += !a->hello && !a->dead;
+        if (pending >= o.svc_max_pending) {
+            bump(ctl_.refused_pending);
+            reply_error(*app, 0, EBUSY, std::to_string(pending) + " connections have not said HELLO yet (--max-pending " +
+                                            std::to_string(o.svc_max_pending) + "); try again");
+            if (log_refusal(now))
+                TM_LOG(WARNING, app, "service: a connection of %s refused: --max-pending %u connections wait for "
+                       "their HELLO", who.c_str(), o.svc_max_pending);
+            close(fd);
+            continue;
+        }
+        ucred cr{};
+        socklen_t cl = sizeof(cr);
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) == 0) {
+            app->uid = cr.uid;
+            app->gid = cr.gid;
+            app->pid = static_cast<uint32_t>(cr.pid);
+        }
+        app->hello_by = now + rt_.tsc_hz_ * kHelloTimeoutMs / 1000;
         apps_.push_back(std::move(app));
+    }
+}
+
+// Connections that have not said HELLO in time are closed: their slot
+// (--max-pending) is free again, and no application waits behind them.
+void Service::expire_hellos(uint64_t now) {
+    for (auto& ap : apps_) {
+        SvcApp& a = *ap;
+        if (a.hello || a.dead || now < a.hello_by)
+            continue;
+        bump(ctl_.hello_timeouts);
+        reply_error(a, 0, ETIMEDOUT, "no HELLO within " + std::to_string(kHelloTimeoutMs) + " ms");
+        drop_app(a, now, ("said no HELLO within " + std::to_string(kHelloTimeoutMs) + " ms").c_str());
     }
 }
 
@@ -542,8 +713,8 @@ void Service::handle(SvcApp& app, const uint8_t* msg, size_t len, const int* fds
             return;
         }
         on_hello(app, m, fds, nfds);
-        for (int i = 0; i < nfds && i < 2; i++)
-            fds[i] = -1; // kept (or closed) by on_hello
+        if (nfds > 0)
+            fds[0] = -1; // the arena: kept (or closed) by on_hello; any other is closed below
         return;
     }
     case TM_MSG_CONNECT: {
@@ -591,15 +762,18 @@ void Service::handle(SvcApp& app, const uint8_t* msg, size_t len, const int* fds
 
 void Service::on_hello(SvcApp& app, const tm_msg_hello& m, const int* fds, int nfds) {
     const uint64_t req = m.h.req_id;
-    const int arena_fd = nfds > 0 ? fds[0] : -1, wake_fd = nfds > 1 ? fds[1] : -1;
+    const Options& o = rt_.opt_;
+    const int arena_fd = nfds > 0 ? fds[0] : -1;
     auto fail = [&](int err, const std::string& text) {
+        bump(ctl_.refused_hello);
         reply_error(app, req, err, text);
+        if (log_refusal(rte_rdtsc()))
+            TM_LOG(WARNING, app, "service: %s: HELLO refused: %s", app.label().c_str(), text.c_str());
         if (arena_fd >= 0)
             close(arena_fd);
-        if (wake_fd >= 0)
-            close(wake_fd);
     };
-    app.pid = m.pid;
+    if (app.pid == 0) // the kernel's (SO_PEERCRED) when it told us
+        app.pid = m.pid;
     app.name.assign(m.name, strnlen(m.name, sizeof(m.name)));
     for (char& c : app.name)
         if (c < 32 || c > 126)
@@ -607,70 +781,115 @@ void Service::on_hello(SvcApp& app, const tm_msg_hello& m, const int* fds, int n
     if (m.abi != kChannelAbi)
         return fail(EPROTO, "channel ABI " + std::to_string(m.abi) + " is not the daemon's " +
                                 std::to_string(kChannelAbi) + " (a library from another build)");
-    if (nfds < 2)
-        return fail(EINVAL, "HELLO carries the arena memfd and the wake eventfd");
+    uint32_t attached = 0;
+    for (const auto& a : apps_)
+        attached += a->hello && !a->dead;
+    if (attached >= o.svc_max_apps) {
+        bump(ctl_.refused_apps);
+        reply_error(app, req, EBUSY, "the daemon serves --max-apps " + std::to_string(o.svc_max_apps) +
+                                         " applications already");
+        if (log_refusal(rte_rdtsc()))
+            TM_LOG(WARNING, app, "service: %s: HELLO refused: --max-apps %u applications attached",
+                   app.label().c_str(), o.svc_max_apps);
+        if (arena_fd >= 0)
+            close(arena_fd);
+        return;
+    }
+    if (nfds != 1)
+        return fail(EINVAL, "HELLO carries one fd, the arena memfd (it carried " + std::to_string(nfds) +
+                                "; the wake fd is the daemon's, in WELCOME)");
     if (m.page_size != 4096 && m.page_size != kHuge && m.page_size != (1u << 30))
         return fail(EINVAL, "arena page size " + std::to_string(m.page_size) + " is not 4 KiB, 2 MiB or 1 GiB");
+    if (m.arena_bytes > o.svc_max_arena)
+        return fail(EFBIG, "an arena of " + std::to_string(m.arena_bytes) + " bytes is over the daemon's --max-arena " +
+                               std::to_string(o.svc_max_arena));
     struct stat st{};
-    if (m.arena_bytes == 0 || m.arena_bytes % m.page_size != 0 || m.arena_bytes > kMaxArena ||
-        fstat(arena_fd, &st) != 0 || static_cast<uint64_t>(st.st_size) < m.arena_bytes)
-        return fail(EINVAL, "arena of " + std::to_string(m.arena_bytes) + " bytes: not a whole number of pages, " +
-                                "over 64 GiB, or larger than its memfd");
-    // Read only: the daemon sends from the arena and never writes it.
-    void* a = mmap(nullptr, m.arena_bytes, PROT_READ, MAP_SHARED | MAP_POPULATE, arena_fd, 0);
+    if (m.arena_bytes == 0 || m.arena_bytes % m.page_size != 0 || fstat(arena_fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+        static_cast<uint64_t>(st.st_size) < m.arena_bytes)
+        return fail(EINVAL, "arena of " + std::to_string(m.arena_bytes) +
+                                " bytes: not a whole number of pages, or larger than its memfd");
+    // Mapped by us and written by the app: its size must not shrink under
+    // our mapping (a page past the end of the file is SIGBUS on the tx lcore).
+    const int seals = fcntl(arena_fd, F_GET_SEALS);
+    if (seals < 0 || (seals & F_SEAL_SHRINK) == 0)
+        return fail(EINVAL, std::string("the arena memfd is not sealed against shrinking (F_SEAL_SHRINK") +
+                                (seals < 0 ? ": not a memfd made with MFD_ALLOW_SEALING" : "") +
+                                "): the daemon maps only arenas whose size cannot change under it");
+    // Read only, and nothing prefaulted: the size is the app's to declare,
+    // so the control loop touches none of it (the tx lcore faults in what
+    // it sends).
+    void* a = mmap(nullptr, m.arena_bytes, PROT_READ, MAP_SHARED, arena_fd, 0);
     if (a == MAP_FAILED)
         return fail(errno, std::string("arena mmap: ") + strerror(errno));
     close(arena_fd);
     app.arena.addr = a;
     app.arena.len = m.arena_bytes;
     app.page_size = m.page_size;
-    if (rte_extmem_register(a, m.arena_bytes, nullptr, 0, m.page_size) != 0) {
-        app.arena.reset();
-        if (wake_fd >= 0)
-            close(wake_fd);
-        reply_error(app, req, rte_errno, std::string("rte_extmem_register: ") + rte_strerror(rte_errno));
-        return;
+    app.zero_copy = zero_copy_;
+    // Zero copy: registered with DPDK (one memseg per page: the loop's
+    // longest step, bounded by --max-arena) and DMA-mapped for the ports at
+    // IOVA = this process's address (what svc_source gives the extbufs).
+    // Virtual devices need no DMA map (ENOTSUP). Copies need neither.
+    if (app.zero_copy) {
+        if (rte_extmem_register(a, m.arena_bytes, nullptr, 0, m.page_size) != 0) {
+            app.arena.reset();
+            bump(ctl_.refused_hello);
+            reply_error(app, req, rte_errno, std::string("rte_extmem_register: ") + rte_strerror(rte_errno));
+            return;
+        }
+        app.registered = true;
+        for (uint16_t port : {o.tx_port, o.rx_port}) {
+            rte_eth_dev_info info;
+            if (rte_eth_dev_info_get(port, &info) != 0 || info.device == nullptr)
+                continue;
+            bool have = false;
+            for (rte_device* d : app.dma)
+                have = have || d == info.device;
+            if (have)
+                continue;
+            if (rte_dev_dma_map(info.device, a, reinterpret_cast<uint64_t>(a), m.arena_bytes) == 0)
+                app.dma.push_back(info.device);
+        }
     }
-    app.registered = true;
-    // DMA-mapped for the ports at IOVA = this process's address (what
-    // svc_source gives the extbufs). Virtual devices need none (ENOTSUP).
-    for (uint16_t port : {rt_.opt_.tx_port, rt_.opt_.rx_port}) {
-        rte_eth_dev_info info;
-        if (rte_eth_dev_info_get(port, &info) != 0 || info.device == nullptr)
-            continue;
-        bool have = false;
-        for (rte_device* d : app.dma)
-            have = have || d == info.device;
-        if (have)
-            continue;
-        if (rte_dev_dma_map(info.device, a, reinterpret_cast<uint64_t>(a), m.arena_bytes) == 0)
-            app.dma.push_back(info.device);
+    // The wake-ups: a pipe, its write end ours alone (O_NONBLOCK on our own
+    // open file description: nothing the app does to its end makes our
+    // write block), its read end the app's.
+    int wake[2];
+    if (pipe2(wake, O_CLOEXEC | O_NONBLOCK) != 0) {
+        bump(ctl_.refused_hello);
+        reply_error(app, req, errno, std::string("wake pipe: ") + strerror(errno));
+        return;
     }
     uint64_t clen = sizeof(tm_doorbell);
     void* cmap = nullptr;
     const int cfd = make_memfd("tailmark-control", clen, cmap, false);
     if (cfd < 0) {
-        if (wake_fd >= 0)
-            close(wake_fd);
-        reply_error(app, req, errno, std::string("control memfd: ") + strerror(errno));
+        const int err = errno;
+        close(wake[0]);
+        close(wake[1]);
+        bump(ctl_.refused_hello);
+        reply_error(app, req, err, std::string("control memfd: ") + strerror(err));
         return;
     }
     app.control.addr = cmap;
     app.control.len = clen;
     app.bell = static_cast<tm_doorbell*>(cmap);
-    app.wake_fd = wake_fd;
+    app.wake_fd = wake[1];
     app.hello = true;
+    bump(ctl_.attached);
     tm_msg_welcome w{};
     w.h = {TM_MSG_WELCOME, sizeof(w), req};
     w.app_id = app.id;
     w.max_flows = kMaxFlowsPerSession;
     w.control_bytes = clen;
-    w.mtu = rt_.opt_.mtu;
-    w.local_ip = rt_.opt_.src_ip;
-    send_msg(app, &w, sizeof(w), cfd);
+    w.mtu = o.mtu;
+    w.local_ip = o.src_ip;
+    send_msg(app, &w, sizeof(w), cfd, wake[0]);
     close(cfd);
-    TM_LOG(INFO, app, "service: %s attached: arena %" PRIu64 " MiB (%s pages)%s", app.label().c_str(),
-           m.arena_bytes >> 20, m.page_size == 4096 ? "4 KiB" : "huge", app.dma.empty() ? "" : ", DMA-mapped");
+    close(wake[0]);
+    TM_LOG(INFO, app, "service: %s (uid %u) attached: arena %" PRIu64 " MiB (%s pages)%s%s", app.label().c_str(),
+           app.uid, m.arena_bytes >> 20, m.page_size == 4096 ? "4 KiB" : "huge", app.dma.empty() ? "" : ", DMA-mapped",
+           app.zero_copy ? "" : ", copied");
 }
 
 void Service::on_connect(SvcApp& app, const tm_msg_connect& m, uint64_t now) {
@@ -960,6 +1179,7 @@ void Service::install_send(SvcSession& ss, Session& s, uint64_t now) {
         sf->arena = static_cast<const uint8_t*>(app.arena.addr);
         sf->arena_len = app.arena.len;
         sf->arena_iova = reinterpret_cast<rte_iova_t>(app.arena.addr);
+        sf->zero_copy = app.zero_copy;
         sf->max_msg = s.params.max_msg;
         sf->nshinfo = ring * 2;
         char name[RTE_RING_NAMESIZE];
@@ -1002,7 +1222,7 @@ void Service::install_send(SvcSession& ss, Session& s, uint64_t now) {
         sp.max_msg = s.params.max_msg;
         sp.reliable = true;
         sp.report = true;
-        sp.payload = PayloadMode::ZeroCopy; // extbufs over the arena: the app's bytes are not copied
+        sp.payload = app.zero_copy ? PayloadMode::ZeroCopy : PayloadMode::Copy; // extbufs over the arena, or copies
         sp.link = s.link;
         if (peer_side != nullptr && i < peer_side->flows.size() && peer_side->flows[i]->recv != nullptr) {
             sp.local_acked = Receiver::acked_word(peer_side->flows[i]->recv);
@@ -1318,9 +1538,13 @@ void Service::wake(uint64_t now) {
                 break;
         }
         if (ready && __atomic_exchange_n(&a.bell->sleeping, 0u, __ATOMIC_SEQ_CST) != 0) {
-            const uint64_t one = 1;
-            if (write(a.wake_fd, &one, sizeof(one)) == sizeof(one))
+            // Our own non-blocking end: a full pipe (the app never drains it,
+            // or wrote into it) is EAGAIN, and it has a byte to wake on anyway.
+            const uint8_t one = 1;
+            if (write(a.wake_fd, &one, 1) == 1)
                 __atomic_store_n(&a.bell->wakes, a.bell->wakes + 1, __ATOMIC_RELAXED);
+            else
+                bump(ctl_.wake_full);
         }
     }
 }
@@ -1332,6 +1556,7 @@ void Service::poll(uint64_t now) {
     if (now < next_socket_tsc_)
         return;
     next_socket_tsc_ = now + rt_.tsc_hz_ * kSocketUs / 1000000;
+    expire_hellos(now);
     std::vector<pollfd> pf;
     pf.reserve(apps_.size() + 1);
     pf.push_back({listen_fd_, POLLIN, 0});

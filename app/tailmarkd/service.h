@@ -57,6 +57,7 @@ struct alignas(64) SvcSendFlow {
     uint64_t arena_len = 0;
     rte_iova_t arena_iova = 0;
     uint64_t max_msg = 0;
+    bool zero_copy = true; // false: the Sender copies (no shared info taken)
     // One shared info per message the Sender may hold, and as many again
     // for those the port still references after their completion: an
     // mbuf may outlive the message (a retransmitted copy in a tx queue).
@@ -110,7 +111,10 @@ private:
     void free_session(SvcSession* ss, uint64_t now);
     void reap(uint64_t now);
     void wake(uint64_t now);
-    bool send_msg(SvcApp& app, const void* msg, size_t len, int fd = -1);
+    bool send_msg(SvcApp& app, const void* msg, size_t len, int fd = -1, int fd2 = -1);
+    bool peer_allowed(int fd, std::string& who);
+    void expire_hellos(uint64_t now);
+    bool log_refusal(uint64_t now); // a refusal's WARNING: at most one a second (the rest counted)
     void hand_over(SvcSession& ss, const void* msg, size_t len, const char* what);
     void free_send_memory(SvcSession& ss);
     void reply_ok(SvcApp& app, uint64_t req);
@@ -127,6 +131,10 @@ private:
     uint64_t next_socket_tsc_ = 0;
     uint32_t ring_names_ = 0;
     SvcCounters gone_; // of send flows freed
+    SvcCounters ctl_;  // the control thread's: connections and HELLOs (single writer, read with peek)
+    bool zero_copy_ = true; // decided once in open(): sends reference the arenas
+    uint64_t refusal_log_tsc_ = 0;
+    uint64_t refusals_unlogged_ = 0;
     // The control thread changes sessions_, their send flows and gone_ under
     // it; counters() reads them under it. Never taken on the data plane.
     mutable std::mutex counters_mu_;

@@ -17,11 +17,20 @@ struct SvcCounters {
     uint64_t cq_waits = 0;     // a submission waited: the app had not taken its completions (the ring was full)
     uint64_t shinfo_waits = 0; // ... waited: every shared info was held (packets in flight)
     uint64_t bad_head = 0;     // the app's submission index was more than a ring ahead (its flow waits)
+    uint64_t copied = 0;       // submissions sent by copy: zero copy is off (--zero-copy, or IOVA as PA)
+    // The control thread's (Service::ctl_): the applications' connections.
+    uint64_t attached = 0;        // HELLOs welcomed
+    uint64_t refused_peer = 0;    // connections whose uid and groups --allow-uid / --allow-group do not allow
+    uint64_t refused_pending = 0; // ... refused: --max-pending connections had not said HELLO yet
+    uint64_t refused_apps = 0;    // HELLOs refused: --max-apps applications attached
+    uint64_t refused_hello = 0;   // HELLOs refused: another ABI, no arena, an unsealed or too large arena, ...
+    uint64_t hello_timeouts = 0;  // connections closed for saying no HELLO within 3 s
+    uint64_t wake_full = 0;       // wake-ups not written: the app's wake pipe was full (never blocks)
 };
 
 // Every counter with its name, in the order they are reported: the one list
 // the sums, the summary and telemetry walk.
-inline constexpr std::array<std::pair<const char*, uint64_t SvcCounters::*>, 7> kSvcCounterFields{{
+inline constexpr std::array<std::pair<const char*, uint64_t SvcCounters::*>, 15> kSvcCounterFields{{
     {"taken", &SvcCounters::taken},
     {"invalid", &SvcCounters::invalid},
     {"delivered", &SvcCounters::delivered},
@@ -29,6 +38,14 @@ inline constexpr std::array<std::pair<const char*, uint64_t SvcCounters::*>, 7> 
     {"cq_waits", &SvcCounters::cq_waits},
     {"shinfo_waits", &SvcCounters::shinfo_waits},
     {"bad_head", &SvcCounters::bad_head},
+    {"copied", &SvcCounters::copied},
+    {"attached", &SvcCounters::attached},
+    {"refused_peer", &SvcCounters::refused_peer},
+    {"refused_pending", &SvcCounters::refused_pending},
+    {"refused_apps", &SvcCounters::refused_apps},
+    {"refused_hello", &SvcCounters::refused_hello},
+    {"hello_timeouts", &SvcCounters::hello_timeouts},
+    {"wake_full", &SvcCounters::wake_full},
 }};
 
 } // namespace tailmark::app

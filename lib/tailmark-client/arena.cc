@@ -38,8 +38,11 @@ int Arena::try_create(uint64_t bytes, bool huge, LastError& err) {
         return err.set(-rc, "arena: mmap of %llu bytes%s: %s", static_cast<unsigned long long>(len),
                        huge ? " (hugetlb)" : "", strerror(-rc));
     // The daemon maps it too: a size that cannot change under it means no
-    // SIGBUS there. Best effort (older kernels: no seals on hugetlbfs).
-    (void)fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+    // SIGBUS there, and a daemon refuses an arena without F_SEAL_SHRINK.
+    // (hugetlbfs has seals since Linux 4.16; without them, normal pages.)
+    if (fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
+        return err.set(errno, "arena: sealing its size (F_ADD_SEALS%s): %s", huge ? ", hugetlb" : "",
+                       strerror(errno));
     fd_ = std::move(fd);
     map_ = std::move(map);
     page_size_ = static_cast<uint32_t>(page);

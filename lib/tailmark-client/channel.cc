@@ -64,8 +64,6 @@ int tm_channel::hello(const tm_attach_opts* opts) {
     const bool allow_huge = no_huge == nullptr || *no_huge == '\0' || strcmp(no_huge, "0") == 0;
     if (int rc = arena.create(bytes, allow_huge, err); rc < 0)
         return rc;
-    if (int rc = bell_.create_eventfd(err); rc < 0)
-        return rc;
 
     ch::tm_msg_hello h{};
     h.h.type = ch::TM_MSG_HELLO;
@@ -75,15 +73,17 @@ int tm_channel::hello(const tm_attach_opts* opts) {
     h.page_size = arena.page_size();
     const char* name = opts != nullptr && opts->name != nullptr ? opts->name : program_invocation_short_name;
     snprintf(h.name, sizeof(h.name), "%s", name != nullptr ? name : ""); // set-up only (control path)
-    const int fds[2] = {arena.fd(), bell_.wake_fd()};
+    const int fds[1] = {arena.fd()};
     SocketMessage r;
     if (int rc = sock_.request(&h, sizeof(h), fds, r, kRequestMs, "HELLO", err); rc < 0)
         return rc;
     ch::tm_msg_welcome w{};
-    if (r.header().type != ch::TM_MSG_WELCOME || !r.read(w) || r.nfds != 1)
-        return sock_.fail_broken(EPROTO, err, "HELLO: the daemon answered %s (%u bytes, %d fds), not WELCOME",
+    if (r.header().type != ch::TM_MSG_WELCOME || !r.read(w) || r.nfds != 2)
+        return sock_.fail_broken(EPROTO, err,
+                                 "HELLO: the daemon answered %s (%u bytes, %d fds), not WELCOME with its control "
+                                 "memfd and wake fd",
                                  msg_type_name(r.header().type), r.len, r.nfds);
-    if (int rc = bell_.map_control(std::move(r.fds[0]), w.control_bytes, err); rc < 0)
+    if (int rc = bell_.map_control(std::move(r.fds[0]), w.control_bytes, std::move(r.fds[1]), err); rc < 0)
         return sock_.fail_broken(-rc, err, "%s", err.get());
     app_id = w.app_id;
     max_flows = w.max_flows;

@@ -10,9 +10,11 @@
 // req_id, and sends events (req_id 0) on its own.
 //
 //   app                                         tailmarkd
-//   HELLO + [arena memfd, wake eventfd]  --->   maps the arena, registers it with
-//                                               DPDK (rte_extmem_register, DMA map)
-//   <---  WELCOME + [control memfd]             the app's control block (Doorbell)
+//   HELLO + [arena memfd]  -------------->   checks its seals (F_SEAL_SHRINK at
+//                                               least) and size (--max-arena), maps it,
+//                                               registers it with DPDK (zero copy)
+//   <---  WELCOME + [control memfd,            the app's control block (Doorbell) and
+//                    wake fd]                  the read end of the daemon's wake pipe
 //   CONNECT ip:service, flows, ring, max  -->   a session (ARP, handshake)
 //   <---  CONNECTED + [send memfd]              per flow: a submission and a
 //                                               completion ring (SendRings)
@@ -24,6 +26,18 @@
 //   <---  ENDED session, reason (event)
 //   (the socket closes: the daemon frees everything of the app's)
 // (C++ on both sides: the library's C API is in tailmark/client.h.)
+//
+// Trust: the daemon serves every application of the host, so nothing an
+// application holds may fault or block it. Every memfd the daemon hands over
+// is sealed F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL before it goes (its
+// size cannot change under the daemon's mapping); an arena without
+// F_SEAL_SHRINK is refused. The wake fd is the read end of a pipe whose
+// write end only the daemon holds, O_NONBLOCK: its writes never block. (Not
+// an eventfd: both processes would share one open file description, and the
+// app could clear O_NONBLOCK on it with F_SETFL, fill the counter, and
+// block the daemon's next write.) A connection must say HELLO within
+// kHelloTimeoutMs, and its peer (SO_PEERCRED) must be allowed
+// (--allow-uid, --allow-group), or the daemon closes it.
 #pragma once
 
 #include <cstddef>
@@ -31,13 +45,15 @@
 
 namespace tailmark::channel {
 
-inline constexpr uint32_t kChannelAbi = 1;
+// 2: the wake fd is the daemon's pipe, in WELCOME (1: the app's eventfd, in HELLO).
+inline constexpr uint32_t kChannelAbi = 2;
 inline constexpr uint32_t kMaxMsg = 512;   // the largest socket message
 inline constexpr uint32_t kSecretLen = 16; // a session secret, as bytes
+inline constexpr uint32_t kHelloTimeoutMs = 3000; // a connection's HELLO, from its accept
 
 enum tm_msg_type {
-    TM_MSG_HELLO = 1,     // app: attach (fds: arena memfd, wake eventfd)
-    TM_MSG_WELCOME = 2,   // daemon (fd: control memfd)
+    TM_MSG_HELLO = 1,     // app: attach (fd: the arena memfd, sealed)
+    TM_MSG_WELCOME = 2,   // daemon (fds: control memfd, wake pipe's read end)
     TM_MSG_CONNECT = 3,   // app: open a session to a peer
     TM_MSG_CONNECTED = 4, // daemon (fd: the session's send rings)
     TM_MSG_LISTEN = 5,    // app: take the sessions peers open on a service
@@ -57,9 +73,14 @@ struct tm_msg_header {
 };
 
 // The arena: a memfd the app made (MFD_HUGETLB where it can be had, else
-// normal pages), its size a multiple of page_size. The daemon maps it,
-// registers it with DPDK (rte_extmem_register) and DMA-maps it for its
-// ports at IOVA = its own virtual address; tx then sends from it zero-copy.
+// normal pages), its size a multiple of page_size, sealed at least
+// F_SEAL_SHRINK (the library seals F_SEAL_SHRINK | F_SEAL_GROW |
+// F_SEAL_SEAL): the daemon refuses one that could shrink under its mapping
+// (EINVAL), and one over its --max-arena (EFBIG). It maps it read-only
+// (nothing prefaulted), registers it with DPDK (rte_extmem_register) and
+// DMA-maps it for its ports at IOVA = its own virtual address where zero
+// copy is safe (IOVA as VA, or only virtual devices); tx then sends from it
+// zero-copy. Elsewhere the daemon copies the messages into its mbufs.
 struct tm_msg_hello {
     struct tm_msg_header h;
     uint32_t abi;         // kChannelAbi
@@ -70,6 +91,8 @@ struct tm_msg_hello {
     char name[32];        // for the daemon's log
 };
 
+// Carries the control memfd (control_bytes, sealed) and the wake fd (the
+// read end of the daemon's pipe) in that order.
 struct tm_msg_welcome {
     struct tm_msg_header h;
     uint32_t app_id;
@@ -165,7 +188,11 @@ struct tm_msg_ended {
     uint32_t reason;      // tm_end_reason
 };
 
-// A request failed. err: EBUSY (LISTEN: the port has a listener),
+// A request failed. err: EBUSY (LISTEN: the port has a listener; HELLO or
+// the connection: --max-apps applications attached, or --max-pending
+// connections that have not said HELLO), EACCES (the connection: this uid
+// and gid may not attach), ETIMEDOUT (the connection: no HELLO in time),
+// EFBIG (HELLO: the arena is over --max-arena),
 // ECONNREFUSED (CONNECT: the peer refused; text names the setting and both
 // values), ETIMEDOUT (CONNECT: no answer), EHOSTUNREACH (CONNECT: ARP got
 // no answer), EINVAL (a field out of range; text names it), ENOSPC (no flow
@@ -243,14 +270,16 @@ static inline struct tm_send_layout tm_send_rings(uint32_t sq_size, uint32_t cq_
 
 // The app's control block (the control memfd): how it sleeps. The app sets
 // `sleeping` to 1 (seq_cst), looks for work once more, then blocks in poll()
-// on its wake eventfd and the socket; afterwards it reads the eventfd and
-// sets `sleeping` to 0. The daemon's control loop (every millisecond or so),
-// seeing `sleeping`, looks at the app's rings and, once a completion or a
-// message is there, swaps `sleeping` to 0 and writes the eventfd once.
+// on the wake fd (WELCOME's pipe) and the socket; afterwards it drains the
+// pipe and sets `sleeping` to 0. The daemon's control loop (every
+// millisecond or so), seeing `sleeping`, looks at the app's rings and, once
+// a completion or a message is there, swaps `sleeping` to 0 and writes one
+// byte into the pipe (never blocking: a full pipe loses nothing, the app
+// has a byte to wake on already).
 struct tm_doorbell {
     alignas(64) uint32_t sleeping;
     uint32_t reserved;
-    alignas(64) uint64_t wakes; // eventfd writes the daemon did (diagnostics)
+    alignas(64) uint64_t wakes; // wake-ups the daemon wrote (diagnostics)
 };
 
 static_assert(sizeof(tm_sqe) == 24);

@@ -1,7 +1,8 @@
 #include "doorbell.h"
 
+#include <fcntl.h>
 #include <poll.h>
-#include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -17,15 +18,7 @@ int64_t monotonic_ns() {
     return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
-int Doorbell::create_eventfd(LastError& err) {
-    Fd fd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-    if (!fd)
-        return err.set(errno, "eventfd: %s", strerror(errno));
-    wake_ = std::move(fd);
-    return 0;
-}
-
-int Doorbell::map_control(Fd control, uint64_t control_bytes, LastError& err) {
+int Doorbell::map_control(Fd control, uint64_t control_bytes, Fd wake, LastError& err) {
     if (control_bytes < sizeof(channel::tm_doorbell) || control_bytes > (1u << 20))
         return err.set(EPROTO, "WELCOME: a control block of %llu bytes (the doorbell takes %zu)",
                        static_cast<unsigned long long>(control_bytes), sizeof(channel::tm_doorbell));
@@ -33,11 +26,20 @@ int Doorbell::map_control(Fd control, uint64_t control_bytes, LastError& err) {
     if (have < 0 || static_cast<uint64_t>(have) < control_bytes)
         return err.set(EPROTO, "WELCOME: the control memfd holds %lld bytes, not the %llu announced",
                        static_cast<long long>(have), static_cast<unsigned long long>(control_bytes));
+    struct stat st;
+    if (!wake || fstat(wake.get(), &st) != 0 || !S_ISFIFO(st.st_mode))
+        return err.set(EPROTO, "WELCOME: its second fd is not the daemon's wake pipe");
+    // Ours to drain without blocking, whatever flags it came with (its
+    // flags are this end's alone: the daemon's write end is its own).
+    const int fl = fcntl(wake.get(), F_GETFL);
+    if (fl < 0 || fcntl(wake.get(), F_SETFL, fl | O_NONBLOCK) != 0)
+        return err.set(errno, "WELCOME: the wake pipe: %s", strerror(errno));
     Mapping m;
     if (int rc = Mapping::map(control.get(), control_bytes, m); rc < 0)
         return err.set(-rc, "WELCOME: mmap of the control block: %s", strerror(-rc));
     control_ = std::move(m);
     control_fd_ = std::move(control);
+    wake_ = std::move(wake);
     db_ = reinterpret_cast<channel::tm_doorbell*>(control_.data());
     return 0;
 }
@@ -58,8 +60,8 @@ int Doorbell::sleep(int sock, int timeout_ms, LastError& err) {
     if (n < 0 && errno != EINTR)
         return err.set(errno, "tm_wait: poll: %s", strerror(errno));
     if (wake_) { // drain: the next sleep must not wake on this ring
-        uint64_t v;
-        while (::read(wake_.get(), &v, sizeof(v)) == static_cast<ssize_t>(sizeof(v))) {
+        uint8_t buf[64];
+        while (::read(wake_.get(), buf, sizeof(buf)) > 0) {
         }
     }
     return n > 0 ? p[0].revents : 0;

@@ -1,9 +1,9 @@
 // How an application sleeps while the daemon works (channel_abi.h's
 // tm_doorbell): tm_wait spins a few microseconds on its own checks, then
 // sets `sleeping` (seq_cst), checks once more, and blocks in poll() on the
-// wake eventfd and the socket. The daemon's control loop, seeing
-// `sleeping`, looks at our rings and, once something is there, swaps it to
-// 0 and writes the eventfd. The re-check after setting `sleeping` is what
+// wake fd (the read end of the daemon's pipe) and the socket. The daemon's
+// control loop, seeing `sleeping`, looks at our rings and, once something
+// is there, swaps it to 0 and writes a byte into the pipe. The re-check after setting `sleeping` is what
 // makes a wake-up never lost: either we see the work, or the daemon sees us
 // asleep after the work was there.
 #pragma once
@@ -31,11 +31,11 @@ class Doorbell {
 public:
     static constexpr int64_t kSpinNs = 5000; // "briefly": a wake-up through the daemon costs about 1 ms
 
-    // The wake eventfd HELLO hands the daemon.
-    int create_eventfd(LastError& err);
-    // The control block WELCOME carried: 0, or -EPROTO when it is smaller
-    // than the doorbell.
-    int map_control(Fd control, uint64_t control_bytes, LastError& err);
+    // The control block and the wake fd WELCOME carried (the read end of
+    // the daemon's pipe; the daemon writes its own end without blocking):
+    // 0, or -EPROTO when the block is smaller than the doorbell or the fd
+    // is no pipe.
+    int map_control(Fd control, uint64_t control_bytes, Fd wake, LastError& err);
     int wake_fd() const { return wake_.get(); }
     const channel::tm_doorbell* block() const { return db_; }
 
@@ -47,7 +47,7 @@ public:
     int wait(int sock, int timeout_ms, Ready&& ready, Pump&& pump, LastError& err);
 
 private:
-    // poll() on the eventfd and sock: sock's revents, or a negative errno.
+    // poll() on the wake fd and sock: sock's revents, or a negative errno.
     int sleep(int sock, int timeout_ms, LastError& err);
     void arm();
     void disarm();

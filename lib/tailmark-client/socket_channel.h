@@ -1,5 +1,5 @@
 // The daemon's control socket: AF_UNIX SOCK_SEQPACKET, one tm_msg_* per
-// message, memfds and the eventfd passed with SCM_RIGHTS. Requests carry a
+// message, memfds and the wake pipe passed with SCM_RIGHTS. Requests carry a
 // req_id and block (poll() with a timeout) until the reply with that id;
 // events (req_id 0) that arrive meanwhile, and replies nobody waits for any
 // more, are queued for the channel to handle.

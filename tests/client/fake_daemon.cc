@@ -1,5 +1,6 @@
 #include "fake_daemon.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -15,8 +16,10 @@ namespace tmtest {
 
 Memfd Memfd::make(size_t len) {
     Memfd m;
-    m.fd.reset(memfd_create("tmtest", MFD_CLOEXEC));
-    if (!m.fd || ftruncate(m.fd.get(), static_cast<off_t>(len)) != 0 || Mapping::map(m.fd.get(), len, m.map) != 0)
+    m.fd.reset(memfd_create("tmtest", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+    if (!m.fd || ftruncate(m.fd.get(), static_cast<off_t>(len)) != 0 ||
+        fcntl(m.fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0 ||
+        Mapping::map(m.fd.get(), len, m.map) != 0)
         throw std::runtime_error("memfd");
     return m;
 }
@@ -126,23 +129,36 @@ Msg DaemonEnd::recv(int timeout_ms) {
     return m;
 }
 
-void DaemonEnd::send_raw(const void* m, size_t len, int f) {
+void DaemonEnd::send_raw(const void* m, size_t len, int f, int f2) {
     iovec iov{const_cast<void*>(m), len};
     msghdr mh{};
     mh.msg_iov = &iov;
     mh.msg_iovlen = 1;
-    alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
+    alignas(cmsghdr) char ctl[CMSG_SPACE(2 * sizeof(int))] = {};
     if (f >= 0) {
+        const int fds[2] = {f, f2};
+        const size_t n = f2 >= 0 ? 2 : 1;
         mh.msg_control = ctl;
-        mh.msg_controllen = sizeof(ctl);
+        mh.msg_controllen = CMSG_SPACE(n * sizeof(int));
         cmsghdr* c = CMSG_FIRSTHDR(&mh);
         c->cmsg_level = SOL_SOCKET;
         c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(c), &f, sizeof(int));
+        c->cmsg_len = CMSG_LEN(n * sizeof(int));
+        memcpy(CMSG_DATA(c), fds, n * sizeof(int));
     }
     if (sendmsg(fd.get(), &mh, MSG_NOSIGNAL) != static_cast<ssize_t>(len))
         throw std::runtime_error("fake daemon: sendmsg");
+}
+
+void DaemonEnd::welcome(uint64_t req_id, const abi::tm_msg_welcome& w, const Memfd& control, Fd* wake_w) {
+    int p[2];
+    if (pipe2(p, O_CLOEXEC | O_NONBLOCK) != 0)
+        throw std::runtime_error("pipe2");
+    Fd r(p[0]);
+    Fd wr(p[1]);
+    send(w, abi::TM_MSG_WELCOME, req_id, control.fd.get(), r.get());
+    if (wake_w != nullptr)
+        *wake_w = std::move(wr);
 }
 
 void DaemonEnd::ok(uint64_t req_id) {
@@ -217,7 +233,7 @@ Attached attach_fake(size_t arena_bytes) {
     w.control_bytes = 4096;
     w.mtu = 1500;
     w.local_ip = 0xC6120002;
-    a.d.send(w, abi::TM_MSG_WELCOME, 1, a.control.fd.get()); // HELLO is request 1
+    a.d.welcome(1, w, a.control, &a.wake_w); // HELLO is request 1
     a.ch = new tm_channel;
     tm_attach_opts o{};
     o.arena_bytes = arena_bytes;

@@ -23,7 +23,8 @@ namespace abi = tailmark::channel;
 using tailmark::client::Fd;
 using tailmark::client::Mapping;
 
-// A memfd of len bytes, mapped, zeroed.
+// A memfd of len bytes, mapped, zeroed; sealed against shrinking and
+// growing, as the daemon's are.
 struct Memfd {
     Fd fd;
     Mapping map;
@@ -78,14 +79,17 @@ struct DaemonEnd {
     // The next message from the app, waiting at most timeout_ms; type 0 when
     // none came (or the app's end closed).
     Msg recv(int timeout_ms = 5000);
-    void send_raw(const void* m, size_t len, int fd = -1);
+    void send_raw(const void* m, size_t len, int fd = -1, int fd2 = -1);
     template <class T>
-    void send(T m, uint32_t type, uint64_t req_id, int fd = -1) {
+    void send(T m, uint32_t type, uint64_t req_id, int fd = -1, int fd2 = -1) {
         m.h.type = type;
         m.h.len = sizeof(T);
         m.h.req_id = req_id;
-        send_raw(&m, sizeof(T), fd);
+        send_raw(&m, sizeof(T), fd, fd2);
     }
+    // WELCOME as the daemon sends it: the control memfd and the read end of
+    // a wake pipe, whose write end goes to *wake_w.
+    void welcome(uint64_t req_id, const abi::tm_msg_welcome& w, const Memfd& control, Fd* wake_w);
     void ok(uint64_t req_id);
     void error(uint64_t req_id, int err, const char* text);
     void ended(uint32_t session, uint32_t reason);
@@ -104,6 +108,7 @@ struct Attached {
     tm_channel* ch = nullptr;
     DaemonEnd d;
     Memfd control;
+    Fd wake_w; // the daemon's end of the wake pipe
     Msg hello;
     int rc = 0;
     uint64_t req = 2; // the req_id of the library's next request (HELLO was 1)

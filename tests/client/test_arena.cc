@@ -117,8 +117,15 @@ TEST_CASE("arena: normal pages when hugetlb is not allowed (the fallback)", "[ar
     REQUIRE(fstat(a.fd(), &st) == 0);
     CHECK(st.st_size == 12288);
     CHECK((fcntl(a.fd(), F_GETFD) & FD_CLOEXEC) != 0);
-    // The size is sealed: the daemon that maps it never sees it shrink.
-    CHECK((fcntl(a.fd(), F_GET_SEALS) & F_SEAL_SHRINK) != 0);
+    // The size is sealed: the daemon that maps it never sees it shrink
+    // (it refuses an arena without F_SEAL_SHRINK), nor grow, and the seals
+    // stay.
+    CHECK(fcntl(a.fd(), F_GET_SEALS) == (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL));
+    CHECK(ftruncate(a.fd(), 0) == -1);
+    CHECK(errno == EPERM);
+    CHECK(ftruncate(a.fd(), 2 * 12288) == -1);
+    CHECK(errno == EPERM);
+    CHECK(fcntl(a.fd(), F_ADD_SEALS, F_SEAL_WRITE) == -1); // F_SEAL_SEAL: nothing more
     memset(a.base(), 0xab, a.size()); // it is ours to write
 }
 
@@ -136,6 +143,8 @@ TEST_CASE("arena: hugetlb when the kernel gives it, else the fallback, consisten
     struct stat st;
     REQUIRE(fstat(a.fd(), &st) == 0);
     CHECK(static_cast<uint64_t>(st.st_size) == a.size());
+    CHECK(fcntl(a.fd(), F_GET_SEALS) == (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)); // hugetlb too
+    CHECK(ftruncate(a.fd(), 0) == -1);
     WARN("arena on " << (a.hugetlb() ? "hugetlb" : "normal pages") << " here");
 }
 
@@ -185,10 +194,11 @@ TEST_CASE("arena: TAILMARK_NO_HUGETLB forces normal pages, and HELLO says so", "
     const auto h = a.hello.as<tmtest::abi::tm_msg_hello>();
     CHECK(h.page_size == 4096);
     CHECK(h.arena_bytes == 3u << 20);
-    REQUIRE(a.hello.fds.size() == 2);
+    REQUIRE(a.hello.fds.size() == 1);
     struct stat st;
     REQUIRE(fstat(a.hello.fds[0].get(), &st) == 0);
     CHECK(static_cast<uint64_t>(st.st_size) == h.arena_bytes);
+    CHECK((fcntl(a.hello.fds[0].get(), F_GET_SEALS) & F_SEAL_SHRINK) != 0); // what the daemon checks
 }
 
 TEST_CASE("arena: tm_buf_alloc / tm_buf_free through the C API", "[arena]") {

@@ -4,7 +4,7 @@
 // the doorbell test has one, synchronised on the doorbell itself.
 #include <catch2/catch.hpp>
 
-#include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -69,7 +69,7 @@ TEST_CASE("channel: attach over the fake daemon", "[channel]") {
     const auto h = a.hello.as<abi::tm_msg_hello>();
     CHECK(std::string(h.name) == "tmtest");
     CHECK(h.arena_bytes == a.ch->arena.size());
-    REQUIRE(a.hello.fds.size() == 2);
+    REQUIRE(a.hello.fds.size() == 1); // the arena; the wake fd came in WELCOME
     CHECK(a.doorbell()->sleeping == 0);
 }
 
@@ -352,7 +352,7 @@ TEST_CASE("channel: ENDED marks the session, and tm_wait reports it once", "[cha
     CHECK_THAT(tm_last_error(a.ch), Catch::Contains("peer restarted"));
 }
 
-TEST_CASE("channel: tm_wait sleeps on the doorbell and the daemon's eventfd wakes it", "[channel]") {
+TEST_CASE("channel: tm_wait sleeps on the doorbell and a byte in the daemon's wake pipe wakes it", "[channel]") {
     Attached a = tmtest::attach_fake();
     REQUIRE(a.rc == 0);
     SendSide s = SendSide::make(1, 4, 8);
@@ -365,8 +365,8 @@ TEST_CASE("channel: tm_wait sleeps on the doorbell and the daemon's eventfd wake
     CHECK(a.doorbell()->sleeping == 0);
 
     // The daemon's side of the protocol: it sees `sleeping`, puts a
-    // completion in, swaps `sleeping` to 0 and writes the eventfd once.
-    const int wake = a.hello.fds[1].get();
+    // completion in, swaps `sleeping` to 0 and writes one byte into the pipe.
+    const int wake = a.wake_w.get();
     std::atomic<bool> rang{false};
     std::thread daemon([&] {
         std::atomic_ref<uint32_t> sleeping(a.doorbell()->sleeping);
@@ -376,8 +376,8 @@ TEST_CASE("channel: tm_wait sleeps on the doorbell and the daemon's eventfd wake
                 return; // the test fails below, without hanging
         s.push_cqe(0, abi::tm_cqe{9, 0, abi::TM_DELIVERED, 0, 0});
         if (sleeping.exchange(0) == 1) {
-            const uint64_t one = 1;
-            (void)!write(wake, &one, sizeof(one));
+            const uint8_t one = 1;
+            (void)!write(wake, &one, 1);
             rang = true;
         }
     });
@@ -389,8 +389,35 @@ TEST_CASE("channel: tm_wait sleeps on the doorbell and the daemon's eventfd wake
     tm_completion c{};
     REQUIRE(tm_poll_completions(a.ch, &c, 1) == 1);
     CHECK(c.cookie == 9);
-    // The eventfd was drained: the next wait sleeps again (and times out).
+    // The pipe was drained: the next wait sleeps again (and times out).
     CHECK(tm_wait(a.ch, 20) == 0);
+}
+
+TEST_CASE("channel: a full wake pipe is drained whole, and the next wait sleeps again", "[channel]") {
+    Attached a = tmtest::attach_fake();
+    REQUIRE(a.rc == 0);
+    SendSide s = SendSide::make(1, 4, 8);
+    connect42(a, s);
+    // The daemon's end, written until the pipe is full (its writes then
+    // fail with EAGAIN: it never blocks on an application).
+    const uint8_t bytes[4096] = {};
+    size_t in = 0;
+    for (ssize_t n; (n = write(a.wake_w.get(), bytes, sizeof(bytes))) > 0;)
+        in += static_cast<size_t>(n);
+    CHECK(errno == EAGAIN);
+    CHECK(in >= 4096);
+    // Something to wake for (the pipe says so at once), then nothing: the
+    // wait that follows must sleep its whole timeout, so every byte went.
+    s.push_cqe(0, abi::tm_cqe{5, 0, abi::TM_DELIVERED, 0, 0});
+    CHECK(tm_wait(a.ch, 1000) == 1);
+    tm_completion c{};
+    REQUIRE(tm_poll_completions(a.ch, &c, 1) == 1);
+    const auto t0 = std::chrono::steady_clock::now();
+    CHECK(tm_wait(a.ch, 50) == 0);
+    CHECK(std::chrono::steady_clock::now() - t0 >= std::chrono::milliseconds(50));
+    int left = -1;
+    REQUIRE(ioctl(a.wake_w.get(), FIONREAD, &left) == 0);
+    CHECK(left == 0);
 }
 
 TEST_CASE("channel: a socket message wakes tm_wait too", "[channel]") {

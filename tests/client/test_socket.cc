@@ -132,13 +132,13 @@ TEST_CASE("attach: a peer that answers garbage is -EPROTO", "[socket]") {
     CHECK(hello.h.req_id == 1);
     CHECK(hello.abi == abi::kChannelAbi);
     CHECK(hello.pid == static_cast<uint32_t>(getpid()));
-    CHECK(hello_fds == 2); // the arena memfd and the wake eventfd
+    CHECK(hello_fds == 1); // the arena memfd alone: the wake fd is the daemon's (WELCOME)
     CHECK(hello.arena_bytes >= 1u << 20);
     CHECK((hello.page_size == 4096 || hello.page_size == 2u << 20));
 }
 
 TEST_CASE("attach: a well-framed reply that is not WELCOME is -EPROTO", "[socket]") {
-    const int variant = GENERATE(0, 1, 2, 3);
+    const int variant = GENERATE(0, 1, 2, 3, 4, 5);
     Server srv([&](DaemonEnd& d) {
         tmtest::Msg m = d.recv();
         const uint64_t req = m.header().req_id;
@@ -151,11 +151,21 @@ TEST_CASE("attach: a well-framed reply that is not WELCOME is -EPROTO", "[socket
         } else if (variant == 2) {
             abi::tm_msg_header h{abi::TM_MSG_WELCOME, 999, req}; // len lies
             d.send_raw(&h, sizeof(h));
-        } else {
+        } else if (variant == 3) {
             auto ctl = tmtest::Memfd::make(64); // smaller than the doorbell
             abi::tm_msg_welcome w{};
             w.control_bytes = 64;
+            d.welcome(req, w, ctl, nullptr);
+        } else if (variant == 4) {
+            auto ctl = tmtest::Memfd::make(4096); // the control block, no wake fd (ABI 1's WELCOME)
+            abi::tm_msg_welcome w{};
+            w.control_bytes = 4096;
             d.send(w, abi::TM_MSG_WELCOME, req, ctl.fd.get());
+        } else {
+            auto ctl = tmtest::Memfd::make(4096); // a wake fd that is no pipe
+            abi::tm_msg_welcome w{};
+            w.control_bytes = 4096;
+            d.send(w, abi::TM_MSG_WELCOME, req, ctl.fd.get(), ctl.fd.get());
         }
         d.recv();
     });
@@ -163,6 +173,10 @@ TEST_CASE("attach: a well-framed reply that is not WELCOME is -EPROTO", "[socket
     CHECK(attach(srv.path, &ch) == -EPROTO);
     INFO(tm_last_error(ch));
     CHECK(std::string(tm_last_error(ch)).size() > 10);
+    if (variant == 4)
+        CHECK_THAT(tm_last_error(ch), Catch::Contains("1 fds") && Catch::Contains("wake fd"));
+    if (variant == 5)
+        CHECK_THAT(tm_last_error(ch), Catch::Contains("not the daemon's wake pipe"));
     tm_detach(ch);
 }
 
@@ -197,7 +211,7 @@ TEST_CASE("attach: WELCOME, then BYE on detach", "[socket]") {
             w.max_flows = 16;
             w.mtu = 9000;
             w.control_bytes = 4096;
-            d.send(w, abi::TM_MSG_WELCOME, m.header().req_id, ctl.fd.get());
+            d.welcome(m.header().req_id, w, ctl, nullptr);
             bye = d.recv().type();
         });
         tm_channel* ch = nullptr;

@@ -196,7 +196,7 @@ int tm_release(tm_channel *ch, const struct tm_message *msg);
 /* --- waiting ------------------------------------------------------------ */
 
 /* Until a message, a completion, an accepted session or a session's end is
- * ready: spins briefly, then sleeps on an eventfd the daemon signals.
+ * ready: spins briefly, then sleeps on a wake pipe the daemon signals.
  * 1: ready; 0: timeout_ms passed (-1: no limit). "Ready" is a level for
  * messages (the next one of some flow has completed), completions and
  * sessions waiting in tm_accept; a session's end counts once (the first
