@@ -29,10 +29,17 @@ namespace {
 
 // Owner-written, any-reader counters and cursors.
 inline void bump(uint64_t& c, uint64_t n = 1) { __atomic_store_n(&c, c + n, __ATOMIC_RELAXED); }
+// The generic forms: clang takes __atomic_*_n on integers and pointers only,
+// and these serve the enum class FailReason too (GCC emits the same plain
+// moves for both).
 template <class T>
-inline void publish(T& x, T v) { __atomic_store_n(&x, v, __ATOMIC_RELAXED); }
+inline void publish(T& x, T v) { __atomic_store(&x, &v, __ATOMIC_RELAXED); }
 template <class T>
-inline T peek(const T& x) { return __atomic_load_n(&x, __ATOMIC_RELAXED); }
+inline T peek(const T& x) {
+    T v;
+    __atomic_load(&x, &v, __ATOMIC_RELAXED);
+    return v;
+}
 
 inline bool before(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b) < 0; }
 
