@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # The libFuzzer target, in the suite (test 'fuzz_libfuzzer'): scripts/fuzz.sh
-# configures BUILD_ROOT/fuzz-clang with clang (-Dfuzzer=true), builds
+# configures SRC_ROOT/build-fuzz (its default, shared by the build/ and
+# build-asan/ runs and by scripts/fuzz.sh) with clang (-Dfuzzer=true), builds
 # tests/fuzz/fuzz_rx (-fsanitize=fuzzer,address,undefined) and fuzzes for
 # FUZZ_SECONDS (default 30) from a copy of the seed corpus. Asserts: it
 # builds, libFuzzer read every file of the corpus, ran for the whole time
 # and found nothing (exit 0, "fuzz: PASS").
-#   libfuzzer_test.sh SRC_ROOT BUILD_ROOT
+#   libfuzzer_test.sh SRC_ROOT
 # Exits 77 (skip) with the reason when clang or its libFuzzer runtime is not
 # installed (scripts/test.sh installs both: clang, libclang-rt-14-dev).
 set -uo pipefail
-src=$1 build=$2
+src=$1
 secs=${FUZZ_SECONDS:-30}
 say() { printf '[fuzz_libfuzzer] %s\n' "$*"; }
 
@@ -23,7 +24,7 @@ if ! echo 'extern "C" int LLVMFuzzerTestOneInput(const char*, unsigned long) { r
     exit 77
 fi
 
-export FUZZ_BUILD=$build/fuzz-clang FUZZ_NO_PACKAGES=1
+export FUZZ_BUILD=${FUZZ_BUILD:-$src/build-fuzz} FUZZ_NO_PACKAGES=1
 seeds=$(find "$src/tests/fuzz/corpus" -maxdepth 1 -type f | wc -l)
 out=$(bash "$src/scripts/fuzz.sh" "$secs" 2>&1)
 rc=$?
