@@ -9,6 +9,7 @@
 #   FUZZ_MAX_LEN   -max_len (default 9300: a jumbo frame and change)
 #   FUZZ_ARGS      more libFuzzer arguments
 #   TAILMARK_EAL   EAL memory arguments (default: --no-huge -m 512)
+#   FUZZ_NO_PACKAGES=1  install nothing (the meson test fuzz_libfuzzer runs this)
 #
 # Ends with one line, "fuzz: PASS ..." or "fuzz: FAIL ...", and exits with
 # libFuzzer's status (non-zero: crash or invariant violation; the reproducer
@@ -25,9 +26,10 @@ dir=${FUZZ_BUILD:-$TM_ROOT/build-fuzz}
 max_len=${FUZZ_MAX_LEN:-9300}
 
 # Packages: the build's, then clang and its runtime (libFuzzer, sanitizers).
-tm_ensure_packages || { echo "fuzz: FAIL (packages)"; exit 1; }
+# FUZZ_NO_PACKAGES=1 (the test fuzz_libfuzzer): installs nothing.
+[ "${FUZZ_NO_PACKAGES:-0}" = 1 ] || tm_ensure_packages || { echo "fuzz: FAIL (packages)"; exit 1; }
 missing=()
-for p in clang libclang-rt-14-dev llvm-14; do
+[ "${FUZZ_NO_PACKAGES:-0}" = 1 ] || for p in clang libclang-rt-14-dev llvm-14; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -52,9 +52,12 @@ inline void finish(ConsCtx& c, ConsFlow& s, Tally& t, const uint8_t* data, uint6
         c.trace->slow(s.f->gen_id, s.next, rx_tsc, seen_tsc, c.completed + t.completed);
     t.completed++;
     if (cfg.verify) { // --verify off: the completion alone (benchmarks of the consumer's own cost)
+        // A 0-byte message compares nothing: its data (and s.expect) may be
+        // null, which memcmp must not be given even for 0 bytes (UBSan).
         const bool ok = len == expected_length(*s.f, s.next, cfg.generator_length(s.next)) &&
-                        (len <= s.expect_len ? memcmp(data, s.expect, len) == 0
-                                             : verify(s.f->gen_id, cfg.replay || cfg.fixed_payload ? 0 : s.next, data, len));
+                        (len == 0 ||
+                         (len <= s.expect_len ? memcmp(data, s.expect, len) == 0
+                                              : verify(s.f->gen_id, cfg.replay || cfg.fixed_payload ? 0 : s.next, data, len)));
         t.verified += ok;
         t.errors += !ok;
     }

@@ -6,10 +6,12 @@ TM_BUILD=${TM_BUILD:-$TM_ROOT/build}
 
 tm_say() { printf '[tailmark] %s\n' "$*" >&2; }
 
-# Debian packages the build and the test suites need.
+# Debian packages the build and the test suites need: clang, its libFuzzer
+# and sanitizer runtime and llvm-symbolizer for the test fuzz_libfuzzer.
 TM_PACKAGES=(dpdk dpdk-dev libdpdk-dev libnuma-dev catch2 meson ninja-build pkg-config g++
              python3 iproute2 nftables procps tmux tshark valgrind
-             python3-dev python3-torch libtorch-dev pybind11-dev)
+             python3-dev python3-torch libtorch-dev pybind11-dev
+             clang libclang-rt-14-dev llvm-14)
 
 tm_ensure_packages() {
     local missing=() p

@@ -2,13 +2,17 @@
 // with tailmark::TxMarker, and one input per malformed or hostile case, made
 // by mutating valid frames. Deterministic: the same binary writes the same
 // files. Each seed is run once as it is written, and must complete exactly the
-// messages it says and count the drop reasons it names.
+// messages it says and count the drop reasons it names, and no other.
+// `fuzz_rx_replay --check-seeds DIR` (the test fuzz_seeds) runs every seed
+// the same way and checks that DIR holds exactly the bytes generated.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -169,8 +173,9 @@ struct Seed {
     std::string name;
     Bytes input;
     uint64_t completions;
-    std::vector<R> drops;         // each counted at least once
+    std::vector<R> drops;         // each counted at least once, and no other reason
     int64_t packet_completions = -1;
+    uint64_t discarded = 0;       // placed packets thrown away by a contradicting LAST (RxCounters)
 };
 
 // The flows' standard messages. 3212 bytes at MTU 1500 (stride 1456) is a
@@ -301,13 +306,16 @@ std::vector<Seed> seeds() {
     }
 
     // ---- malformed frames, one per drop reason ----
+    // Cut inside Ethernet, IPv4 or UDP (shorter than all the headers), then
+    // inside the tailmark header (the IP total length claims more).
     for (size_t cut : {0, 10, 30, 41, 50, 57}) {
         Bytes f = single(f0, 0, kSmall);
         f.resize(cut);
         In in;
         in.add(f);
         and_valid(in);
-        s.push_back({"bad_truncated_" + std::to_string(cut), in.b, 1, {}});
+        s.push_back({"bad_truncated_" + std::to_string(cut), in.b, 1,
+                     {cut < 41 ? R::FrameTooShort : R::IpBadLength}});
     }
     {
         Bytes f = single(f0, 0, kSmall);
@@ -421,9 +429,10 @@ std::vector<Seed> seeds() {
         Bytes f = single(f0, 0, kSmall);
         In in;
         in.add(f, ctl(0, kOlNone, kSegNatural, true)).add(f, ctl(0, kOlNone, kSegNatural, true));
-        // Dropped (outside the window, or already completed: the placer's cached
-        // cursor may lag the consumer's), never completed twice.
-        s.push_back({"bad_replay_after_release", in.b, 1, {}});
+        // Released, so behind the window: dropped, never completed twice (the
+        // placer reads the consumer's cursor when its cached one does not
+        // answer: repro_window_completion_after_release).
+        s.push_back({"bad_replay_after_release", in.b, 1, {R::OutsideWindow}});
         In again;
         again.add(f).add(f);
         s.push_back({"bad_already_completed", again.b, 1, {R::AlreadyCompleted}});
@@ -452,11 +461,16 @@ std::vector<Seed> seeds() {
         set32(beyond, HDR + H_OFF, 3000);
         s.push_back({"bad_offset_after_last", In().add(g, {2}).add(beyond).add(g, {0, 1}).b, 1,
                      {R::BadOffset}});
+        // A packet at index 4 before the LAST (which says 3 packets): nothing
+        // can refuse it yet, so it is placed; the LAST then finds state that
+        // does not fit its geometry and discards it (RxCounters::discarded,
+        // not a drop), and the message completes from its own packets.
         Bytes early = g[0];
         set16(early, HDR + H_IDX, 4);
         set32(early, HDR + H_OFF, 4 * 1456);
-        s.push_back({"bad_geometry_before_last", In().add(early).add(g, {2, 0, 1}).b, 1,
-                     {R::PktIdxRange}});
+        Seed geo{"bad_geometry_before_last_discarded", In().add(early).add(g, {2, 0, 1}).b, 1, {}};
+        geo.discarded = 1;
+        s.push_back(geo);
         Bytes shorter = g[1];
         shorter.resize(shorter.size() - 100);
         fix_lens(shorter);
@@ -501,6 +515,56 @@ std::vector<Seed> seeds() {
 
 } // namespace
 
+namespace {
+
+std::string file_name(const Seed& sd) {
+    return sd.name.rfind("repro_", 0) == 0 ? sd.name : "seed_" + sd.name;
+}
+
+// Runs one seed and says whether it did what its name says: exactly its
+// completions (and packet completions, where given) and discarded packets,
+// every drop reason it names counted, and no reason it does not name.
+bool behaves(const Seed& sd) {
+    LLVMFuzzerTestOneInput(sd.input.data(), sd.input.size());
+    const RunStats& st = last_stats();
+    bool ok = st.completions == sd.completions && st.discarded == sd.discarded;
+    if (sd.packet_completions >= 0)
+        ok = ok && st.packet_completions == static_cast<uint64_t>(sd.packet_completions);
+    for (size_t i = 0; i < kDropReasonCount; i++) {
+        bool named = false;
+        for (R r : sd.drops)
+            named = named || index(r) == i;
+        ok = ok && (st.drops[i] > 0) == named;
+    }
+    if (!ok) {
+        fprintf(stderr, "seed %s does not behave as named: %llu completions (want %llu), %llu discarded (want %llu)",
+                sd.name.c_str(), static_cast<unsigned long long>(st.completions),
+                static_cast<unsigned long long>(sd.completions), static_cast<unsigned long long>(st.discarded),
+                static_cast<unsigned long long>(sd.discarded));
+        if (sd.packet_completions >= 0)
+            fprintf(stderr, ", %llu packet completions (want %lld)",
+                    static_cast<unsigned long long>(st.packet_completions),
+                    static_cast<long long>(sd.packet_completions));
+        fprintf(stderr, "; drops:");
+        for (size_t i = 0; i < kDropReasonCount; i++)
+            if (st.drops[i])
+                fprintf(stderr, " %s=%llu", kDropReasonNames[i].data(), static_cast<unsigned long long>(st.drops[i]));
+        fprintf(stderr, " (want:");
+        for (R r : sd.drops)
+            fprintf(stderr, " %s", kDropReasonNames[index(r)].data());
+        fprintf(stderr, "%s)\n", sd.drops.empty() ? " none" : "");
+    }
+    return ok;
+}
+
+Bytes read_file(const std::string& path, bool& found) {
+    std::ifstream in(path, std::ios::binary);
+    found = static_cast<bool>(in);
+    return Bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+} // namespace
+
 int write_corpus(const char* dir) {
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
@@ -512,8 +576,7 @@ int write_corpus(const char* dir) {
     size_t total = 0;
     const auto all = seeds();
     for (const Seed& sd : all) {
-        const bool repro = sd.name.rfind("repro_", 0) == 0;
-        const std::string path = std::string(dir) + (repro ? "/" : "/seed_") + sd.name;
+        const std::string path = std::string(dir) + "/" + file_name(sd);
         std::ofstream out(path, std::ios::binary | std::ios::trunc);
         out.write(reinterpret_cast<const char*>(sd.input.data()), static_cast<std::streamsize>(sd.input.size()));
         if (!out) {
@@ -521,26 +584,49 @@ int write_corpus(const char* dir) {
             return 2;
         }
         total += sd.input.size();
-        LLVMFuzzerTestOneInput(sd.input.data(), sd.input.size());
-        const RunStats& st = last_stats();
-        bool ok = st.completions == sd.completions;
-        for (R r : sd.drops)
-            ok = ok && st.drops[index(r)] > 0;
-        if (sd.packet_completions >= 0)
-            ok = ok && st.packet_completions == static_cast<uint64_t>(sd.packet_completions);
-        if (!ok) {
-            bad++;
-            fprintf(stderr, "seed %s: %llu completions (want %llu); drops:", sd.name.c_str(),
-                    static_cast<unsigned long long>(st.completions),
-                    static_cast<unsigned long long>(sd.completions));
-            for (size_t i = 0; i < kDropReasonCount; i++)
-                if (st.drops[i])
-                    fprintf(stderr, " %s=%llu", kDropReasonNames[i].data(),
-                            static_cast<unsigned long long>(st.drops[i]));
-            fprintf(stderr, "\n");
-        }
+        bad += !behaves(sd);
     }
     printf("wrote %zu seeds (%zu bytes) to %s; %d did not behave as named\n", all.size(), total, dir, bad);
+    return bad == 0 ? 0 : 1;
+}
+
+int check_corpus(const char* dir) {
+    int bad = 0;
+    const auto all = seeds();
+    std::vector<std::string> names;
+    for (const Seed& sd : all) {
+        names.push_back(file_name(sd));
+        bool found = false;
+        const std::string path = std::string(dir) + "/" + file_name(sd);
+        const Bytes on_disk = read_file(path, found);
+        if (!found) {
+            fprintf(stderr, "seed %s: %s is missing (regenerate: fuzz_rx_replay --write-corpus %s)\n",
+                    sd.name.c_str(), path.c_str(), dir);
+            bad++;
+        } else if (on_disk != sd.input) {
+            fprintf(stderr, "seed %s: %s differs from what the generator writes (regenerate: fuzz_rx_replay "
+                            "--write-corpus %s)\n",
+                    sd.name.c_str(), path.c_str(), dir);
+            bad++;
+        }
+        bad += !behaves(sd);
+    }
+    // A seed_* file the generator no longer writes names an outcome nobody checks.
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+        const std::string n = e.path().filename().string();
+        if (n.rfind("seed_", 0) == 0 && std::find(names.begin(), names.end(), n) == names.end()) {
+            fprintf(stderr, "%s/%s: no seed of that name in corpus_gen.cc: remove it or generate it\n", dir,
+                    n.c_str());
+            bad++;
+        }
+    }
+    if (ec) {
+        fprintf(stderr, "%s: %s\n", dir, ec.message().c_str());
+        return 2;
+    }
+    printf("fuzz seeds: %zu checked against %s, %d did not behave as named or differ from the corpus\n", all.size(),
+           dir, bad);
     return bad == 0 ? 0 : 1;
 }
 

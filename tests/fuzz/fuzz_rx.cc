@@ -615,6 +615,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         }
         consume(run);
         g_stats.drops = placer.counters().drops;
+        g_stats.discarded = placer.counters().discarded;
         if (!run.packet_mode && placer.counters().completions != g_stats.completions)
             violated("completions counter %llu, slot writes seen %llu",
                      static_cast<unsigned long long>(placer.counters().completions),

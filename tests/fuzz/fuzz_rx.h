@@ -97,6 +97,7 @@ struct RunStats {
     uint64_t completions = 0;       // slot writes seen by the harness
     uint64_t packet_completions = 0;
     uint64_t consumed = 0;          // messages the consumer read and released
+    uint64_t discarded = 0;         // placed packets whose state a later LAST threw away
     tailmark::DropCounters drops{};
 };
 const RunStats& last_stats();
@@ -107,6 +108,10 @@ rte_mempool* pool();
 // Writes the seed corpus into `dir` and checks that every seed does what its
 // name says (corpus_gen.cc; the replay binary only). Returns 0 when all do.
 int write_corpus(const char* dir);
+// Runs every seed the generator makes, checking that it does what its name
+// says, and that `dir` holds exactly those bytes (and no seed_* file besides).
+// Returns 0 when all do.
+int check_corpus(const char* dir);
 
 } // namespace tmfuzz
 

@@ -2,6 +2,7 @@
 //
 //   fuzz_rx_replay DIR|FILE ...      run every file once (directories: sorted, not recursive)
 //   fuzz_rx_replay --write-corpus DIR   write the seed corpus, checking each seed
+//   fuzz_rx_replay --check-seeds DIR    check each seed's named outcome, and that DIR holds it
 //
 // An invariant violation aborts (the test fails). Exit status 1 when no input
 // was found, so a wrong path does not pass silently.
@@ -20,7 +21,7 @@ namespace fsys = std::filesystem;
 
 int main(int argc, char** argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s DIR|FILE ... | --write-corpus DIR\n", argv[0]);
+        fprintf(stderr, "usage: %s DIR|FILE ... | --write-corpus DIR | --check-seeds DIR\n", argv[0]);
         return 2;
     }
     LLVMFuzzerInitialize(&argc, &argv);
@@ -30,6 +31,13 @@ int main(int argc, char** argv) {
             return 2;
         }
         return tmfuzz::write_corpus(argv[2]);
+    }
+    if (strcmp(argv[1], "--check-seeds") == 0) {
+        if (argc != 3) {
+            fprintf(stderr, "usage: %s --check-seeds DIR\n", argv[0]);
+            return 2;
+        }
+        return tmfuzz::check_corpus(argv[2]);
     }
 
     std::vector<fsys::path> files;

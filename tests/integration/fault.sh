@@ -10,9 +10,19 @@
 #              counted dropped; the retransmission timer probes
 #              --retry-limit times, then both flows are reported failed
 #              with all their messages, exit 1 (never a hang);
-#   corrupt=1  one bit flipped past Ethernet in every packet: whatever
-#              completes is verified byte for byte (verify_errors 0), and
-#              every completion is a verified one.
+#   corrupt=1  one bit flipped past Ethernet in every data packet, the UDP
+#              checksum on (the default): the IP or UDP checksum drops every
+#              one of them (drops == corrupted, by those two reasons alone),
+#              so nothing completes; NACKs and the timer are off, so the run
+#              ends at --duration with every message undelivered (exit 1);
+#   corrupt_crc  --udp-checksum off, two processes over net_af_packet through
+#              a bridge whose nftables chain overwrites 4 payload bytes of
+#              every 8th first-transmission LAST packet: nothing but the
+#              message CRC can see that. The CRC discards exactly those
+#              messages (crc_mismatch == the rule's counter == messages / 8),
+#              each is NACKed whole and retransmitted, and every message
+#              completes once, verified, exit 0 at both ends. Needs root
+#              (namespaces): without it the suite exits 77 after the rest.
 # A fixed seed replays the same decisions: two corrupt runs agree exactly
 # (without NACKs and timer, whose timing would change what is sent). The
 # shim leaves the session's own packets (the handshake with itself, CLOSE)
@@ -77,15 +87,19 @@ tm_expect_rc drop 1 && tm_check drop \
     "d['exit_reason'] == 'done'" &&
     tm_log "ok: drop=1: nothing completed, every packet counted dropped; after 3 retries both flows failed, $F x $M messages reported, exit 1"
 
+corrupt_ok=1
 for n in corrupt_a corrupt_b; do
     run $n "corrupt=1,seed=11" 3 --nack-delay-us 0 --rto-us 10000000 --rto-max-us 10000000
-done
-for n in corrupt_a corrupt_b; do
+    tm_expect_rc $n 1 || corrupt_ok=0
     tm_check $n \
+        "d['messages_completed'] == d['completion_writes'] == d['messages_verified'] == 0" \
         "d['verify_errors'] == 0" \
-        "d['completion_writes'] == d['messages_verified'] == d['messages_completed']" \
-        "d['fault']['corrupted'] == d['fault']['seen'] == d['packets_rx'] - d['fault']['passed']" \
-        "d['drops_total'] > 0"
+        "d['fault']['corrupted'] == d['fault']['seen'] == d['packets_rx'] - d['fault']['passed'] > 0" \
+        "d['drops']['ip_bad_checksum'] + d['drops']['udp_bad_checksum'] == d['fault']['corrupted']" \
+        "d['drops_total'] == d['fault']['corrupted']" \
+        "d['packets_tx'] == d['messages_sent'] * $PKTS + d['control_tx']" \
+        "d['reliability']['retx_pkts'] == 0" \
+        "d['exit_reason'] != 'done'" || corrupt_ok=0
 done
 if ! out=$(python3 - "$TM_WORK/corrupt_a.json" "$TM_WORK/corrupt_b.json" <<'PY'
 import json, sys
@@ -97,7 +111,84 @@ sys.exit(1 if diff else 0)
 PY
 ); then
     tm_fail "corrupt=1,seed=11 twice: the runs differ: $out"
-else
-    tm_log "ok: corrupt=1: no false completion; the same seed replayed the same outcome"
+elif [ $corrupt_ok -eq 1 ]; then
+    tm_log "ok: corrupt=1: every corrupted packet dropped by the IP or UDP checksum, nothing completed, exit 1; the same seed replayed the same outcome"
 fi
+
+# corrupt_crc (header): the payload corrupted where only the message CRC sees it.
+if [ "$(id -u)" -ne 0 ]; then
+    tm_skip_rest "case corrupt_crc needs root (namespaces, nftables); the cases before it passed"
+fi
+NA=tm_fca_$$ NM=tm_fcm_$$ NB=tm_fcb_$$
+EVERY=8
+N=$((F * M))
+if ! tm_bridged "$NA" "$NM" "$NB"; then
+    tm_fail "corrupt_crc: cannot set up the bridged namespaces"
+    tm_finish
+fi
+# On the port facing the sender: UDP to tailmark's port, flags == LAST alone
+# (not RETX, ACK, NACK or SESSION: `& 0x1f`, the tailmark header's byte 1 at
+# transport bit 72), every EVERY-th (numgen inc: exact, not random): the
+# first 4 payload bytes (transport byte 8 + 16) become 0xdeadbeef.
+if ! ip netns exec "$NM" nft -f - <<NFT; then
+table netdev tm_crc {
+    chain ingress {
+        type filter hook ingress device mA priority 0; policy accept;
+        udp dport 47474 @th,72,8 & 0x1f == 0x01 numgen inc mod $EVERY == 0 counter @th,192,32 set 0xdeadbeef
+    }
+}
+NFT
+    tm_fail "corrupt_crc: cannot load the nftables rule"
+    tm_finish
+fi
+common=(--flows $F --messages $M --msg-size $S --ring-size 16 --exit-when-done --duration 30 --stats-period 0
+        --secret $TM_SECRET --udp-checksum off)
+tm_start crc_recv 45 ns "$NB" -- --vdev=net_af_packet0,iface=vethB,framecnt=4096 -l 1 -- --mode recv \
+    --src-ip 198.18.0.2 "${common[@]}"
+rpid=$TM_PID
+tm_run crc_send 45 ns "$NA" -- --vdev=net_af_packet0,iface=vethA,framecnt=4096 -l 0 -- --mode send \
+    --src-ip 198.18.0.1 --dst-ip 198.18.0.2 "${common[@]}"
+send_rc=$TM_RC
+wait "$rpid"
+recv_rc=$?
+mangled=$(ip netns exec "$NM" nft -j list chain netdev tm_crc ingress | python3 -c "
+import json, sys
+print([x['counter']['packets'] for e in json.load(sys.stdin)['nftables'] if 'rule' in e
+       for x in e['rule']['expr'] if 'counter' in x][0])")
+# Every frame accounted for. A discarded message's packets are placed twice
+# (the corrupted attempt and the retransmitted one); a retransmitted packet
+# beyond those (a NACK asked again, a timer probe) is a duplicate, dropped
+# as one; crc_mismatch counts messages (its LAST was placed, then the whole
+# message discarded), so it is not a packet's drop.
+dup="(d['drops']['already_completed'] + d['drops']['duplicate'] + d['drops']['outside_window'])"
+ok=1
+TM_RC=$recv_rc
+tm_expect_rc crc_recv 0 || ok=0
+tm_check crc_recv \
+    "d['messages_requested'] == d['messages_completed'] == d['messages_verified'] == $N" \
+    "d['completion_writes'] == $N" \
+    "d['verify_errors'] == 0" \
+    "d['bytes_payload'] == $N * $S" \
+    "d['latency_ns']['samples'] == $N" \
+    "all(f['gave_up'] == 0 for f in d['per_flow'])" \
+    "$mangled == $N // $EVERY" \
+    "d['drops']['crc_mismatch'] == $mangled" \
+    "d['packets_placed'] == ($N + $mangled) * $PKTS" \
+    "d['reliability']['retx_rx'] == $mangled * $PKTS + $dup" \
+    "d['drops_total'] == d['drops']['crc_mismatch'] + $dup" \
+    "d['packets_rx'] == d['packets_placed'] + d['drops_total'] - d['drops']['crc_mismatch'] + d['control_rx']" \
+    "d['exit_reason'] == 'done'" "d['ok'] is True" || ok=0
+TM_RC=$send_rc
+tm_expect_rc crc_send 0 || ok=0
+tm_check crc_send \
+    "d['messages_sent'] == d['messages_acked'] == $N" \
+    "d['flows_failed'] == d['messages_failed'] == 0" \
+    "d['packets_tx'] == $N * $PKTS + d['reliability']['retx_pkts'] + d['control_tx']" \
+    "d['ok'] is True" || ok=0
+# Nothing lost on the link either way.
+[ $ok -eq 1 ] && tm_check_pair crc_send crc_recv \
+    "s['packets_tx'] == r['packets_rx']" "r['packets_tx'] == s['packets_rx']" \
+    "s['reliability']['retx_pkts'] == r['reliability']['retx_rx']" || ok=0
+[ $ok -eq 1 ] && tm_log "ok: corrupt_crc: --udp-checksum off, $mangled of $N messages corrupted in their payload:" \
+    "the message CRC discarded each, each retransmitted; $N completed once, verified, exit 0"
 tm_finish

@@ -195,8 +195,7 @@ fi
 
 # --- 4. a pseudo-terminal (tmux) ------------------------------------------------------
 if ! command -v tmux >/dev/null; then
-    tm_log "SKIP pty: no tmux"
-    tm_finish
+    tm_skip_rest "case 4 (pty) needs tmux (scripts/test.sh installs it); cases 1-3 passed"
 fi
 sock="tm_shell_$$"
 TM_CLEANUPS+=("tmux -L $sock kill-server")

@@ -252,12 +252,18 @@ TEST_CASE("crc32c dispatch picks the fastest kernel the CPU has", "[crc32c]") {
     for (Crc32cKernel a : kAllKernels)
         for (Crc32cKernel b : kAllKernels)
             CHECK((std::string(crc32c_kernel_name(a)) == crc32c_kernel_name(b)) == (a == b));
-    // The dispatched entry points run the picked kernel (same value, and a
-    // forced kernel differs from it only in speed).
+    // The dispatched entry point gives the bitwise reference's value, and the
+    // value of the kernel chosen above from CPUID (`want`, not the library's
+    // own crc32c_kernel(), which would compare the dispatch with itself), at
+    // every bound of the kernels: the 512-bit one's crc32 chain below 128
+    // bytes, one accumulator below 512, four from 512.
     auto data = tmtest::pattern(5000, 3);
-    for (size_t len : {0ul, 63ul, 64ul, 200ul, 1456ul, 5000ul})
-        CHECK(crc32c_update(kCrc32cInit, {data.data(), len}) ==
-              crc32c_update_with(crc32c_kernel(), kCrc32cInit, {data.data(), len}));
+    for (size_t len : {0ul, 1ul, 3ul, 63ul, 64ul, 127ul, 128ul, 200ul, 511ul, 512ul, 1456ul, 5000ul}) {
+        INFO("len " << len << ", want " << crc32c_kernel_name(want));
+        const uint32_t ref = reference_raw(kCrc32cInit, data.data(), len);
+        CHECK(crc32c_update(kCrc32cInit, {data.data(), len}) == ref);
+        CHECK(crc32c_update_with(want, kCrc32cInit, {data.data(), len}) == ref);
+    }
 }
 
 TEST_CASE("every kernel agrees with the bitwise reference at every length to 4096", "[crc32c]") {
