@@ -2237,6 +2237,7 @@ Results Runtime::results() const {
         const SenderCounters& c = s->counters();
         r.acks_rx += c.acks_rx;
         r.tx_alloc_fail += c.alloc_fail;
+        r.packets_zero_copy += c.zero_copy_pkts;
         r.rel.retx_pkts += c.retx_pkts;
         r.rel.retx_reqs += c.retx_reqs;
         r.rel.probes += c.probes;
@@ -2359,7 +2360,10 @@ Results Runtime::results() const {
                 x.state = to_string(v.failed);
                 // What it still owed: its messages not released, the ones
                 // never sent included (--messages 0: those it had taken).
-                x.failed = opt_.messages ? (quota > x.released ? quota - x.released : 0) : v.failed_msgs;
+                // The service's flows carry the applications' messages, not --messages.
+                x.failed = opt_.messages && opt_.mode != Mode::Service
+                               ? (quota > x.released ? quota - x.released : 0)
+                               : v.failed_msgs;
                 r.flows_failed++;
                 r.messages_failed += x.failed;
             }

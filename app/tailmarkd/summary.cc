@@ -57,6 +57,7 @@ bool write_summary_json(const Results& r, const std::string& path, std::string& 
     fprintf(f, "  \"packets_tx\": %lu,\n", r.packets_tx);
     fprintf(f, "  \"packets_rx\": %lu,\n", r.packets_rx);
     fprintf(f, "  \"packets_local\": %lu,\n", r.packets_local);
+    fprintf(f, "  \"packets_zero_copy\": %lu,\n", r.packets_zero_copy);
     fprintf(f, "  \"port\": {\"tx\": %lu, \"rx\": %lu, \"missed\": %lu},\n", r.port_tx, r.port_rx, r.port_missed);
     fprintf(f, "  \"acks_tx\": %lu,\n", r.acks_tx);
     fprintf(f, "  \"acks_rx\": %lu,\n", r.acks_rx);

@@ -605,11 +605,14 @@ uint32_t Sender::serve_jobs(uint32_t burst, uint32_t n, uint64_t now) {
         if (f.cc != nullptr && k * f.spec.tx.stride > f.cc->step_bytes())
             k = f.cc->step_bytes() / f.spec.tx.stride + 1;
         job_msg_.stamp = stamp_;
-        const int rc = marker(f, job_msg_).build(f.spec.tx, job_msg_, job_pos_, k, pend_ + n, Flags::Retx);
+        const TxMarker& mk = marker(f, job_msg_);
+        const int rc = mk.build(f.spec.tx, job_msg_, job_pos_, k, pend_ + n, Flags::Retx);
         if (unlikely(rc < 0)) {
             bump(ctr_.alloc_fail);
             break;
         }
+        if (&mk == &marker_zc_)
+            bump(ctr_.zero_copy_pkts, k);
         if (f.cc != nullptr)
             pace(f, now, n, k);
         n += k;
@@ -1026,6 +1029,8 @@ uint32_t Sender::new_data(uint32_t burst, uint32_t n, uint64_t now) {
             bump(ctr_.alloc_fail);
             break; // pool empty: next round
         }
+        if (&mk == &marker_zc_)
+            bump(ctr_.zero_copy_pkts, k);
         if (f.cc != nullptr)
             pace(f, now, n, k);
         n += k;

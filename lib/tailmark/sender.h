@@ -140,6 +140,8 @@ struct SenderCounters {
     uint64_t delivered = 0;   // messages delivered (reliable)
     uint64_t failed = 0;      // messages failed
     uint64_t source_refused = 0; // messages the source produced that could not be sent (bytes handed back)
+    uint64_t zero_copy_pkts = 0; // data packets (first copies and retransmitted) built by the zero-copy marker:
+                                 // their payload referenced where the application wrote it, never copied
     // Congestion control (all sessions of this Sender)
     uint64_t cc_samples = 0;   // RTT samples taken from ACK/NACK echoes
     uint64_t cc_increases = 0;

@@ -12,7 +12,10 @@
 #     (port.tx == 0) and the veth's other end received nothing (its kernel
 #     counter); every packet its senders sent went through the in-memory
 #     loopback (packets_local == packets_tx) and was placed once
-#     (packets_placed == packets_local, nothing retransmitted). The only
+#     (packets_placed == packets_local, nothing retransmitted), and was the
+#     zero-copy marker's (referencing the sender's arena, packets_zero_copy)
+#     but for the three messages at or under 512 B, copied: the two
+#     streams' 0-byte end markers and hello's 16 bytes. The only
 #     drops are the CLOSEs of sessions already ended: the service ends both
 #     ends of a session between its applications at once, so each end's
 #     CLOSE finds the other gone (control_stale); every other session packet
@@ -88,9 +91,16 @@ TM_RC=$?
 wire=$(ip netns exec "$NB" cat /sys/class/net/vethB/statistics/rx_packets)
 tm_log "the daemon: $(grep -m1 'in memory (between' "$TM_WORK/d.out" | sed 's/^ *//'); the veth's other end received $wire frames"
 [ "$wire" -eq 0 ] || tm_fail "the veth's other end received $wire frames: the applications' sessions went out of the port"
+# The data packets, exactly: 5 MB in 1 MiB messages (4 and the 805696-byte
+# tail), 5 MB in 7 KiB messages (697 and a 3904-byte tail), each stream's
+# 0-byte end marker and hello's 16 bytes (one packet each).
+P1M=$(tm_pkts 1048576 1500); PT1=$(tm_pkts 805696 1500); P7K=$(tm_pkts 7168 1500); PT7=$(tm_pkts 3904 1500)
+ZC=$((4 * P1M + PT1 + 697 * P7K + PT7))
+tm_log "zero copy: $(python3 -c "import json; d = json.load(open('$TM_WORK/d.json')); print(d['packets_zero_copy'], 'of', d['packets_local'])") packets (want $ZC of $((ZC + 3)))"
 tm_expect_rc d 0 &&
     tm_check d "d['port']['tx'] == 0" "d['packets_local'] > 0" "d['packets_local'] == d['packets_tx']" \
         "d['packets_placed'] == d['packets_local']" "d['reliability']['retx_pkts'] == 0" \
+        "d['packets_zero_copy'] == $ZC" "d['packets_local'] == $ZC + 3" \
         "d['drops_total'] == d['drops']['control_stale'] == d['session']['tx'] - d['session']['rx']" \
         "d['tx_dropped'] == 0" "d['service']['failed'] == 0" "d['service']['delivered'] == d['service']['taken'] > 0"
 tm_finish

@@ -33,7 +33,8 @@ for c in "${cases[@]}"; do
     # shellcheck disable=SC2086
     tm_run "$name" 40 -- --vdev=net_ring0 -l 0,1 -- \
         --flows "$flows" --messages "$msgs" --msg-size "$size" --ring-size "$ring" --mtu $MTU \
-        --completion "$mode" --exit-when-done --duration 30 --stats-period 0 $extra
+        --completion "$mode" --exit-when-done --duration 30 --stats-period 0 \
+        --keepalive-ms 60000 --peer-timeout-ms 120000 $extra # no probe in the count, however slow (--sanitize)
     tm_expect_rc "$name" 0 || continue
     pkts=$(tm_pkts "$size" $MTU)
     total=$((flows * msgs * pkts))
