@@ -6,20 +6,49 @@ TM_BUILD=${TM_BUILD:-$TM_ROOT/build}
 
 tm_say() { printf '[tailmark] %s\n' "$*" >&2; }
 
-# Debian packages the build and the test suites need: clang, its libFuzzer
-# and sanitizer runtime and llvm-symbolizer for the test fuzz_libfuzzer.
-TM_PACKAGES=(dpdk dpdk-dev libdpdk-dev libnuma-dev catch2 meson ninja-build pkg-config g++
-             python3 iproute2 nftables procps tmux tshark valgrind
-             python3-dev python3-torch libtorch-dev pybind11-dev
-             clang libclang-rt-14-dev llvm-14)
+# Debian packages, in sets (tm_ensure_packages SET..):
+#   run    what scripts/run.sh needs to build and run tailmarkd's main job;
+#   test   the test suites' tools: Catch2, namespaces and nftables, tmux,
+#          tshark, valgrind, and clang with its libFuzzer and sanitizer
+#          runtime and llvm-symbolizer for the test fuzz_libfuzzer;
+#   torch  the torch.distributed backend (lib/tailmark-torch) and its tests;
+#   pkg    scripts/package.sh (dpkg-shlibdeps, fakeroot).
+# scripts/test.sh installs them all; scripts/deps.sh SET.. any of them.
+TM_PACKAGES_RUN=(dpdk libdpdk-dev libnuma-dev meson ninja-build pkg-config g++ python3)
+TM_PACKAGES_TEST=(dpdk-dev catch2 iproute2 nftables procps tmux tshark valgrind
+                  clang libclang-rt-14-dev llvm-14)
+TM_PACKAGES_TORCH=(python3-dev python3-torch libtorch-dev pybind11-dev)
+TM_PACKAGES_PKG=(dpkg-dev fakeroot)
+# Every set (what scripts/test.sh wants).
+TM_PACKAGES=("${TM_PACKAGES_RUN[@]}" "${TM_PACKAGES_TEST[@]}" "${TM_PACKAGES_TORCH[@]}" "${TM_PACKAGES_PKG[@]}")
 
+# tm_packages_of SET..: the packages of those sets, one a line.
+tm_packages_of() {
+    local set
+    for set in "$@"; do
+        case "$set" in
+        run) printf '%s\n' "${TM_PACKAGES_RUN[@]}" ;;
+        test) printf '%s\n' "${TM_PACKAGES_TEST[@]}" ;;
+        torch) printf '%s\n' "${TM_PACKAGES_TORCH[@]}" ;;
+        pkg) printf '%s\n' "${TM_PACKAGES_PKG[@]}" ;;
+        all) printf '%s\n' "${TM_PACKAGES[@]}" ;;
+        *) tm_say "unknown package set '$set' (run, test, torch, pkg, all)"; return 1 ;;
+        esac
+    done
+}
+
+# tm_ensure_packages [SET..]: installs what is missing of those sets (default:
+# all), saying what and showing apt's progress: one line per package
+# downloaded and per package set up, so a first run on a fresh machine is
+# never silent.
 tm_ensure_packages() {
-    local missing=() p
-    for p in "${TM_PACKAGES[@]}"; do
+    local missing=() p want
+    want=$(tm_packages_of "${@:-all}") || return 1
+    for p in $want; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
     done
     [ ${#missing[@]} -eq 0 ] && return 0
-    tm_say "installing missing packages: ${missing[*]}"
+    tm_say "installing missing packages (${*:-all}): ${missing[*]}"
     if [ "$(id -u)" -ne 0 ]; then
         tm_say "not root: install them with: sudo apt-get install ${missing[*]}"
         return 1
@@ -27,7 +56,16 @@ tm_ensure_packages() {
     export DEBIAN_FRONTEND=noninteractive
     # tshark: no setuid dumpcap, and no question about it.
     echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
-    apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    local t0=$SECONDS
+    tm_say "apt-get update"
+    apt-get update -q 2>&1 | grep --line-buffered -E '^(Get:|Hit:|Err:|E:|W:)' | sed -u 's/^/    /'
+    [ "${PIPESTATUS[0]}" -eq 0 ] || { tm_say "apt-get update failed"; return 1; }
+    tm_say "apt-get install (progress: one line per package fetched, then per package set up)"
+    apt-get install -y -q --no-install-recommends "${missing[@]}" 2>&1 |
+        grep --line-buffered -E '^(Need to get|[0-9]+ upgraded|Get:|Setting up|E:|W:)' |
+        sed -u -E 's/^Get:[0-9]+ [^ ]+ [^ ]+ [^ ]+ /    fetched /; s/^Setting up /    set up /; s/^([^ ])/    \1/'
+    [ "${PIPESTATUS[0]}" -eq 0 ] || { tm_say "apt-get install failed"; return 1; }
+    tm_say "packages installed in $((SECONDS - t0)) s"
 }
 
 # Reserves 2 MiB hugepages and mounts hugetlbfs. Sets TAILMARK_EAL_MEM to the
@@ -64,14 +102,30 @@ tm_setup_hugepages() {
     export TAILMARK_EAL="$TAILMARK_EAL_MEM"
 }
 
-# Configures (once) and builds. Extra arguments go to meson setup.
+# tm_build [DIR [SETUP ARGS..]]: configures (once) and builds everything,
+# the tests too (a directory scripts/run.sh configured without them gets
+# them now). TM_TARGETS: only those ninja targets (scripts/run.sh: tailmarkd).
+# Prints one line per build step; the whole log is in DIR.ninja.log.
 tm_build() {
     local dir=${1:-$TM_BUILD}
     shift || true
+    local tests=true targets=()
+    [ -n "${TM_TARGETS:-}" ] && read -r -a targets <<<"$TM_TARGETS"
+    # Only the daemon: the tests (and Catch2) are not needed.
+    [ ${#targets[@]} -gt 0 ] && ! pkg-config --exists catch2 && tests=false
     if [ ! -f "$dir/build.ninja" ]; then
-        meson setup "$dir" "$TM_ROOT" "$@" >"$dir.setup.log" 2>&1 || { cat "$dir.setup.log"; return 1; }
+        tm_say "configuring $dir (meson setup; log: $dir.setup.log)"
+        meson setup "$dir" "$TM_ROOT" -Dtests=$tests "$@" >"$dir.setup.log" 2>&1 || { cat "$dir.setup.log"; return 1; }
+    elif [ $tests = true ] && grep -q '"name": "tests", "value": false' "$dir/meson-info/intro-buildoptions.json" 2>/dev/null; then
+        tm_say "$dir was configured without the tests (scripts/run.sh): turning them on"
+        meson configure "$dir" -Dtests=true >>"$dir.setup.log" 2>&1 || { cat "$dir.setup.log"; return 1; }
     fi
-    ninja -C "$dir" >"$dir.ninja.log" 2>&1 || { tail -50 "$dir.ninja.log"; return 1; }
+    tm_say "building ${targets[*]:-everything} in $dir (log: $dir.ninja.log)"
+    local t0=$SECONDS
+    ninja -C "$dir" "${targets[@]}" 2>&1 | tee "$dir.ninja.log" |
+        sed -u -n -E 's/^\[([0-9]+\/[0-9]+)\] (Compiling|Linking)[^ ]* [^ ]+ (object |target )?(.*)$/    [\1] \2 \4/p'
+    [ "${PIPESTATUS[0]}" -eq 0 ] || { tail -50 "$dir.ninja.log"; return 1; }
+    tm_say "built in $((SECONDS - t0)) s"
 }
 
 tm_daemon() {
