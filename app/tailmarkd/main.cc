@@ -18,6 +18,7 @@
 
 #include "eal_files.h"
 #include "options.h"
+#include "preflight.h"
 #include "runtime.h"
 #include "shell.h"
 #include "signals.h"
@@ -56,6 +57,21 @@ void hide_secret(int argc, char** argv, int dash, const Options& opt) {
 } // namespace
 
 int main(int argc, char** argv) {
+    // tailmarkd --check [EAL args] -- [options]: preflight, no EAL (preflight.h).
+    if (argc > 1 && strcmp(argv[1], "--check") == 0) {
+        std::vector<char*> v{argv[0]};
+        v.insert(v.end(), argv + 2, argv + argc);
+        const int rc = run_preflight(static_cast<int>(v.size()), v.data(), stdout);
+        int dash = argc;
+        for (int i = 2; i < argc; i++)
+            if (strcmp(argv[i], "--") == 0) {
+                dash = i;
+                break;
+            }
+        Options blank;
+        hide_secret(argc, argv, dash, blank);
+        return rc;
+    }
     // EAL arguments before "--", ours after it.
     int dash = argc;
     for (int i = 1; i < argc; i++) {

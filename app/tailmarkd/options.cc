@@ -775,11 +775,12 @@ ParseResult parse_options(const std::vector<std::string>& args, Options& opt) {
 }
 
 void print_help(const char* prog) {
-    printf("usage: %s [EAL args] -- [options]\n\n"
+    printf("usage: %s [EAL args] -- [options]\n"
+           "       %s --check [EAL args] -- [options]   preflight: is this host ready for that command line?\n\n"
            "Moves messages between ports with one completion flag per message.\n"
            "Example: %s --no-huge -m 1024 --no-pci --vdev=net_ring0 -l 0,1 -- --exit-when-done\n\n"
            "options (a command-line flag overrides --config; see config/*.ini):\n",
-           prog, prog);
+           prog, prog, prog);
     for (const OptDef& d : kOpts) {
         char left[64];
         snprintf(left, sizeof(left), "--%s%s%s", d.name, d.arg ? " " : "", d.arg ? d.arg : "");
