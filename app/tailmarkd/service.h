@@ -36,6 +36,7 @@ class Runtime;
 struct SetupError;
 struct SvcApp;
 struct SvcSession;
+struct StatusSnapshot;
 
 // One send flow of an application's session, on its tx lcore (the Sender's
 // per-flow user pointer). Written by the tx lcore only, but `held` (shared
@@ -119,6 +120,9 @@ private:
     void free_send_memory(SvcSession& ss);
     void reply_ok(SvcApp& app, uint64_t req);
     void reply_error(SvcApp& app, uint64_t req, int err, const std::string& text);
+    // tailmark-ctl's STATUS (status.h).
+    void on_status(SvcApp& app, const channel::tm_msg_status& m, uint64_t now);
+    StatusSnapshot status_snapshot(uint64_t now) const;
 
     Runtime& rt_;
     int listen_fd_ = -1;
@@ -138,6 +142,9 @@ private:
     // The control thread changes sessions_, their send flows and gone_ under
     // it; counters() reads them under it. Never taken on the data plane.
     mutable std::mutex counters_mu_;
+    // STATUS: the last answer and when it was made; when the socket opened.
+    std::string status_cache_;
+    uint64_t status_tsc_ = 0, opened_tsc_ = 0;
 };
 
 } // namespace tailmark::app

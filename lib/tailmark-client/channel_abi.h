@@ -2,7 +2,10 @@
 // tailmarkd --mode service: what crosses the Unix socket, and the layout of
 // the memory both map. No DPDK here: the client library includes it, and so
 // does the daemon (app/tailmarkd/service.cc). Changing a layout changes
-// kChannelAbi, and a daemon refuses a client of another one.
+// kChannelAbi, and a daemon refuses a client of another one. Adding a
+// request, with no layout changed, raises kChannelAbiMinor instead: a client
+// of an older minor works unchanged, and a newer request sent to an older
+// daemon is answered EPROTO.
 //
 // Socket: AF_UNIX, SOCK_SEQPACKET (one message per request, boundaries
 // kept), file descriptors attached with SCM_RIGHTS. Every message starts
@@ -25,6 +28,10 @@
 //   CLOSE session  ---------------------->   <---  OK
 //   <---  ENDED session, reason (event)
 //   (the socket closes: the daemon frees everything of the app's)
+//
+//   tailmark-ctl (no HELLO, no arena)
+//   STATUS  ------------------------------>   the daemon's state as JSON
+//   <---  STATUS_REPLY + [json memfd]          (then the daemon closes the socket)
 // (C++ on both sides: the library's C API is in tailmark/client.h.)
 //
 // Trust: the daemon serves every application of the host, so nothing an
@@ -47,6 +54,8 @@ namespace tailmark::channel {
 
 // 2: the wake fd is the daemon's pipe, in WELCOME (1: the app's eventfd, in HELLO).
 inline constexpr uint32_t kChannelAbi = 2;
+// 1: TM_MSG_STATUS (0: ABI 2 as it began).
+inline constexpr uint32_t kChannelAbiMinor = 1;
 inline constexpr uint32_t kMaxMsg = 512;   // the largest socket message
 inline constexpr uint32_t kSecretLen = 16; // a session secret, as bytes
 inline constexpr uint32_t kHelloTimeoutMs = 3000; // a connection's HELLO, from its accept
@@ -64,6 +73,8 @@ enum tm_msg_type {
     TM_MSG_OK = 10,       // daemon: the request is done
     TM_MSG_ERROR = 11,    // daemon: the request failed (errno and a message)
     TM_MSG_BYE = 12,      // app: detach, a bare header, no reply (closing the socket does the same)
+    TM_MSG_STATUS = 13,   // any allowed connection, instead of HELLO: the daemon's state (minor 1)
+    TM_MSG_STATUS_REPLY = 14, // daemon (fd: a sealed memfd holding json_bytes of JSON)
 };
 
 struct tm_msg_header {
@@ -204,6 +215,28 @@ struct tm_msg_error {
     char text[200];       // one line, NUL-terminated
 };
 
+// The daemon's state for operators (tailmark-ctl), asked on a connection
+// that says no HELLO and maps nothing: the same peers may ask as may attach
+// (--allow-uid, --allow-group). The answer is JSON (one object; its schema,
+// versioned by its "schema" field, is in docs/operating.md) in a memfd
+// sealed F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL; the daemon
+// then closes the connection (one STATUS per connection). A daemon may
+// answer from a snapshot up to 50 ms old.
+struct tm_msg_status {
+    struct tm_msg_header h;
+    uint32_t abi;         // kChannelAbi
+    uint32_t minor;       // kChannelAbiMinor
+    uint32_t flags;       // 0
+    uint32_t reserved;
+};
+
+struct tm_msg_status_reply {
+    struct tm_msg_header h;
+    uint32_t abi;         // the daemon's kChannelAbi
+    uint32_t minor;       // ... and kChannelAbiMinor
+    uint64_t json_bytes;  // the memfd's JSON, from offset 0
+};
+
 // --- shared memory -------------------------------------------------------
 
 // A single-producer single-consumer ring of fixed-size entries. The producer
@@ -287,5 +320,6 @@ static_assert(sizeof(tm_cqe) == 16);
 static_assert(sizeof(tm_spsc) == 192);
 static_assert(sizeof(tm_msg_connect) <= kMaxMsg && sizeof(tm_msg_accepted) <= kMaxMsg &&
               sizeof(tm_msg_error) <= kMaxMsg);
+static_assert(sizeof(tm_msg_status) == 32 && sizeof(tm_msg_status_reply) == 32);
 
 } // namespace tailmark::channel
