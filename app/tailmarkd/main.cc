@@ -101,9 +101,15 @@ int main(int argc, char** argv) {
         return 0;
     }
 
-    std::vector<char*> eal_argv(argv, argv + dash);
+    // The --config file's [eal] args first: the command line's override them.
+    std::vector<std::string> ini_eal = split_eal_args(opt.eal_args);
+    std::vector<char*> eal_argv{argv[0]};
+    for (std::string& a : ini_eal)
+        eal_argv.push_back(a.data());
+    eal_argv.insert(eal_argv.end(), argv + 1, argv + dash);
+    const int eal_argc = static_cast<int>(eal_argv.size());
     eal_argv.push_back(nullptr);
-    if (rte_eal_init(dash, eal_argv.data()) < 0) {
+    if (rte_eal_init(eal_argc, eal_argv.data()) < 0) {
         fprintf(stderr, "tailmarkd: EAL initialisation failed: %s\n", rte_strerror(rte_errno));
         return 1;
     }

@@ -600,7 +600,8 @@ const OptDef kOpts[] = {
          o.cmdline_file = trim(v);
          return o.cmdline_file.empty() ? "empty file name" : Err{};
      }},
-    {"config", "FILE", "INI file of options ([tailmark] name = value) and per-flow keys ([flow.N] key = K)",
+    {"config", "FILE", "INI file of options ([tailmark] name = value), per-flow keys ([flow.N] key = K) and EAL "
+     "arguments ([eal] args = -l 0-1 --vdev=...; those on the command line after them)",
      [](Options& o, std::string_view v) -> Err {
          o.config_path = trim(v);
          return {};
@@ -692,8 +693,12 @@ Err apply_ini(const std::string& path, Options& o) {
             if (Err x = parse_key(e.value, k); !x.empty())
                 return "--config: [" + e.section + "] key: " + x + where;
             o.flow_keys[static_cast<uint16_t>(flow)] = k;
+        } else if (e.section == "eal") {
+            if (e.name != "args")
+                return "--config: [eal]: unknown field '" + e.name + "' (only args)" + where;
+            o.eal_args = trim(e.value);
         } else {
-            return "--config: unknown section [" + e.section + "] (use [tailmark] or [flow.N])" + where;
+            return "--config: unknown section [" + e.section + "] (use [tailmark], [flow.N] or [eal])" + where;
         }
     }
     return {};
@@ -791,6 +796,15 @@ void print_help(const char* prog) {
     printf("  %-32s %s\n", "", "`send F SIZE COUNT` sends messages at any time; `quit` or EOF ends the run like SIGTERM");
     printf("\nexit codes: 0 every requested message completed and verified; 1 not (or a run-time\n"
            "failure); 2 bad configuration (one message on stderr names the option).\n");
+}
+
+std::vector<std::string> split_eal_args(const std::string& s) {
+    std::vector<std::string> v;
+    std::istringstream ss(s);
+    std::string w;
+    while (ss >> w)
+        v.push_back(w);
+    return v;
 }
 
 std::string dump_ini(const Options& o) {
@@ -922,6 +936,8 @@ std::string dump_ini(const Options& o) {
         snprintf(key, sizeof(key), "0x%08x", k);
         s << "\n[flow." << flow << "]\nkey = " << key << "\n";
     }
+    if (!o.eal_args.empty())
+        s << "\n[eal]\nargs = " << o.eal_args << "\n";
     return s.str();
 }
 

@@ -108,6 +108,10 @@ struct Options {
     enum class ZeroCopy : uint8_t { Auto, Off } svc_zero_copy = ZeroCopy::Auto;
     std::string config_path;
     bool dump_config = false;
+    // The --config file's [eal] args: EAL arguments that go before the
+    // command line's (which override them), so one INI file describes a
+    // whole instance (tailmarkd@.service). Split on whitespace.
+    std::string eal_args;
 
     uint32_t key_of(uint16_t flow) const {
         auto it = flow_keys.find(flow);
@@ -125,6 +129,8 @@ struct ParseResult {
 ParseResult parse_options(const std::vector<std::string>& args, Options& opt);
 
 void print_help(const char* prog);
+// Splits [eal] args on whitespace (no quoting).
+std::vector<std::string> split_eal_args(const std::string& s);
 // The effective options in INI form (--dump-config).
 std::string dump_ini(const Options& opt);
 

@@ -1064,10 +1064,6 @@ int run_preflight(int argc, char** argv, FILE* out) {
     Report r{out};
     fprintf(out, "tailmarkd --check: is this host ready for this command line? (nothing is started)\n");
 
-    const EalView e = parse_eal_view(eal);
-    if (!e.error.empty())
-        r.item(St::Fail, "eal", e.error, "see tailmarkd --help and DPDK's EAL parameters");
-
     Options opt;
     const ParseResult pr = parse_options(args, opt);
     const Options* o = nullptr;
@@ -1098,6 +1094,12 @@ int run_preflight(int argc, char** argv, FILE* out) {
                                       (opt.config_path.empty() ? "" : ", from " + opt.config_path));
     }
 
+    // The --config file's [eal] args, then the command line's (as main() passes them).
+    std::vector<std::string> all = split_eal_args(opt.eal_args);
+    all.insert(all.end(), eal.begin(), eal.end());
+    const EalView e = parse_eal_view(all);
+    if (!e.error.empty())
+        r.item(St::Fail, "eal", e.error, "see tailmarkd --help and DPDK's EAL parameters");
     check_hugepages(r, e);
     PortPlan plan;
     for (const std::string& v : e.vdevs)
