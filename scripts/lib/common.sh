@@ -105,6 +105,7 @@ tm_setup_hugepages() {
 # tm_build [DIR [SETUP ARGS..]]: configures (once) and builds everything,
 # the tests too (a directory scripts/run.sh configured without them gets
 # them now). TM_TARGETS: only those ninja targets (scripts/run.sh: tailmarkd).
+# TM_TESTS=false: never the tests (scripts/package.sh).
 # Prints one line per build step; the whole log is in DIR.ninja.log.
 tm_build() {
     local dir=${1:-$TM_BUILD}
@@ -113,6 +114,7 @@ tm_build() {
     [ -n "${TM_TARGETS:-}" ] && read -r -a targets <<<"$TM_TARGETS"
     # Only the daemon: the tests (and Catch2) are not needed.
     [ ${#targets[@]} -gt 0 ] && ! pkg-config --exists catch2 && tests=false
+    [ "${TM_TESTS:-}" = false ] && tests=false
     if [ ! -f "$dir/build.ninja" ]; then
         tm_say "configuring $dir (meson setup; log: $dir.setup.log)"
         meson setup "$dir" "$TM_ROOT" -Dtests=$tests "$@" >"$dir.setup.log" 2>&1 || { cat "$dir.setup.log"; return 1; }
