@@ -460,6 +460,18 @@ bool Service::open(SetupError& e) {
             }
         }
     }
+    // A zero-copy message is a header mbuf chained to an extbuf over the
+    // arena: a port that cannot send chained mbufs (net_af_xdp in 22.11
+    // copies only the first segment) gets copies.
+    for (uint16_t port : {o.tx_port, o.rx_port}) {
+        rte_eth_dev_info info;
+        if (zero_copy_ && rte_eth_dev_info_get(port, &info) == 0 &&
+            (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) == 0) {
+            zero_copy_ = false;
+            why = "port " + std::to_string(port) + " (" + (info.driver_name ? info.driver_name : "?") +
+                  ") cannot send multi-segment mbufs";
+        }
+    }
     if (zero_copy_)
         TM_LOG(INFO, app, "service: zero copy from the applications' arenas (%s)",
                rte_eal_iova_mode() == RTE_IOVA_VA ? "IOVA as VA" : "IOVA as PA, but virtual devices only: no DMA");
