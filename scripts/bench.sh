@@ -15,6 +15,10 @@
 #                               cases of tests/integration/congestion.sh with
 #                               --cc on and off (build/bench/cc.md, cc.json,
 #                               cc-goodput.png)
+#   scripts/bench.sh --kernel   only net_af_xdp beside net_af_packet: two
+#                               processes over a veth pair, 4 KiB .. 1 MiB,
+#                               the drivers interleaved (build/bench/kernel.md,
+#                               kernel.json; root)
 #   scripts/bench.sh --stages   only the rx lcore's cycle account per stage at
 #                               64 B and 64 KiB: perf (cpu-clock) on a
 #                               -Dstage_profile build (build/bench/stages.md,
@@ -53,6 +57,7 @@ report=
 torch=0
 cc=0
 stages=0
+kernel=0
 while [ $# -gt 0 ]; do
     case $1 in
     --quick) quick=1 ;;
@@ -62,7 +67,8 @@ while [ $# -gt 0 ]; do
     --torch) torch=1 ;;
     --cc) cc=1 ;;
     --stages) stages=1 ;;
-    *) echo "usage: scripts/bench.sh [--quick] [--instructions] [--compare REV] [--report REV] [--torch] [--cc] [--stages]" >&2; exit 2 ;;
+    --kernel) kernel=1 ;;
+    *) echo "usage: scripts/bench.sh [--quick] [--instructions] [--compare REV] [--report REV] [--torch] [--cc] [--stages] [--kernel]" >&2; exit 2 ;;
     esac
     shift
 done
@@ -104,6 +110,11 @@ fi
 if [ $cc -eq 1 ]; then
     source "$TM_ROOT/scripts/lib/bench_cc.sh"
     bench_cc "$out"
+    exit $?
+fi
+if [ $kernel -eq 1 ]; then
+    source "$TM_ROOT/scripts/lib/bench_kernel.sh"
+    bench_kernel "$out"
     exit $?
 fi
 if [ $stages -eq 1 ]; then
