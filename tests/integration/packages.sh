@@ -24,6 +24,16 @@ tm_require_root
 BUILD=${TAILMARK_BUILD_ROOT:-$TM_SRC/build}
 # meson test points LD_LIBRARY_PATH at the build's libraries: the installed ones here.
 unset LD_LIBRARY_PATH PYTHONPATH PKG_CONFIG_PATH
+# A sanitizer build (scripts/test.sh --sanitize) packages instrumented
+# binaries: programs built against its library link the sanitizer too (as
+# client_install does), and the system's Python loads its runtime first.
+SAN=$(meson introspect --buildoptions "$BUILD" 2>/dev/null | python3 -c \
+    "import json,sys; print([o['value'] for o in json.load(sys.stdin) if o['name'] == 'b_sanitize'][0])" 2>/dev/null)
+san=() py_pre=()
+if [ -n "$SAN" ] && [ "$SAN" != none ]; then
+    san=("-fsanitize=$SAN")
+    py_pre=(env "LD_PRELOAD=$(cc -print-file-name=libasan.so)" ASAN_OPTIONS=detect_leaks=0)
+fi
 PKGS=(tailmarkd libtailmark-client0 libtailmark-client-dev python3-tailmark)
 MA=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 
@@ -132,7 +142,7 @@ fails=$TM_FAILS
 flags=$(pkg-config --cflags --libs tailmark-client)
 for ex in hello_send hello_recv; do
     # shellcheck disable=SC2086
-    cc -std=c99 -Wall -Werror -o "$TM_WORK/$ex" "$TM_SRC/app/examples/$ex.c" $flags 2>"$TM_WORK/$ex.cc.err" ||
+    cc "${san[@]}" -std=c99 -Wall -Werror -o "$TM_WORK/$ex" "$TM_SRC/app/examples/$ex.c" $flags 2>"$TM_WORK/$ex.cc.err" ||
         { tm_fail "$ex.c does not build against pkg-config tailmark-client ($flags)"; cat "$TM_WORK/$ex.cc.err"; }
 done
 ldd "$TM_WORK/hello_send" >"$TM_WORK/ldd2.out"
@@ -141,7 +151,7 @@ grep -Eq "libtailmark-client.so.0 => (/usr)?/lib/$MA/libtailmark-client.so.0 " "
 [ "$TM_FAILS" -eq "$fails" ] && tm_log "ok: hello_send.c, hello_recv.c built with '$flags'"
 
 # tailmark.torch from the system's Python, its backend registered.
-/usr/bin/python3 -I -c '
+"${py_pre[@]}" /usr/bin/python3 -I -c '
 import torch.distributed as dist
 import tailmark.torch
 print(tailmark.torch.__file__, tailmark.torch.BACKEND, hasattr(dist.Backend, "TAILMARK"))' >"$TM_WORK/py.out" 2>&1
