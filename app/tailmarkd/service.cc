@@ -296,6 +296,14 @@ struct SvcSession {
     // cursors in its receive memory, which stays mapped until they are gone.
     SvcSession* local_peer = nullptr;
     SessionEnd end = SessionEnd::None;
+
+    SvcSession() = default;
+    SvcSession(const SvcSession&) = delete;
+    SvcSession& operator=(const SvcSession&) = delete;
+    ~SvcSession() { // a session refused after its memory was made, or never handed over
+        if (memfd >= 0)
+            close(memfd);
+    }
 };
 
 Service::Service(Runtime& rt) : rt_(rt) {}
@@ -1048,7 +1056,7 @@ AcceptDecision Service::decide(uint16_t port, Session& s, const FlowParams& p) {
     SvcApp& app = *it->second;
     if (p.nflows == 0 || p.nflows > kMaxFlowsPerSession)
         return refuse(RefuseReason::Flows, kMaxFlowsPerSession, p.nflows);
-    if (p.ring_size < 2 || p.ring_size > kMaxRing)
+    if (p.ring_size < 2 || p.ring_size > kMaxRing || (p.ring_size & (p.ring_size - 1)) != 0)
         return refuse(RefuseReason::RingSize, kMaxRing, p.ring_size);
     const uint32_t mtu = std::min(p.mtu, o.mtu);
     const uint32_t stride = stride_for_mtu(mtu);

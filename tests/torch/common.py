@@ -1,5 +1,6 @@
 """Shared by the torch test scripts: the process group from the
-environment tt_run sets (RANK, WORLD_SIZE, TT_STORE)."""
+environment, as tt_run sets it (RANK, WORLD_SIZE, TT_STORE: a FileStore)
+or as torchrun does (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT: env://)."""
 import datetime
 import os
 
@@ -14,6 +15,10 @@ def init(backend, timeout_s=120):
     if backend == "gloo":
         # gloo over kernel TCP on the same veth (TT_KIP); the store is a file.
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "eth0")
-    dist.init_process_group(backend, init_method="file://" + os.environ["TT_STORE"] + "." + backend,
-                            rank=rank, world_size=world, timeout=datetime.timedelta(seconds=timeout_s))
+    if "TT_STORE" in os.environ:
+        init_method = "file://" + os.environ["TT_STORE"] + "." + backend
+    else:
+        init_method = "env://"  # torchrun's
+    dist.init_process_group(backend, init_method=init_method, rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=timeout_s))
     return rank, world

@@ -26,36 +26,7 @@ for world in ${TT_WORLDS:-2 3}; do
     done
     if [ $ok -eq 1 ]; then
         if [ "$world" -eq 2 ]; then rtol=0; else rtol=1e-6; fi
-        if out=$("$TT_PY" - "$TM_WORK/ddp${world}tailmark" "$TM_WORK/ddp${world}gloo" "$world" "$rtol" <<'PY'
-import sys
-import torch
-a, b, world, rtol = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
-bad = []
-worst = 0.0
-def close(x, y):
-    global worst
-    if rtol == 0:
-        return torch.equal(x, y)
-    scale = y.abs().max().item()
-    worst = max(worst, ((x - y).abs().max() / max(scale, 1e-30)).item())
-    return torch.allclose(x, y, rtol=rtol, atol=rtol * scale)
-for r in range(world):
-    la = [float.fromhex(v) for v in open(f"{a}.losses.{r}").read().split()]
-    lb = [float.fromhex(v) for v in open(f"{b}.losses.{r}").read().split()]
-    if len(la) != len(lb) or not close(torch.tensor(la, dtype=torch.float64), torch.tensor(lb, dtype=torch.float64)):
-        bad.append(f"rank {r} losses differ: {la[:3]}... vs {lb[:3]}...")
-sa, sb = torch.load(f"{a}.state"), torch.load(f"{b}.state")
-n = 0
-for k in sa:
-    n += sa[k].numel()
-    if not close(sa[k], sb[k]):
-        bad.append(f"state {k}: max |diff| {(sa[k] - sb[k]).abs().max().item()}")
-if bad:
-    print("; ".join(bad))
-    sys.exit(1)
-print(f"{len(la)} losses per rank and {n} parameters " + ("equal bit for bit" if rtol == 0 else f"within rtol {rtol} (largest difference {worst:.2e} of a tensor's scale)"))
-PY
-        ); then
+        if out=$("$TT_PY" "$TT_DIR/ddp_compare.py" "$TM_WORK/ddp${world}tailmark" "$TM_WORK/ddp${world}gloo" "$world" "$rtol"); then
             tm_log "ok: DDP, $world ranks: tailmark = gloo: $out"
         else
             tm_fail "DDP, $world ranks: tailmark != gloo: $out"
