@@ -557,6 +557,10 @@ const OptDef kOpts[] = {
      "send/recv without --secret: control packets are authenticated with an all-zero key anyone can use "
      "(said in the log); for tests on a private link only",
      [](Options& o, std::string_view v) { return parse_bool(v, o.insecure); }},
+    {"data-version", "N", "the wire format's data version offered and taken: 2 (default), every data packet "
+     "carries a keyed tag, so no host without the session's keys can place a byte; 1, untagged, taken from a peer "
+     "only with this or --insecure (said in the log). Sessions between ends of one process are 1",
+     U64_OPT(data_version, 1, 2, false)},
     {"service", "PORT", "the listener a session names: recv listens on it, send connects to it (default 47474)",
      U64_OPT(service, 1, 65535, false)},
     {"sessions", "N", "recv: sender sessions to see through (each --flows x --messages) before --exit-when-done (default 1)",
@@ -619,7 +623,8 @@ const OptDef* find_opt(std::string_view name) {
 
 // Cross-option checks, after every source is applied.
 Err validate(Options& o) {
-    const uint32_t stride = stride_for_mtu(o.mtu);
+    // Loopback's one session is with itself (version 1); the others' data version is --data-version.
+    const uint32_t stride = stride_for_mtu(o.mtu, o.mode == Mode::Loopback ? kVersion : static_cast<uint8_t>(o.data_version));
     if (!plan_group(o.msg_size, stride).ok())
         return "--msg-size: " + std::to_string(o.msg_size) + " B needs more than " +
                std::to_string(kMaxPktsPerMessage) + " packets at --mtu " + std::to_string(o.mtu);
@@ -917,6 +922,8 @@ std::string dump_ini(const Options& o) {
     }
     if (o.insecure)
         s << "insecure = 1\n";
+    if (o.data_version != 2)
+        s << "data-version = " << o.data_version << "\n";
     for (auto& [flow, k] : o.flow_keys) {
         snprintf(key, sizeof(key), "0x%08x", k);
         s << "\n[flow." << flow << "]\nkey = " << key << "\n";

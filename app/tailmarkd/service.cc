@@ -909,7 +909,7 @@ void Service::on_connect(SvcApp& app, const tm_msg_connect& m, uint64_t now) {
     if (m.ring_size < 2 || m.ring_size > kMaxRing || (m.ring_size & (m.ring_size - 1)) != 0)
         return reply_error(app, req, EINVAL, "ring_size " + std::to_string(m.ring_size) +
                                                  " is not a power of two in 2.." + std::to_string(kMaxRing));
-    if (!plan_group(m.max_msg, stride_for_mtu(o.mtu)).ok())
+    if (!plan_group(m.max_msg, stride_for_mtu(o.mtu, kVersion2)).ok()) // the smaller stride: either version fits
         return reply_error(app, req, EINVAL, "max_msg " + std::to_string(m.max_msg) + " needs more than " +
                                                  std::to_string(kMaxPktsPerMessage) + " packets at MTU " +
                                                  std::to_string(o.mtu));
@@ -935,6 +935,7 @@ void Service::on_connect(SvcApp& app, const tm_msg_connect& m, uint64_t now) {
     p.max_msg = m.max_msg;
     p.key = static_cast<uint32_t>(rte_rand());
     p.keys_given = false; // the acceptor chooses
+    p.version = static_cast<uint8_t>(o.data_version);
     SipKey key = rt_.secret_;
     if (m.has_secret)
         memcpy(&key, m.secret, sizeof(key));
@@ -1037,7 +1038,7 @@ AcceptDecision Service::decide(uint16_t port, Session& s, const FlowParams& p) {
     if (p.ring_size < 2 || p.ring_size > kMaxRing || (p.ring_size & (p.ring_size - 1)) != 0)
         return refuse(RefuseReason::RingSize, kMaxRing, p.ring_size);
     const uint32_t mtu = std::min(p.mtu, o.mtu);
-    const uint32_t stride = stride_for_mtu(mtu);
+    const uint32_t stride = stride_for_mtu(mtu, p.version);
     const GroupPlan plan = plan_group(p.max_msg, stride);
     if (!plan.ok())
         return refuse(RefuseReason::Mtu, o.mtu, p.mtu);
@@ -1158,7 +1159,7 @@ void Service::install_send(SvcSession& ss, Session& s, uint64_t now) {
     }
     ss.mem.addr = map;
     ss.mem.len = len;
-    const GroupPlan plan = plan_group(s.params.max_msg, stride_for_mtu(s.params.mtu));
+    const GroupPlan plan = plan_group(s.params.max_msg, stride_for_mtu(s.params.mtu, s.params.version));
     for (uint16_t i = 0; i < s.params.nflows; i++) {
         uint8_t* base = static_cast<uint8_t*>(map) + i * l.total;
         auto* q = reinterpret_cast<tm_spsc*>(base + l.sq);
@@ -1225,7 +1226,8 @@ void Service::install_send(SvcSession& ss, Session& s, uint64_t now) {
         const uint16_t wire = static_cast<uint16_t>(s.peer_base + i);
         SendFlowSpec sp;
         sp.id = f->send_id;
-        TxFlow::make(sp.tx, wire, s.params.key_of(i), ring, s.params.mtu, rt_.address_to(s));
+        TxFlow::make(sp.tx, wire, s.params.key_of(i), ring, s.params.mtu, rt_.address_to(s), s.link->data_version,
+                     s.link->tx_data_key);
         sp.ring_size = ring;
         sp.max_msg = s.params.max_msg;
         sp.reliable = true;
