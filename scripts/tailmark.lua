@@ -23,15 +23,18 @@
 --   ACK (0x02) / NACK (0x04) body: tailmark.released_upto,
 --     tailmark.acked_upto, tailmark.sender_epoch, tailmark.receiver_epoch,
 --     tailmark.nranges, tailmark.echo (a data packet's send stamp, its IPv4
---     ID), tailmark.hold_ns (0xFFFFFFFF: no echo), then nranges x
+--     ID), tailmark.hold_ns (0xFFFFFFFF: no echo), tailmark.seq (u64: the
+--     flow's control packets numbered, each taken once), then nranges x
 --     tailmark.nack.range {tailmark.nack.first, tailmark.nack.count}
 --   SESSION (0x10) body: tailmark.session.type (CONNECT 1, ACCEPT 2,
---     REFUSE 3, KEEPALIVE 4, RESET 5, CLOSE 6), tailmark.session.flags (bits
+--     REFUSE 3, KEEPALIVE 4, RESET 5, CLOSE 6, RETRY 7), tailmark.session.flags (bits
 --     tailmark.session.flags.ask 0x01, .answer 0x02), tailmark.session.service,
 --     tailmark.session.src_session, tailmark.session.dst_session (the
 --     header's flow), tailmark.session.reserved, tailmark.session.src_epoch,
---     tailmark.session.dst_epoch, tailmark.session.nonce (u64, hex);
---     CONNECT, ACCEPT: tailmark.session.nflows, tailmark.session.flow_base,
+--     tailmark.session.dst_epoch, tailmark.session.nonce (u64, hex),
+--     tailmark.session.seq (u64);
+--     CONNECT, ACCEPT: tailmark.session.cookie (u64, hex: the RETRY token a
+--     CONNECT echoes), tailmark.session.nflows, tailmark.session.flow_base,
 --     tailmark.session.mtu, tailmark.session.ring_size,
 --     tailmark.session.max_msg, tailmark.session.key,
 --     tailmark.session.key_flags (bit tailmark.session.key_flags.given 0x01),
@@ -42,7 +45,8 @@
 --     no_listener 1, flows 2, msg_size 3, ring_size 4, mtu 5, key 6,
 --     no_room 7, unknown_session 8, closed 9, busy 10),
 --     tailmark.session.index, tailmark.session.reason_reserved,
---     tailmark.session.expected (u64), tailmark.session.got (u64)
+--     tailmark.session.expected (u64), tailmark.session.got (u64);
+--     RETRY: tailmark.session.cookie
 --   every control packet (ACK, NACK, SESSION) ends in tailmark.mac: the
 --     SipHash-2-4 MAC (u64, hex) over the header and the body before it. The
 --     dissector has no secret, so it shows the MAC without checking it.
@@ -58,11 +62,11 @@ local p = Proto("tailmark", "tailmark completion-signalled transport")
 
 local flag_names = { [0x01] = "LAST", [0x02] = "ACK", [0x04] = "NACK", [0x08] = "RETX", [0x10] = "SESSION" }
 local session_types = { [1] = "CONNECT", [2] = "ACCEPT", [3] = "REFUSE", [4] = "KEEPALIVE", [5] = "RESET",
-                        [6] = "CLOSE" }
+                        [6] = "CLOSE", [7] = "RETRY" }
 local reasons = { [0] = "none", [1] = "no_listener", [2] = "flows", [3] = "msg_size", [4] = "ring_size",
                   [5] = "mtu", [6] = "key", [7] = "no_room", [8] = "unknown_session", [9] = "closed",
                   [10] = "busy" }
-local T_CONNECT, T_ACCEPT, T_REFUSE, T_KEEPALIVE, T_RESET = 1, 2, 3, 4, 5
+local T_CONNECT, T_ACCEPT, T_REFUSE, T_KEEPALIVE, T_RESET, T_RETRY = 1, 2, 3, 4, 5, 7
 local R_KEY = 6
 
 local f = p.fields
@@ -96,6 +100,7 @@ f.r_epoch   = ProtoField.uint32("tailmark.receiver_epoch", "Receiver epoch", bas
 f.nranges   = ProtoField.uint16("tailmark.nranges", "Missing ranges", base.DEC)
 f.echo      = ProtoField.uint16("tailmark.echo", "Echoed send stamp", base.DEC)
 f.hold      = ProtoField.uint32("tailmark.hold_ns", "Echo held (ns)", base.DEC)
+f.seq       = ProtoField.uint64("tailmark.seq", "Number (each taken once: the replay window's)", base.DEC)
 f.range     = ProtoField.none("tailmark.nack.range", "Missing range")
 f.r_first   = ProtoField.uint16("tailmark.nack.first", "First missing packet", base.DEC)
 f.r_count   = ProtoField.uint16("tailmark.nack.count", "Missing packets (0: to the end)", base.DEC)
@@ -111,6 +116,8 @@ f.s_rsv     = ProtoField.uint16("tailmark.session.reserved", "Reserved", base.HE
 f.s_sepoch  = ProtoField.uint32("tailmark.session.src_epoch", "Source epoch", base.HEX)
 f.s_depoch  = ProtoField.uint32("tailmark.session.dst_epoch", "Destination epoch", base.HEX)
 f.s_nonce   = ProtoField.uint64("tailmark.session.nonce", "Nonce", base.HEX)
+f.s_seq     = ProtoField.uint64("tailmark.session.seq", "Number (each taken once: the replay window's)", base.DEC)
+f.s_cookie  = ProtoField.uint64("tailmark.session.cookie", "RETRY token (CONNECT: echoed)", base.HEX)
 f.s_nflows  = ProtoField.uint16("tailmark.session.nflows", "Flows", base.DEC)
 f.s_fbase   = ProtoField.uint16("tailmark.session.flow_base", "First flow id", base.DEC)
 f.s_mtu     = ProtoField.uint32("tailmark.session.mtu", "MTU", base.DEC)
@@ -144,7 +151,10 @@ p.experts = { e_short, e_len, e_magic, e_flag, e_ctl, e_cflag, e_stype }
 p.prefs.udp_port = Pref.uint("UDP port", 47474, "UDP destination port of tailmark packets")
 
 local HDR, TRL, MAC = 16, 32, 8
-local ACK_FIXED, SESSION_FIXED, SESSION_EXTRA = 24, 24, 24
+-- Fixed parts: an ACK's before its ranges; a session packet's common part;
+-- CONNECT's and ACCEPT's parameters (before the overrides); REFUSE's and
+-- RESET's reason; RETRY's token.
+local ACK_FIXED, SESSION_FIXED, PARAMS, REASON, COOKIE = 32, 32, 32, 24, 8
 
 local function flag_string(v)
     local s = {}
@@ -182,6 +192,7 @@ local function dissect_ack(tvb, t, len, body, flow, msg_id, nack)
     t:add(f.nranges, tvb(b + 16, 2))
     t:add(f.echo, tvb(b + 18, 2))
     t:add(f.hold, tvb(b + 20, 4))
+    t:add(f.seq, tvb(b + 24, 8))
     local nr = tvb(b + 16, 2):uint()
     local ranges = {}
     for i = 0, nr - 1 do
@@ -230,17 +241,20 @@ local function dissect_session(tvb, t, len, body, dst)
     t:add(f.s_sepoch, tvb(b + 8, 4))
     t:add(f.s_depoch, tvb(b + 12, 4))
     t:add(f.s_nonce, tvb(b + 16, 8))
+    t:add(f.s_seq, tvb(b + 24, 8))
     local service, src = tvb(b + 2, 2):uint(), tvb(b + 4, 2):uint()
     local nonce = hex64(tvb(b + 16, 8):uint64())
     local want = SESSION_FIXED + MAC
     local info
     if typ == T_CONNECT or typ == T_ACCEPT then
-        local o = b + SESSION_FIXED
-        if body < SESSION_FIXED + SESSION_EXTRA + MAC then
+        local c = b + SESSION_FIXED
+        if body < SESSION_FIXED + PARAMS + MAC then
             t:add_proto_expert_info(e_ctl)
             add_mac(t, tvb, len)
             return string.format("%s sess %u (short: %u bytes)", name, src, body)
         end
+        t:add(f.s_cookie, tvb(c, 8))
+        local o = c + 8
         t:add(f.s_nflows, tvb(o, 2))
         t:add(f.s_fbase, tvb(o + 2, 2))
         t:add(f.s_mtu, tvb(o + 4, 4))
@@ -251,9 +265,9 @@ local function dissect_session(tvb, t, len, body, dst)
         kt:add(f.s_kgiven, tvb(o + 20, 2))
         t:add(f.s_nover, tvb(o + 22, 2))
         local nover = tvb(o + 22, 2):uint()
-        want = SESSION_FIXED + SESSION_EXTRA + 8 * nover + MAC
+        want = SESSION_FIXED + PARAMS + 8 * nover + MAC
         for i = 0, nover - 1 do
-            local r = o + SESSION_EXTRA + 8 * i
+            local r = c + PARAMS + 8 * i
             if r + 8 > len - MAC then break end
             local ot = t:add(f.s_over, tvb(r, 8))
             ot:add(f.s_oindex, tvb(r, 2))
@@ -272,7 +286,7 @@ local function dissect_session(tvb, t, len, body, dst)
         end
     elseif typ == T_REFUSE or typ == T_RESET then
         local o = b + SESSION_FIXED
-        want = SESSION_FIXED + SESSION_EXTRA + MAC
+        want = SESSION_FIXED + REASON + MAC
         if body < want then
             t:add_proto_expert_info(e_ctl)
             add_mac(t, tvb, len)
@@ -296,6 +310,15 @@ local function dissect_session(tvb, t, len, body, dst)
     elseif typ == T_KEEPALIVE then
         local kind = ({ [0] = "confirm", [1] = "ask", [2] = "answer" })[sflags] or string.format("flags 0x%02x", sflags)
         info = string.format("KEEPALIVE %s nonce %s", kind, nonce)
+    elseif typ == T_RETRY then
+        want = SESSION_FIXED + COOKIE + MAC
+        if body < want then
+            t:add_proto_expert_info(e_ctl)
+            add_mac(t, tvb, len)
+            return string.format("RETRY -> sess %u (short: %u bytes)", dst, body)
+        end
+        t:add(f.s_cookie, tvb(b + SESSION_FIXED, 8))
+        info = string.format("RETRY -> sess %u nonce %s token %s", dst, nonce, hex64(tvb(b + SESSION_FIXED, 8):uint64()))
     else
         info = string.format("%s sess %u -> sess %u", name, src, dst)
     end

@@ -549,7 +549,7 @@ bool Sender::start_job() {
             }
         }
         if (ok) {
-            bump(ctr_.retx_reqs);
+            job_fresh_ = true; // counted once its first packet is built, or as stale if let go before
             return true;
         }
         bump(ctr_.stale_reqs);
@@ -594,6 +594,8 @@ uint32_t Sender::serve_jobs(uint32_t burst, uint32_t n, uint64_t now) {
         // released, or its flow failed, since. Either let go of the bytes
         // (retire), which job_msg_ still points at: stop.
         if (f.failed != FailReason::None || before(job_.msg_id, f.released)) {
+            if (job_fresh_)
+                bump(ctr_.stale_reqs);
             job_on_ = false;
             continue;
         }
@@ -617,6 +619,10 @@ uint32_t Sender::serve_jobs(uint32_t burst, uint32_t n, uint64_t now) {
             pace(f, now, n, k);
         n += k;
         bump(ctr_.retx_pkts, k);
+        if (job_fresh_) {
+            bump(ctr_.retx_reqs);
+            job_fresh_ = false;
+        }
         publish(f.retx_pkts, f.retx_pkts + k);
         job_pos_ += k;
         if (job_pos_ == job_end_) { // the next range of the request

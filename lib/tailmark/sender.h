@@ -130,7 +130,7 @@ struct SenderCounters {
     uint64_t ctl_tx = 0;      // control packets handed over by others (ctl_out), queued to the PMD
     uint64_t alloc_fail = 0;  // bursts postponed: mbuf pool empty
     uint64_t retx_pkts = 0;   // data packets sent again (flag RETX)
-    uint64_t retx_reqs = 0;   // requests served: NACKs and timer probes
+    uint64_t retx_reqs = 0;   // requests served (at least one packet sent): NACKs and timer probes
     uint64_t probes = 0;      // LAST packets re-sent by the timer
     uint64_t rto_expired = 0; // expiries counted toward the retry limit
     uint64_t stale_reqs = 0;  // requests for messages no longer owed
@@ -336,6 +336,7 @@ private:
     uint32_t job_head_ = 0, job_count_ = 0;
     Nack job_{};
     bool job_on_ = false;
+    bool job_fresh_ = false; // job_ has built no packet yet
     uint32_t job_r_ = 0, job_pos_ = 0, job_end_ = 0;
     uint32_t job_limit_ = 0; // packets of job_'s message that exist (sent)
     TxMessage job_msg_;

@@ -193,7 +193,7 @@ rows = [l.rstrip("\n").split(";") for l in open(sys.argv[1]) if l.strip()]
 bad = [";".join(r) for r in rows
        if len(r) != 12 or r[0] != "0x10" or r[1] != "4" or r[2] not in ("0x01", "0x02") or r[3] != "47474"
        or r[4] in ("", "0") or r[5] in ("", "0") or int(r[6] or "0", 16) == 0 or int(r[7] or "0", 16) == 0
-       or r[8] != "32" or not re.fullmatch(r"0x[0-9a-f]{16}", r[9]) or r[10] != ""
+       or r[8] != "40" or not re.fullmatch(r"0x[0-9a-f]{16}", r[9]) or r[10] != ""
        or not re.fullmatch(r"KEEPALIVE (ask|answer) nonce 0x[0-9a-f]{16}", r[11])]
 for b in bad:
     print("    bad session packet: " + b)
@@ -238,11 +238,13 @@ import struct, sys
 FIELDS = ["tailmark.flags", "tailmark.flags.ack", "tailmark.flags.nack", "tailmark.flags.session",
           "tailmark.flow", "tailmark.msg_id", "tailmark.pay_len",
           "tailmark.released_upto", "tailmark.acked_upto", "tailmark.sender_epoch", "tailmark.receiver_epoch",
-          "tailmark.nranges", "tailmark.echo", "tailmark.hold_ns", "tailmark.nack.first", "tailmark.nack.count",
+          "tailmark.nranges", "tailmark.echo", "tailmark.hold_ns", "tailmark.seq", "tailmark.nack.first",
+          "tailmark.nack.count",
           "tailmark.session.type", "tailmark.session.flags", "tailmark.session.flags.ask",
           "tailmark.session.flags.answer", "tailmark.session.service", "tailmark.session.src_session",
           "tailmark.session.dst_session", "tailmark.session.reserved", "tailmark.session.src_epoch",
-          "tailmark.session.dst_epoch", "tailmark.session.nonce", "tailmark.session.nflows",
+          "tailmark.session.dst_epoch", "tailmark.session.nonce", "tailmark.session.seq",
+          "tailmark.session.cookie", "tailmark.session.nflows",
           "tailmark.session.flow_base", "tailmark.session.mtu", "tailmark.session.ring_size",
           "tailmark.session.max_msg", "tailmark.session.key", "tailmark.session.key_flags",
           "tailmark.session.key_flags.given", "tailmark.session.noverrides", "tailmark.session.override.index",
@@ -272,24 +274,29 @@ def emit(flags, flow, msg_id, body, mac, info, **v):
               "tailmark.flow": str(flow), "tailmark.msg_id": str(msg_id), "tailmark.pay_len": str(len(body)),
               "tailmark.mac": h64(mac), "_ws.col.Info": info})
     want.append(";".join(v.get(k, "") for k in FIELDS))
-def ack(flags, flow, msg_id, released, acked, se, re, ranges, mac, info, echo=0, hold=0xFFFFFFFF):
-    body = struct.pack(">IIIIHHI", released, acked, se, re, len(ranges), echo, hold)
+def ack(flags, flow, msg_id, released, acked, se, re, ranges, mac, info, echo=0, hold=0xFFFFFFFF, seq=9):
+    body = struct.pack(">IIIIHHIQ", released, acked, se, re, len(ranges), echo, hold, seq)
     for a, b in ranges:
         body += struct.pack(">HH", a, b)
     emit(flags, flow, msg_id, body, mac, info,
          **{"tailmark.released_upto": str(released), "tailmark.acked_upto": str(acked),
             "tailmark.sender_epoch": h32(se), "tailmark.receiver_epoch": h32(re),
             "tailmark.nranges": str(len(ranges)), "tailmark.echo": str(echo), "tailmark.hold_ns": str(hold),
+            "tailmark.seq": str(seq),
             "tailmark.nack.first": ",".join(str(a) for a, _ in ranges),
             "tailmark.nack.count": ",".join(str(b) for _, b in ranges)})
-def session(typ, sflags, service, dst, src, sepoch, depoch, nonce, mac, info, params=None, reason=None):
-    body = struct.pack(">BBHHHIIQ", typ, sflags, service, src, 0, sepoch, depoch, nonce)
+def session(typ, sflags, service, dst, src, sepoch, depoch, nonce, mac, info, params=None, reason=None, seq=3,
+            cookie=None):
+    body = struct.pack(">BBHHHIIQQ", typ, sflags, service, src, 0, sepoch, depoch, nonce, seq)
     v = {"tailmark.session.type": str(typ), "tailmark.session.flags": h8(sflags),
          "tailmark.session.flags.ask": str(sflags & 1), "tailmark.session.flags.answer": str(sflags >> 1 & 1),
          "tailmark.session.service": str(service), "tailmark.session.src_session": str(src),
          "tailmark.session.dst_session": str(dst), "tailmark.session.reserved": h16(0),
          "tailmark.session.src_epoch": h32(sepoch), "tailmark.session.dst_epoch": h32(depoch),
-         "tailmark.session.nonce": h64(nonce)}
+         "tailmark.session.nonce": h64(nonce), "tailmark.session.seq": str(seq)}
+    if cookie is not None:
+        body += struct.pack(">Q", cookie)
+        v["tailmark.session.cookie"] = h64(cookie)
     if params is not None:
         nflows, fbase, mtu, ring, maxmsg, key, kflags, overrides = params
         body += struct.pack(">HHIIIIHH", nflows, fbase, mtu, ring, maxmsg, key, kflags, len(overrides))
@@ -317,10 +324,12 @@ ack(0x02, 3, 80, 77, 80, C_EP, A_EP, [], 0x1122334455667788, "ACK flow 3 release
 ack(0x04, 5, 1234, 1200, 1230, C_EP, A_EP, [(2, 1), (5, 0)], 0xF0E1D2C3B4A59687,
     "NACK flow 5 msg 1234 released 1200 acked 1230 ranges {2,1} {5,0}", echo=51966, hold=12345)
 session(1, 0, SVC, 0, 1, C_EP, 0, N1, 0x8000000000000001, "CONNECT sess 1 -> svc 47474 4 flows ring 64 max 4096",
-        params=(4, 0, 9000, 64, 4096, 0x7A11C0DE, 1, [(1, 0xDEADBEEF), (3, 0x0BADF00D)]))
+        params=(4, 0, 9000, 64, 4096, 0x7A11C0DE, 1, [(1, 0xDEADBEEF), (3, 0x0BADF00D)]), cookie=0xC00C1E0123456789, seq=2)
 session(2, 0, SVC, 1, 7, A_EP, C_EP, N1, 0x0102030405060708,
         "ACCEPT sess 7 -> sess 1 4 flows @ 10 mtu 1500 ring 64 max 4096",
-        params=(4, 10, 1500, 64, 4096, 0x7A11C0DE, 0, []))
+        params=(4, 10, 1500, 64, 4096, 0x7A11C0DE, 0, []), cookie=0, seq=1)
+session(7, 0, SVC, 1, 0, 0x0E0E0E0E, C_EP, N1, 0x7777777777777777,
+        f"RETRY -> sess 1 nonce 0x{N1:016x} token 0xc00c1e0123456789", cookie=0xC00C1E0123456789, seq=1)
 session(3, 0, SVC, 1, 7, A_EP, C_EP, N1, 0xFFFFFFFFFFFFFFFF, "REFUSE msg_size expected 4096 got 8192",
         reason=(3, 0, 4096, 8192))
 session(4, 1, SVC, 7, 1, C_EP, A_EP, N2, 0x0000000000000000, f"KEEPALIVE ask nonce 0x{N2:016x}")
@@ -377,6 +386,8 @@ Session type: CONNECT (1)
 MAC: 0x8000000000000001 (not checked: needs the session secret)
 Session type: ACCEPT (2)
 MAC: 0x0102030405060708 (not checked: needs the session secret)
+Session type: RETRY (7)
+MAC: 0x7777777777777777 (not checked: needs the session secret)
 Session type: REFUSE (3)
 Reason: msg_size (3)
 MAC: 0xffffffffffffffff (not checked: needs the session secret)

@@ -37,7 +37,8 @@ run() {
     local name=$1 fault=$2 dur=$3
     shift 3
     tm_run "$name" 40 -- --vdev=net_ring0 -l 0,1 -- --flows $F --messages $M --msg-size $S --ring-size 16 \
-        --exit-when-done --duration "$dur" --stats-period 0 --fault "$fault" "$@"
+        --exit-when-done --duration "$dur" --stats-period 0 --fault "$fault" \
+        --keepalive-ms 60000 --peer-timeout-ms 120000 "$@" # no probe in the control counts, however slow
 }
 
 run dup "dup=1,seed=5" 30
@@ -45,7 +46,7 @@ tm_expect_rc dup 0 && tm_transfer_checks dup $F $M $S 1500 message &&
     tm_check dup \
         "d['fault']['duplicated'] > 0" \
         "d['fault']['seen'] + d['fault']['passed'] == d['packets_tx']" \
-        "d['fault']['passed'] == d['control_tx'] == d['control_rx'] == 4" \
+        "d['fault']['passed'] == d['control_tx'] == d['control_rx'] == 6" \
         "d['packets_rx'] == d['packets_tx'] + d['fault']['duplicated']" \
         "d['drops']['duplicate'] + d['drops']['already_completed'] == d['fault']['duplicated']" \
         "d['drops_total'] == d['fault']['duplicated']" &&

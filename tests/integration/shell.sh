@@ -17,8 +17,16 @@ tm_require_daemon
 EAL=(--vdev=net_ring0 -l 0,1)
 # The shell's output, without the terminal's carriage returns.
 out() { tr -d '\r' <"$TM_WORK/$1.out"; }
-# count NAME FIXED-LINE: how many output lines are exactly that.
-count() { out "$1" | grep -cxF -- "$2"; }
+# count NAME FIXED-LINE: how many output lines are exactly that; a `show
+# flow` line ("flow N: ...") followed by its rates over the last second,
+# whatever they are (rate_sent=R/s rate_done=R/s).
+RATES=' rate_sent=[0-9]+/s rate_done=[0-9]+/s'
+count() {
+    case "$2" in
+    "flow "*) out "$1" | grep -cxE -- "$2$RATES" ;;
+    *) out "$1" | grep -cxF -- "$2" ;;
+    esac
+}
 expect_count() { # NAME WANT FIXED-LINE
     local n
     n=$(count "$1" "$3")
@@ -117,7 +125,7 @@ pipe_pid=$TM_PID
 echo "send 0 65536 100" >&3
 done100() {
     echo "show flow 0" >&3
-    out pipe | grep -xF "flow 0: sent=100 completed=100 consumed=100 in_flight=0 retransmits=0 send_requested=100 send_queued=0" >/dev/null
+    out pipe | grep -xE "flow 0: sent=100 completed=100 consumed=100 in_flight=0 retransmits=0 send_requested=100 send_queued=0$RATES" >/dev/null
 }
 if tm_wait_for 20 done100; then
     echo "show flow 0 extra" >&3 # malformed
@@ -222,10 +230,10 @@ else
         ok=0
     fi
     tmux -L "$sock" send-keys -t pty 'flow 3' Enter
-    tm_wait_for 10 sh -c "tmux -L $sock capture-pane -p -t pty | grep -qxF 'flow 3: sent=0 completed=0 consumed=0 in_flight=0 retransmits=0 send_requested=0 send_queued=0'" ||
+    tm_wait_for 10 sh -c "tmux -L $sock capture-pane -p -t pty | grep -qxE 'flow 3: sent=0 completed=0 consumed=0 in_flight=0 retransmits=0 send_requested=0 send_queued=0$RATES'" ||
         { tm_fail "pty: no output of 'show flow 3'"; ok=0; }
     tmux -L "$sock" send-keys -t pty 'send 3 4096 5' Enter 'wait idle' Enter 'show flow 3' Enter
-    tm_wait_for 10 sh -c "tmux -L $sock capture-pane -p -t pty | grep -qxF 'flow 3: sent=5 completed=5 consumed=5 in_flight=0 retransmits=0 send_requested=5 send_queued=0'" ||
+    tm_wait_for 10 sh -c "tmux -L $sock capture-pane -p -t pty | grep -qxE 'flow 3: sent=5 completed=5 consumed=5 in_flight=0 retransmits=0 send_requested=5 send_queued=0$RATES'" ||
         { tm_fail "pty: 'send 3 4096 5' not completed"; ok=0; }
     tmux -L "$sock" send-keys -t pty 'quit' Enter
 fi
