@@ -447,8 +447,12 @@ const OptDef kOpts[] = {
      [](Options& o, std::string_view v) { return parse_ip(v, o.dst_ip); }},
     {"udp-port", "PORT", "UDP destination port of every tailmark packet (default 47474)",
      U64_OPT(udp_port, 1, 65535, false)},
-    {"key", "K", "the flows' completion key, hex (0x...) or decimal; [flow.N] key= overrides per flow",
-     [](Options& o, std::string_view v) { return parse_key(v, o.key); }},
+    {"key", "K", "the flows' completion key, hex (0x...) or decimal; [flow.N] key= overrides per flow (default: "
+            "each session's acceptor draws one)",
+     [](Options& o, std::string_view v) {
+         o.key_set = true;
+         return parse_key(v, o.key);
+     }},
     {"stats-period", "SEC", "one stats line per period (0 = off; default 1, with -i 0)",
      [](Options& o, std::string_view v) {
          o.stats_period_set = true;
@@ -623,8 +627,10 @@ const OptDef* find_opt(std::string_view name) {
 
 // Cross-option checks, after every source is applied.
 Err validate(Options& o) {
-    // Loopback's one session is with itself (version 1); the others' data version is --data-version.
-    const uint32_t stride = stride_for_mtu(o.mtu, o.mode == Mode::Loopback ? kVersion : static_cast<uint8_t>(o.data_version));
+    // Loopback's one session is with itself, and --flow-control off has none
+    // (no keys agreed): version 1. The others' data version is --data-version.
+    const bool v1 = o.mode == Mode::Loopback || !o.flow_control;
+    const uint32_t stride = stride_for_mtu(o.mtu, v1 ? kVersion : static_cast<uint8_t>(o.data_version));
     if (!plan_group(o.msg_size, stride).ok())
         return "--msg-size: " + std::to_string(o.msg_size) + " B needs more than " +
                std::to_string(kMaxPktsPerMessage) + " packets at --mtu " + std::to_string(o.mtu);
@@ -857,9 +863,10 @@ std::string dump_ini(const Options& o) {
         s << "dst-mac = " << mac(o.dst_mac) << "\n";
     s << "src-ip = " << ip(o.src_ip) << "\n"
       << "dst-ip = " << ip(o.dst_ip) << "\n"
-      << "udp-port = " << o.udp_port << "\n"
-      << "key = " << key << "\n"
-      << "stats-period = " << o.stats_period << "\n";
+      << "udp-port = " << o.udp_port << "\n";
+    if (o.key_set)
+        s << "key = " << key << "\n";
+    s << "stats-period = " << o.stats_period << "\n";
     if (!o.summary_json.empty())
         s << "summary-json = " << o.summary_json << "\n";
     if (o.linger)

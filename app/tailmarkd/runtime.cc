@@ -758,7 +758,10 @@ bool Runtime::make_recv_flow(FlowCtx& f, AppSession& a, Session& s, uint16_t id,
     rs.ring = f.ring.get();
     rs.key = s.params.key_of(i);
     rs.stride = stride;
-    rs.auth = {s.link->rx_data_key, s.params.version}; // version 2: the peer's packets tagged under it
+    if (s.link != nullptr) // version 2: the peer's packets tagged under the link's key
+        rs.auth = {s.link->rx_data_key, s.params.version};
+    else                   // --flow-control off: no session, untagged
+        rs.auth = {SipKey{}, kVersion};
     rs.peer_flow = static_cast<uint16_t>(s.peer_base + i);
     rs.link = opt_.replay ? nullptr : s.link; // --replay: ready-made packets, nobody to acknowledge to
     rs.pkt_cq = f.pkt_cq;
@@ -854,6 +857,7 @@ bool Runtime::make_unconnected(SetupError& e) {
     fake.params.ring_size = opt_.ring_size;
     fake.params.max_msg = static_cast<uint32_t>(opt_.msg_size);
     fake.params.key = opt_.key;
+    fake.params.version = kVersion; // no session, no data key: untagged
     fake.peer = {addr.dst_ip, opt_.udp_port};
     for (const auto& [i, k] : opt_.flow_keys)
         fake.params.overrides.push_back({i, k});
@@ -986,7 +990,9 @@ FlowParams Runtime::proposal() const {
     p.ring_size = opt_.ring_size;
     p.max_msg = static_cast<uint32_t>(opt_.msg_size);
     p.key = opt_.key;
-    p.keys_given = true; // both ends configure them: a difference is a mismatch, said so
+    // Keys configured (--key, [flow.N] key=): both ends must hold the same, a
+    // difference is a mismatch, said so. Otherwise the acceptor draws them.
+    p.keys_given = opt_.key_set || !opt_.flow_keys.empty();
     p.version = static_cast<uint8_t>(opt_.data_version);
     for (const auto& [i, k] : opt_.flow_keys)
         p.overrides.push_back({i, k});
@@ -1059,7 +1065,8 @@ AcceptDecision Runtime::decide(Session& s, const FlowParams& p) {
     const uint32_t mtu = std::min(p.mtu, opt_.mtu);
     if (!plan_group(p.max_msg, stride_for_mtu(mtu, p.version)).ok())
         return refuse(RefuseReason::Mtu, opt_.mtu, p.mtu);
-    if (p.keys_given)
+    const bool keys_here = opt_.key_set || !opt_.flow_keys.empty();
+    if (p.keys_given && keys_here)
         for (uint16_t i = 0; i < p.nflows; i++)
             if (p.key_of(i) != opt_.key_of(i))
                 return refuse(RefuseReason::Key, opt_.key_of(i), p.key_of(i), i);
@@ -1071,6 +1078,13 @@ AcceptDecision Runtime::decide(Session& s, const FlowParams& p) {
     d.agreed.mtu = mtu;
     d.agreed.max_msg = p.max_msg;
     d.agreed.keys_given = false;
+    if (p.keys_given && !keys_here) { // the connector's configured keys
+        d.agreed.key = p.key;
+        d.agreed.overrides = p.overrides;
+    } else if (!keys_here) { // nobody chose: drawn, never 0
+        d.agreed.key = static_cast<uint32_t>(rte_rand()) | 1u;
+        d.agreed.overrides.clear();
+    }
     d.local_base = static_cast<uint16_t>(base);
     d.defer = true; // ACCEPT once the lcores hold the flows: nothing that follows it is dropped
     s.params = d.agreed;
@@ -1080,6 +1094,7 @@ AcceptDecision Runtime::decide(Session& s, const FlowParams& p) {
     a->id = s.id;
     a->s = &s;
     a->connector = false;
+    a->data_version = s.params.version;
     a->peer = s.peer;
     a->index = static_cast<uint32_t>(app_sessions_.size());
     const size_t first_new = flows_.size();
@@ -1131,8 +1146,8 @@ AcceptDecision Runtime::decide(Session& s, const FlowParams& p) {
         post_recv(*f, *a);
     nflows_.store(static_cast<uint32_t>(flows_.size()), std::memory_order_release);
     failed_logged_.resize(flows_.size(), false);
-    TM_LOG(INFO, app, "session %u from %s (service %u): %u flows, ids %u..%u, MTU %u%s", s.id,
-           to_string(s.peer).c_str(), s.service, p.nflows, base, base + p.nflows - 1, mtu,
+    TM_LOG(INFO, app, "session %u from %s (service %u): %u flows, ids %u..%u, MTU %u, data v%u%s", s.id,
+           to_string(s.peer).c_str(), s.service, p.nflows, base, base + p.nflows - 1, mtu, unsigned(s.params.version),
            s.local_peer ? " (this process: cursors in memory)" : "");
     app_sessions_.push_back(std::move(a));
     return d;
@@ -1373,12 +1388,14 @@ void Runtime::on_session(Session& s) {
         na->id = s.id;
         na->s = &s;
         na->connector = true;
+        na->data_version = s.params.version;
         na->peer = s.peer;
         na->index = static_cast<uint32_t>(app_sessions_.size());
         a = na.get();
         app_sessions_.push_back(std::move(na));
-        TM_LOG(INFO, app, "session %u to %s up: %u flows, peer's ids %u.., MTU %u, ring %u%s", s.id,
+        TM_LOG(INFO, app, "session %u to %s up: %u flows, peer's ids %u.., MTU %u, ring %u, data v%u%s", s.id,
                to_string(s.peer).c_str(), s.params.nflows, s.peer_base, s.params.mtu, s.params.ring_size,
+               unsigned(s.params.version),
                s.local_peer ? " (this process)" : "");
         if (opt_.replay)
             install_replay(*a, s);
@@ -2417,6 +2434,7 @@ Results Runtime::results() const {
                                                                                                             : "ended";
         ss.end = to_string(a->end);
         ss.flows = static_cast<uint32_t>(a->flows.size());
+        ss.data_version = a->data_version;
         ss.complete = a->complete;
         for (const FlowCtx* f : a->flows) {
             ss.released += released_of(*f);

@@ -44,6 +44,7 @@ struct AppSession {
     Session* s = nullptr;        // the table's (null once forgotten)
     uint16_t id = 0;
     bool connector = false;
+    uint8_t data_version = 1;    // of its data packets (wire.h): 2 tagged
     Endpoint peer;
     std::vector<FlowCtx*> flows; // index i: flow i of the session
     uint32_t pending = 0;        // requests the lcores have not answered yet

@@ -1088,6 +1088,7 @@ AcceptDecision Service::decide(uint16_t port, Session& s, const FlowParams& p) {
     a->id = s.id;
     a->s = &s;
     a->connector = false;
+    a->data_version = s.params.version;
     a->peer = s.peer;
     a->index = static_cast<uint32_t>(rt_.app_sessions_.size());
     a->svc = ss.get();
@@ -1130,8 +1131,9 @@ AcceptDecision Service::decide(uint16_t port, Session& s, const FlowParams& p) {
         rt_.post_recv(*f, *a);
     rt_.nflows_.store(static_cast<uint32_t>(rt_.flows_.size()), std::memory_order_release);
     rt_.failed_logged_.resize(rt_.flows_.size(), false);
-    TM_LOG(INFO, app, "service: session %u from %s to port %u (%s): %u flows, ring %u, max %u B", s.id,
-           to_string(s.peer).c_str(), port, app.label().c_str(), p.nflows, p.ring_size, p.max_msg);
+    TM_LOG(INFO, app, "service: session %u from %s to port %u (%s): %u flows, ring %u, max %u B, data v%u", s.id,
+           to_string(s.peer).c_str(), port, app.label().c_str(), p.nflows, p.ring_size, p.max_msg,
+           unsigned(s.params.version));
     app.sessions.push_back(ss.get());
     rt_.app_sessions_.push_back(std::move(a));
     std::lock_guard<std::mutex> lk(counters_mu_);
@@ -1283,13 +1285,14 @@ void Service::on_session(Session& s, uint64_t now) {
         a->id = s.id;
         a->s = &s;
         a->connector = true;
+        a->data_version = s.params.version;
         a->peer = s.peer;
         a->index = static_cast<uint32_t>(rt_.app_sessions_.size());
         a->svc = ss;
         ss->a = a.get();
         rt_.app_sessions_.push_back(std::move(a));
-        TM_LOG(INFO, app, "service: session %u to %s up: %u flows, MTU %u, ring %u%s", s.id, to_string(s.peer).c_str(),
-               s.params.nflows, s.params.mtu, s.params.ring_size, s.local_peer ? " (this daemon)" : "");
+        TM_LOG(INFO, app, "service: session %u to %s up: %u flows, MTU %u, ring %u, data v%u%s", s.id, to_string(s.peer).c_str(),
+               s.params.nflows, s.params.mtu, s.params.ring_size, unsigned(s.params.version), s.local_peer ? " (this daemon)" : "");
         install_send(*ss, s, now);
         if (ss->a->pending == 0 && s.state == SessionState::Established) {
             ss->a->stage = AppSession::Stage::Live;
