@@ -565,6 +565,11 @@ const OptDef kOpts[] = {
      "carries a keyed tag, so no host without the session's keys can place a byte; 1, untagged, taken from a peer "
      "only with this or --insecure (said in the log). Sessions between ends of one process are 1",
      U64_OPT(data_version, 1, 2, false)},
+    {"data-auth", "on|off", "data authentication: every data packet's tag covers its payload too (a POLYVAL "
+     "under a session key, hashed into the tag), so a host on the path cannot change a byte unseen. Asked for "
+     "as a connector, required as an acceptor; either end's on makes the session's. Default off (its cost: "
+     "docs/benchmarks.md)",
+     [](Options& o, std::string_view v) { return parse_bool(v, o.data_auth); }},
     {"service", "PORT", "the listener a session names: recv listens on it, send connects to it (default 47474)",
      U64_OPT(service, 1, 65535, false)},
     {"sessions", "N", "recv: sender sessions to see through (each --flows x --messages) before --exit-when-done (default 1)",
@@ -629,6 +634,8 @@ const OptDef* find_opt(std::string_view name) {
 Err validate(Options& o) {
     // Loopback's one session is with itself, and --flow-control off has none
     // (no keys agreed): version 1. The others' data version is --data-version.
+    if (o.data_auth && o.data_version == 1)
+        return "--data-auth on: needs data version 2 (it covers version 2's tag); drop --data-version 1";
     const bool v1 = o.mode == Mode::Loopback || !o.flow_control;
     const uint32_t stride = stride_for_mtu(o.mtu, v1 ? kVersion : static_cast<uint8_t>(o.data_version));
     if (!plan_group(o.msg_size, stride).ok())
@@ -931,6 +938,8 @@ std::string dump_ini(const Options& o) {
         s << "insecure = 1\n";
     if (o.data_version != 2)
         s << "data-version = " << o.data_version << "\n";
+    if (o.data_auth)
+        s << "data-auth = on\n";
     for (auto& [flow, k] : o.flow_keys) {
         snprintf(key, sizeof(key), "0x%08x", k);
         s << "\n[flow." << flow << "]\nkey = " << key << "\n";

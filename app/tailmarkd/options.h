@@ -90,6 +90,7 @@ struct Options {
     std::string secret_file;
     bool insecure = false;           // --insecure: send/recv without a secret (an all-zero key), said in the log
     uint64_t data_version = 2;       // --data-version: the highest offered and taken (2: tagged data packets)
+    bool data_auth = false;          // --data-auth: version 2's tag covers the payload too (asked for, required)
     uint16_t service = kDefaultUdpPort; // the listener a session names (recv listens, send connects to it)
     uint32_t sessions = 1;           // recv: sender sessions to see through before --exit-when-done
     uint64_t keepalive_ms = 1000;    // a connector's liveness probe, per session

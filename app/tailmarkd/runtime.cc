@@ -661,6 +661,7 @@ bool Runtime::make_engines(SetupError& e) {
     // a peer offering only 1 is served with --data-version 1 or --insecure.
     tc.max_version = static_cast<uint8_t>(opt_.data_version);
     tc.min_version = opt_.insecure || opt_.data_version == 1 ? kVersion : kVersion2;
+    tc.data_auth = opt_.data_auth;
     if (tc.min_version == kVersion && opt_.mode != Mode::Loopback)
         TM_LOG(NOTICE, app, "data version 1 sessions are served (%s): their data packets carry no tag, so any "
                "host that reaches this port can place bytes in them", opt_.insecure ? "--insecure" : "--data-version 1");
@@ -758,17 +759,22 @@ bool Runtime::make_recv_flow(FlowCtx& f, AppSession& a, Session& s, uint16_t id,
     rs.ring = f.ring.get();
     rs.key = s.params.key_of(i);
     rs.stride = stride;
-    if (s.link != nullptr) // version 2: the peer's packets tagged under the link's key
+    if (s.link != nullptr) { // version 2: the peer's packets tagged under the link's key
         rs.auth = {s.link->rx_data_key, s.params.version};
-    else                   // --flow-control off: no session, untagged
+        rs.auth.data_auth = s.link->data_auth;
+        memcpy(rs.auth.auth_h, s.link->rx_auth_h, sizeof(rs.auth.auth_h));
+    } else { // --flow-control off: no session, untagged
         rs.auth = {SipKey{}, kVersion};
+    }
     rs.peer_flow = static_cast<uint16_t>(s.peer_base + i);
     rs.link = opt_.replay ? nullptr : s.link; // --replay: ready-made packets, nobody to acknowledge to
     rs.pkt_cq = f.pkt_cq;
     f.receiver = receivers_[owner];
     f.recv_lcore = rxs_[owner]->lcore;
     if (handoff_) { // before the flow exists anywhere: no data of it can arrive yet
-        auth_of_[id].key = rs.auth.key; // the key first, then the version that makes it read
+        auth_of_[id].key = rs.auth.key; // the keys first, then the version that makes them read
+        auth_of_[id].data_auth = rs.auth.data_auth;
+        memcpy(auth_of_[id].auth_h, rs.auth.auth_h, sizeof(rs.auth.auth_h));
         __atomic_store_n(&auth_of_[id].version, rs.auth.version, __ATOMIC_RELEASE);
         __atomic_store_n(&rx_arrived_[id], RxPlacer::kNoOwner, __ATOMIC_RELAXED);
         __atomic_store_n(&rx_owner_[id], static_cast<uint8_t>(owner), __ATOMIC_RELEASE);
@@ -994,6 +1000,7 @@ FlowParams Runtime::proposal() const {
     // difference is a mismatch, said so. Otherwise the acceptor draws them.
     p.keys_given = opt_.key_set || !opt_.flow_keys.empty();
     p.version = static_cast<uint8_t>(opt_.data_version);
+    p.data_auth = opt_.data_auth;
     for (const auto& [i, k] : opt_.flow_keys)
         p.overrides.push_back({i, k});
     return p;
@@ -1095,6 +1102,7 @@ AcceptDecision Runtime::decide(Session& s, const FlowParams& p) {
     a->s = &s;
     a->connector = false;
     a->data_version = s.params.version;
+    a->data_auth = s.params.data_auth;
     a->peer = s.peer;
     a->index = static_cast<uint32_t>(app_sessions_.size());
     const size_t first_new = flows_.size();
@@ -1146,9 +1154,9 @@ AcceptDecision Runtime::decide(Session& s, const FlowParams& p) {
         post_recv(*f, *a);
     nflows_.store(static_cast<uint32_t>(flows_.size()), std::memory_order_release);
     failed_logged_.resize(flows_.size(), false);
-    TM_LOG(INFO, app, "session %u from %s (service %u): %u flows, ids %u..%u, MTU %u, data v%u%s", s.id,
+    TM_LOG(INFO, app, "session %u from %s (service %u): %u flows, ids %u..%u, MTU %u, data v%u%s%s", s.id,
            to_string(s.peer).c_str(), s.service, p.nflows, base, base + p.nflows - 1, mtu, unsigned(s.params.version),
-           s.local_peer ? " (this process: cursors in memory)" : "");
+           s.params.data_auth ? " with --data-auth" : "", s.local_peer ? " (this process: cursors in memory)" : "");
     app_sessions_.push_back(std::move(a));
     return d;
 }
@@ -1166,7 +1174,8 @@ void Runtime::install_send(AppSession& a, Session& s) {
         SendFlowSpec sp;
         sp.id = f.send_id;
         TxFlow::make(sp.tx, wire, s.params.key_of(i), s.params.ring_size, s.params.mtu, address_to(s),
-                     s.link->data_version, s.link->tx_data_key); // the MTU fits
+                     s.link->data_version, s.link->tx_data_key,
+                     s.link->data_auth ? s.link->tx_auth_h : nullptr); // the MTU fits
         sp.ring_size = s.params.ring_size;
         sp.max_msg = s.params.max_msg;
         sp.reliable = true;
@@ -1359,7 +1368,7 @@ void Runtime::install_replay(AppSession& a, Session& s) {
         const uint16_t wire = static_cast<uint16_t>(s.peer_base + i);
         TxFlow tx;
         TxFlow::make(tx, wire, s.params.key_of(i), s.params.ring_size, s.params.mtu, address_to(s), s.link->data_version,
-                     s.link->tx_data_key);
+                     s.link->tx_data_key, s.link->data_auth ? s.link->tx_auth_h : nullptr);
         if (peer_side != nullptr && i < peer_side->flows.size())
             make_replay(f, tx, peer_side->flows[i]->ring.get(), sender_for(wire, i), a);
     }
@@ -1389,13 +1398,14 @@ void Runtime::on_session(Session& s) {
         na->s = &s;
         na->connector = true;
         na->data_version = s.params.version;
+        na->data_auth = s.params.data_auth;
         na->peer = s.peer;
         na->index = static_cast<uint32_t>(app_sessions_.size());
         a = na.get();
         app_sessions_.push_back(std::move(na));
-        TM_LOG(INFO, app, "session %u to %s up: %u flows, peer's ids %u.., MTU %u, ring %u, data v%u%s", s.id,
+        TM_LOG(INFO, app, "session %u to %s up: %u flows, peer's ids %u.., MTU %u, ring %u, data v%u%s%s", s.id,
                to_string(s.peer).c_str(), s.params.nflows, s.peer_base, s.params.mtu, s.params.ring_size,
-               unsigned(s.params.version),
+               unsigned(s.params.version), s.params.data_auth ? " with --data-auth" : "",
                s.local_peer ? " (this process)" : "");
         if (opt_.replay)
             install_replay(*a, s);
@@ -2435,6 +2445,7 @@ Results Runtime::results() const {
         ss.end = to_string(a->end);
         ss.flows = static_cast<uint32_t>(a->flows.size());
         ss.data_version = a->data_version;
+        ss.data_auth = a->data_auth;
         ss.complete = a->complete;
         for (const FlowCtx* f : a->flows) {
             ss.released += released_of(*f);

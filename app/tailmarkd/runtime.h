@@ -45,6 +45,7 @@ struct AppSession {
     uint16_t id = 0;
     bool connector = false;
     uint8_t data_version = 1;    // of its data packets (wire.h): 2 tagged
+    bool data_auth = false;      // version 2: the tags cover the payloads (--data-auth)
     Endpoint peer;
     std::vector<FlowCtx*> flows; // index i: flow i of the session
     uint32_t pending = 0;        // requests the lcores have not answered yet

@@ -936,6 +936,7 @@ void Service::on_connect(SvcApp& app, const tm_msg_connect& m, uint64_t now) {
     p.key = static_cast<uint32_t>(rte_rand());
     p.keys_given = false; // the acceptor chooses
     p.version = static_cast<uint8_t>(o.data_version);
+    p.data_auth = o.data_auth;
     SipKey key = rt_.secret_;
     if (m.has_secret)
         memcpy(&key, m.secret, sizeof(key));
@@ -1089,6 +1090,7 @@ AcceptDecision Service::decide(uint16_t port, Session& s, const FlowParams& p) {
     a->s = &s;
     a->connector = false;
     a->data_version = s.params.version;
+    a->data_auth = s.params.data_auth;
     a->peer = s.peer;
     a->index = static_cast<uint32_t>(rt_.app_sessions_.size());
     a->svc = ss.get();
@@ -1131,9 +1133,9 @@ AcceptDecision Service::decide(uint16_t port, Session& s, const FlowParams& p) {
         rt_.post_recv(*f, *a);
     rt_.nflows_.store(static_cast<uint32_t>(rt_.flows_.size()), std::memory_order_release);
     rt_.failed_logged_.resize(rt_.flows_.size(), false);
-    TM_LOG(INFO, app, "service: session %u from %s to port %u (%s): %u flows, ring %u, max %u B, data v%u", s.id,
+    TM_LOG(INFO, app, "service: session %u from %s to port %u (%s): %u flows, ring %u, max %u B, data v%u%s", s.id,
            to_string(s.peer).c_str(), port, app.label().c_str(), p.nflows, p.ring_size, p.max_msg,
-           unsigned(s.params.version));
+           unsigned(s.params.version), s.params.data_auth ? " with --data-auth" : "");
     app.sessions.push_back(ss.get());
     rt_.app_sessions_.push_back(std::move(a));
     std::lock_guard<std::mutex> lk(counters_mu_);
@@ -1229,7 +1231,7 @@ void Service::install_send(SvcSession& ss, Session& s, uint64_t now) {
         SendFlowSpec sp;
         sp.id = f->send_id;
         TxFlow::make(sp.tx, wire, s.params.key_of(i), ring, s.params.mtu, rt_.address_to(s), s.link->data_version,
-                     s.link->tx_data_key);
+                     s.link->tx_data_key, s.link->data_auth ? s.link->tx_auth_h : nullptr);
         sp.ring_size = ring;
         sp.max_msg = s.params.max_msg;
         sp.reliable = true;
@@ -1286,13 +1288,15 @@ void Service::on_session(Session& s, uint64_t now) {
         a->s = &s;
         a->connector = true;
         a->data_version = s.params.version;
+        a->data_auth = s.params.data_auth;
         a->peer = s.peer;
         a->index = static_cast<uint32_t>(rt_.app_sessions_.size());
         a->svc = ss;
         ss->a = a.get();
         rt_.app_sessions_.push_back(std::move(a));
-        TM_LOG(INFO, app, "service: session %u to %s up: %u flows, MTU %u, ring %u, data v%u%s", s.id, to_string(s.peer).c_str(),
-               s.params.nflows, s.params.mtu, s.params.ring_size, unsigned(s.params.version), s.local_peer ? " (this daemon)" : "");
+        TM_LOG(INFO, app, "service: session %u to %s up: %u flows, MTU %u, ring %u, data v%u%s%s", s.id, to_string(s.peer).c_str(),
+               s.params.nflows, s.params.mtu, s.params.ring_size, unsigned(s.params.version),
+               s.params.data_auth ? " with --data-auth" : "", s.local_peer ? " (this daemon)" : "");
         install_send(*ss, s, now);
         if (ss->a->pending == 0 && s.state == SessionState::Established) {
             ss->a->stage = AppSession::Stage::Live;

@@ -241,7 +241,7 @@ rte_mbuf* build_session(rte_mempool* pool, const uint8_t (&l2l4)[kEthLen + kIpLe
         put16(b + P + 28, s.key_flags);
         put16(b + P + 30, s.noverrides);
         put16(b + P + 32, s.data_version);
-        put16(b + P + 34, 0);
+        put16(b + P + 34, s.data_flags);
         put32(b + P + 36, 0);
         put64(b + P + 40, s.key_nonce);
         for (uint32_t i = 0; i < s.noverrides; i++) {
@@ -305,9 +305,11 @@ DropReason read_session(const rte_mbuf* m, const ParsedPacket& p, SessionFrame& 
         out.key_flags = get16(b + P + 28);
         out.noverrides = get16(b + P + 30);
         out.data_version = get16(b + P + 32);
+        out.data_flags = get16(b + P + 34);
         out.key_nonce = get64(b + P + 40);
-        if (get16(b + P + 34) != 0 || get32(b + P + 36) != 0 ||
+        if ((out.data_flags & ~kDataAuth) != 0 || get32(b + P + 36) != 0 ||
             (out.data_version != kVersion && out.data_version != kVersion2) ||
+            (out.data_flags != 0 && out.data_version != kVersion2) ||
             (out.type == SessionType::Connect) != (out.key_nonce == 0))
             return DropReason::ControlMalformed;
         if (out.noverrides > kMaxKeyOverrides ||

@@ -61,7 +61,9 @@
 //   64  u16 data_version   CONNECT: the highest data version the connector
 //                          speaks (1, or 2: a keyed tag on every data packet);
 //                          ACCEPT: the one the acceptor took
-//   66  u16 data_flags     0 (reserved)
+//   66  u16 data_flags     0x0001 data authentication (--data-auth): the
+//                          tag covers the payload too (version 2 only);
+//                          CONNECT: asked for; ACCEPT: taken
 //   68  u32 reserved       0
 //   72  u64 key_nonce      ACCEPT: the acceptor's fresh nonce, which with the
 //                          CONNECT's derives the session's data keys; CONNECT: 0
@@ -146,6 +148,8 @@ const char* to_string(SessionType t);
 inline constexpr uint8_t kKeepaliveAsk = 0x01;    // answer me (a liveness probe)
 inline constexpr uint8_t kKeepaliveAnswer = 0x02; // the answer
 inline constexpr uint16_t kKeysGiven = 0x01;
+// data_flags: --data-auth, the version 2 tag covers the payload too (data_tag.h).
+inline constexpr uint16_t kDataAuth = 0x0001;
 
 // Why a session was refused or reset. A REFUSE names the setting with both
 // sides' values, so the refused side can say exactly what differs.
@@ -192,6 +196,7 @@ struct SessionMsg {
     uint16_t key_flags = 0;
     uint16_t noverrides = 0;
     uint16_t data_version = kVersion; // CONNECT: offered (the highest); ACCEPT: taken
+    uint16_t data_flags = 0;          // kDataAuth: CONNECT: offered; ACCEPT: taken
     uint64_t key_nonce = 0;           // ACCEPT: the acceptor's, for the data keys
     KeyOverride overrides[kMaxKeyOverrides]{};
     // REFUSE, RESET

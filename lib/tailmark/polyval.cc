@@ -118,13 +118,15 @@ void blocks_portable(uint64_t acc[2], const PolyvalKey& k, const uint8_t* p, siz
 // ---------------------------------------------------------------------------
 // PCLMULQDQ, 128 bits: 8 blocks per reduction.
 //
-// On Zen 3 (the bench in test_polyval.cc) these kernels are bound by the
-// carry-less multiplies' throughput (one per ~2.3 cycles measured, xmm or
-// ymm alike), not by the accumulator's dependency chain, so they spend as few
-// as they can: Karatsuba's three per block and a group's two for the
-// reduction. (A variant that took the reduction off the chain, multiplying
-// the unreduced state by H^8 and H^8 * x^-128 in the next group, spent eight
-// more per group and was no faster.)
+// On the Zen 3 guest of the bench in test_polyval.cc (2 vCPUs under KVM) the
+// carry-less multiply measured 4 cycles of latency but only one per ~2.3
+// cycles of throughput, xmm or ymm alike: these kernels are bound by the
+// multiplies' count, not by the accumulator's dependency chain, so they spend
+// as few as they can: Karatsuba's three per block (per two blocks in the
+// 256-bit kernel) and a group's two for the reduction. (A variant that took
+// the reduction off the chain, multiplying the unreduced state by H^8 and by
+// H^8 * x^-128 in the next group, spent eight more per group and was no
+// faster.)
 
 // Unreduced sums of products: lo*lo, hi*hi and Karatsuba's (lo^hi)*(lo^hi).
 struct Sums {
@@ -396,7 +398,7 @@ void polyval_raw(const uint8_t h[kPolyvalBlock], const void* data, size_t len, u
 }
 
 const char* polyval_kernel_name() {
-    int cur = g_current.load(std::memory_order_relaxed);
+    const int cur = g_current.load(std::memory_order_relaxed);
     return kKernels[cur >= 0 ? cur : detail::polyval_best_kernel()].name;
 }
 

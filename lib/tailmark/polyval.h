@@ -1,8 +1,8 @@
 // POLYVAL (RFC 8452, the GF(2^128) polynomial hash of AES-GCM-SIV) as a
-// keyed universal hash for data packets: the hash of a Carter-Wegman MAC.
-// The caller makes the tag by XORing the result with a PRF of something
-// unique per packet (SipHash of the header, siphash.h); this file is only the
-// hash, and the hash alone is no MAC (it is linear in the data).
+// keyed universal hash for data packets (--data-auth). The caller makes the
+// tag by feeding the result, with the header and trailer, to a PRF (SipHash,
+// data_tag.h): hash, then PRF. This file is only the hash, and the hash alone
+// is no MAC (it is linear in the data).
 //
 // The field is GF(2)[x] / (x^128 + x^127 + x^126 + x^121 + 1), a 16-byte block
 // read little-endian (byte 0 bit 0 is x^0), and RFC 8452's product
@@ -12,9 +12,11 @@
 // The MAC form (Polyval, polyval_mac) zero-pads the last partial block and
 // then absorbs one more block holding the message's length in bits (64-bit
 // little endian in the low half, zero in the high half), so that messages
-// that differ only in trailing zero bytes hash differently. Two messages of
-// at most n blocks collide with probability at most (n + 1) / 2^128 over the
-// choice of H.
+// that differ only in trailing zero bytes hash differently. For two distinct
+// messages of at most n blocks (after padding) and any 128-bit d, the
+// results differ by d with probability at most (n + 1) / 2^128 over a
+// uniformly random secret H (XOR-universal, as a Carter-Wegman MAC needs;
+// a tag truncated to 64 bits makes that (n + 1) / 2^64).
 //
 // Three kernels, the fastest the CPU has picked once at the first use
 // (crc32c.cc's pattern): 256-bit VPCLMULQDQ (AVX2), 128-bit PCLMULQDQ, and

@@ -21,10 +21,13 @@
 namespace tailmark {
 
 // A flow's data version and, for version 2, the key of its packets' tags
-// (data_tag.h). Version 0: no such flow.
+// (data_tag.h) and, with --data-auth, the POLYVAL key their tags cover the
+// payload with. Version 0: no such flow.
 struct FlowAuth {
     SipKey key{};
     uint8_t version = 0;
+    bool data_auth = false;
+    uint8_t auth_h[16]{};
 };
 
 enum class CompletionMode : uint8_t {

@@ -70,6 +70,10 @@ struct FlowParams {
     // the one the acceptor took (1 between two ends of one process: its
     // frames never leave it).
     uint8_t version = kVersion2;
+    // Version 2 only: the tag covers the payload too (--data-auth). Asked
+    // for by either end, taken (a connector that asked refuses an ACCEPT
+    // without it).
+    bool data_auth = false;
     std::vector<KeyOverride> overrides;
     uint32_t key_of(uint16_t index) const;
 };
@@ -177,6 +181,9 @@ public:
         // ends of one process is version 1 whatever these say.
         uint8_t max_version = kVersion2;
         uint8_t min_version = kVersion2;
+        // Data authentication: a connector asks for it, an acceptor requires
+        // it (refusing, Version, a peer that cannot: version 1).
+        bool data_auth = false;
     };
     using Transmit = std::function<bool(rte_mbuf*)>; // takes the packet (false: it was not sent; freed)
     using Decide = std::function<AcceptDecision(Session& s, const FlowParams& proposed)>;

@@ -21,7 +21,7 @@ uint16_t TxFlow::source_port(uint16_t flow) {
 }
 
 bool TxFlow::make(TxFlow& out, uint16_t id, uint32_t key, uint32_t ring_size, uint32_t mtu,
-                  const Addressing& a, uint8_t version, const SipKey& tag_key) {
+                  const Addressing& a, uint8_t version, const SipKey& tag_key, const uint8_t* auth_h) {
     const uint32_t stride = stride_for_mtu(mtu, version);
     if (ring_size == 0 || (ring_size & (ring_size - 1)) != 0 || stride <= kTrailerLen ||
         stride > UINT16_MAX || (version != kVersion && version != kVersion2))
@@ -31,6 +31,10 @@ bool TxFlow::make(TxFlow& out, uint16_t id, uint32_t key, uint32_t ring_size, ui
     out.key = key;
     out.version = version;
     out.tag_key = tag_key;
+    if (auth_h != nullptr && version == kVersion2) {
+        out.data_auth = true;
+        polyval_key(out.auth_key, auth_h);
+    }
     out.ring_mask = ring_size - 1;
     out.stride = stride;
     auto* eth = reinterpret_cast<rte_ether_hdr*>(out.l2l4);
@@ -203,9 +207,35 @@ inline Trailer trailer_for(const TxMessage& msg, const TxFlow& flow) {
 
 // Version 2: the tag over the header (at p, as written) and the LAST's
 // trailer (nullptr: none), right after the header. Once both are final.
-inline void sign_data(const TxFlow& flow, uint8_t* hdr, const void* trailer) {
-    if (flow.version == kVersion2)
+// --data-auth: over the payload too, `len` bytes from `off` in the packet
+// `m` (a chain: its segments' next pointers set up to those bytes).
+inline void sign_data(const TxFlow& flow, uint8_t* hdr, const void* trailer, const rte_mbuf* m, uint32_t off,
+                      uint32_t len) {
+    if (flow.version != kVersion2)
+        return;
+    if (!flow.data_auth) {
         put_tag(hdr + kHeaderLen, data_tag(flow.tag_key, hdr, trailer));
+        return;
+    }
+    Polyval h;
+    h.init();
+    while (off >= m->data_len) {
+        off -= m->data_len;
+        m = m->next;
+    }
+    while (len > 0) {
+        uint32_t n = m->data_len - off;
+        if (n > len)
+            n = len;
+        h.update(flow.auth_key, rte_pktmbuf_mtod_offset(m, const uint8_t*, off), n);
+        len -= n;
+        off = 0;
+        if (len > 0)
+            m = m->next;
+    }
+    uint64_t poly[2];
+    h.final(flow.auth_key, poly);
+    put_tag(hdr + kHeaderLen, data_tag(flow.tag_key, hdr, trailer, poly));
 }
 
 // The usual case, a copied message whose every packet fits one mbuf: one
@@ -255,8 +285,8 @@ int build_single(rte_mempool* pool, const TxMarker::Fresh& fresh, bool udp_check
             trailer = p + len;
             len += kTrailerLen;
         }
-        sign_data(flow, p + kEthLen + kIpLen + kUdpLen, trailer);
         m->data_len = static_cast<uint16_t>(len);
+        sign_data(flow, p + kEthLen + kIpLen + kUdpLen, trailer, m, ov, h.pay_len);
         m->pkt_len = len;
         if (udp_checksum)
             fill_udp_checksum(m, reinterpret_cast<rte_ipv4_hdr*>(p + kEthLen), udp, offload);
@@ -462,7 +492,7 @@ int TxMarker::build_segments(const TxFlow& flow, TxMessage& msg, uint32_t first,
             seg->data_len = static_cast<uint16_t>(seg->data_len + kTrailerLen);
             pkt_len += kTrailerLen;
         }
-        sign_data(flow, p + kEthLen + kIpLen + kUdpLen, trailer);
+        sign_data(flow, p + kEthLen + kIpLen + kUdpLen, trailer, head, flow.overhead(), len);
         seg->next = nullptr;
         head->nb_segs = static_cast<uint16_t>(segs[i]);
         head->pkt_len = pkt_len;

@@ -20,6 +20,7 @@
 #endif
 
 #include "tailmark/crc32c.h"
+#include "tailmark/polyval.h"
 #include "tailmark/siphash.h"
 #include "tailmark/wire.h"
 
@@ -43,13 +44,17 @@ struct TxFlow {
     // The session's data version: 1, or 2 with a tag under tag_key on every
     // packet (data_tag.h). Only the general build path makes version 2's.
     uint8_t version = kVersion;
+    bool data_auth = false; // --data-auth: the tag covers the payload too, through auth_key
     SipKey tag_key{};
     alignas(8) uint8_t l2l4[kEthLen + kIpLen + kUdpLen]{};
+    PolyvalKey auth_key{};  // data_auth: the POLYVAL key (polyval.h)
 
     uint32_t overhead() const { return frame_overhead(version); }
     // False when ring_size is not a power of two or the MTU cannot hold a trailer.
+    // auth_h: --data-auth's 16-byte POLYVAL key (version 2), or nullptr.
     static bool make(TxFlow& out, uint16_t id, uint32_t key, uint32_t ring_size, uint32_t mtu,
-                     const Addressing& addr, uint8_t version = kVersion, const SipKey& tag_key = {});
+                     const Addressing& addr, uint8_t version = kVersion, const SipKey& tag_key = {},
+                     const uint8_t* auth_h = nullptr);
     // UDP source port: stable per flow, spread for RSS/ECMP.
     static uint16_t source_port(uint16_t flow);
 };

@@ -238,7 +238,7 @@ if corrupt corrupt_tag 2 --data-auth on; then
         "d['completion_writes'] == $N" \
         "d['verify_errors'] == 0" \
         "d['bytes_payload'] == $N * $S" \
-        "d['sessions'][0]['data_version'] == 2" \
+        "d['sessions'][0]['data_version'] == 2" "d['sessions'][0]['data_auth'] is True" \
         "$MANGLED == $N // $EVERY" \
         "d['drops']['data_bad_tag'] == $MANGLED" \
         "d['drops']['crc_mismatch'] == 0" \
@@ -248,7 +248,7 @@ if corrupt corrupt_tag 2 --data-auth on; then
         "d['packets_rx'] == d['packets_placed'] + d['drops_total'] + d['control_rx']" \
         "d['exit_reason'] == 'done'" "d['ok'] is True" || ok=0
     sender_checks corrupt_tag "$PKTS2" || ok=0
-    [ $ok -eq 1 ] && tm_log "ok: corrupt_tag: --udp-checksum off, --data-version 2, $MANGLED of $N messages' LAST" \
+    [ $ok -eq 1 ] && tm_log "ok: corrupt_tag: --udp-checksum off, --data-auth on, $MANGLED of $N messages' LAST" \
         "packets corrupted in their payload: each dropped by its tag (data_bad_tag), the LAST sent again;" \
         "$N completed once, verified, exit 0"
 fi
