@@ -2211,6 +2211,19 @@ void Runtime::print_stats(uint64_t now) {
         printf(" done_pct=%.1f", 100.0 * double(t.completed) /
                                      double(opt_.messages * opt_.flows * (opt_.mode == Mode::Recv ? opt_.sessions : 1)));
     printf(" sessions=%u", up);
+    // The fastest session's congestion controller: what paces the sender now.
+    double cc_bps = 0, srtt_us = 0;
+    for (const FlowCtx* f : flows_) {
+        if (f->send == nullptr && !f->detached && opt_.mode == Mode::Recv)
+            continue;
+        const Sender::FlowView v = send_view(*f);
+        if (v.cc_rate_bps > cc_bps) {
+            cc_bps = v.cc_rate_bps;
+            srtt_us = double(v.cc_srtt) * 1e6 / double(tsc_hz_);
+        }
+    }
+    if (cc_bps > 0)
+        printf(" cc_mbps=%.1f srtt_us=%.0f", cc_bps / 1e6, srtt_us);
     printf("\n");
     fflush(stdout);
     last_stats_ = t;

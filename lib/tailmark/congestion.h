@@ -31,7 +31,9 @@
 // stopped for over 1 ms in it (the receiver descheduled), than the best of
 // the last 10-20 ms. The smallest sample of an interval, not the mean: a
 // receiver descheduled for a time slice delays some samples; a standing
-// queue delays all of them. An interval decides only on samples that
+// queue delays all of them. An interval whose feedback stopped for over
+// 1 ms counts that gap off its smallest sample: every sample of it may be
+// late by the slice, with no queue behind it. An interval decides only on samples that
 // arrived over at least 100 us: a peer descheduled for a time slice answers
 // on waking with one burst of late samples, and its next ACK is on time.
 // Samples of packets sent before the last decrease are left out: they show

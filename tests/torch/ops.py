@@ -1,6 +1,8 @@
 """Every operation and dtype at the given element counts, checked exactly
 (integer-valued data, so every rank knows the expected result). Prints one
-line per (op, dtype, count) and exits 1 on the first wrong element."""
+line per (op, dtype, count) and exits 1 on the first wrong element.
+  ops.py COUNTS [DTYPES [BIG_DTYPES]]: counts over 2 M elements only in
+  BIG_DTYPES (default: every dtype)."""
 import ctypes
 import sys
 import time
@@ -62,6 +64,7 @@ def expect_equal(what, got, want):
 def main():
     counts = [int(c) for c in sys.argv[1].split(",")]
     dtypes = sys.argv[2].split(",") if len(sys.argv) > 2 else list(DTYPES)
+    big = set(sys.argv[3].split(",")) if len(sys.argv) > 3 else set(dtypes)
     rank, world = init("tailmark")
     tri = world * (world + 1) // 2  # the ranks' offsets (r + 1) summed
     bufs = Buffers(max(counts) * 8, 3 + world)
@@ -70,6 +73,8 @@ def main():
     for name in dtypes:
         dt = DTYPES[name]
         for n in counts:
+            if n > (2 << 20) and name not in big:
+                continue
             tag = f"{name} x {n}"
             t0 = time.perf_counter()
             mine = fill(bufs.get(MINE, n, dt), 1, 1, rank + 1)
