@@ -127,14 +127,15 @@ void FaultShim::corrupt(rte_mbuf* m) {
     inc(ctr_.corrupted);
 }
 
-// The flags byte of a tailmark v1 header behind Ethernet, IPv4 (IHL 5) and
+// The flags byte of a tailmark header (version 1, or 2: data with a tag) behind Ethernet, IPv4 (IHL 5) and
 // UDP, or 0. The shim sits in front of the parser, so it only peeks.
 static inline uint8_t tailmark_flags(const rte_mbuf* m) {
     constexpr uint32_t kAt = RTE_ETHER_HDR_LEN + 20 + 8; // the tailmark header
     if (m->data_len < kAt + 2)
         return 0;
     const uint8_t* p = rte_pktmbuf_mtod(m, const uint8_t*);
-    if (p[12] != 0x08 || p[13] != 0x00 || p[14] != 0x45 || p[RTE_ETHER_HDR_LEN + 9] != IPPROTO_UDP || p[kAt] != 1)
+    if (p[12] != 0x08 || p[13] != 0x00 || p[14] != 0x45 || p[RTE_ETHER_HDR_LEN + 9] != IPPROTO_UDP ||
+        (p[kAt] != 1 && p[kAt] != 2))
         return 0;
     return p[kAt + 1];
 }

@@ -1,6 +1,6 @@
--- Wireshark/tshark dissector for tailmark wire format version 1
--- (shared/spec/wire-format.md; README "Wire format, version 1" and "Sessions
--- and control packets"; lib/tailmark/control.h).
+-- Wireshark/tshark dissector for tailmark wire format versions 1 and 2
+-- (shared/spec/wire-format.md; docs/protocol.md; lib/tailmark/wire.h,
+-- control.h).
 --
 --   tshark -X lua_script:scripts/tailmark.lua -r capture.pcapng -Y tailmark \
 --          -T fields -e tailmark.msg_id -e tailmark.flag ...
@@ -14,7 +14,9 @@
 --   header (16 B, every packet): tailmark.version, tailmark.flags (bits
 --     tailmark.flags.last 0x01, .ack 0x02, .nack 0x04, .retx 0x08,
 --     .session 0x10), tailmark.flow, tailmark.msg_id, tailmark.pkt_idx,
---     tailmark.pay_len, tailmark.offset
+--     tailmark.pay_len, tailmark.offset; a version 2 data packet then
+--     tailmark.tag (u64, hex: keyed by the session's data key, which the
+--     dissector does not have, so shown without checking)
 --   data: tailmark.payload
 --   trailer (32 B, LAST packets: the final 32 bytes of the UDP payload, found
 --     from the UDP length): tailmark.trailer, tailmark.flag (u64),
@@ -38,12 +40,16 @@
 --     tailmark.session.mtu, tailmark.session.ring_size,
 --     tailmark.session.max_msg, tailmark.session.key,
 --     tailmark.session.key_flags (bit tailmark.session.key_flags.given 0x01),
---     tailmark.session.noverrides, then noverrides x tailmark.session.override
+--     tailmark.session.noverrides, tailmark.session.data_version,
+--     tailmark.session.data_flags (bit tailmark.session.data_flags.auth
+--     0x0001: --data-auth, the tag covers the payload too),
+--     tailmark.session.data_reserved, tailmark.session.key_nonce (u64, hex),
+--     then noverrides x tailmark.session.override
 --     {tailmark.session.override.index, tailmark.session.override.reserved,
 --     tailmark.session.override.key};
 --     REFUSE, RESET: tailmark.session.reason (RefuseReason: none 0,
 --     no_listener 1, flows 2, msg_size 3, ring_size 4, mtu 5, key 6,
---     no_room 7, unknown_session 8, closed 9, busy 10),
+--     no_room 7, unknown_session 8, closed 9, busy 10, version 11),
 --     tailmark.session.index, tailmark.session.reason_reserved,
 --     tailmark.session.expected (u64), tailmark.session.got (u64);
 --     RETRY: tailmark.session.cookie
@@ -65,7 +71,7 @@ local session_types = { [1] = "CONNECT", [2] = "ACCEPT", [3] = "REFUSE", [4] = "
                         [6] = "CLOSE", [7] = "RETRY" }
 local reasons = { [0] = "none", [1] = "no_listener", [2] = "flows", [3] = "msg_size", [4] = "ring_size",
                   [5] = "mtu", [6] = "key", [7] = "no_room", [8] = "unknown_session", [9] = "closed",
-                  [10] = "busy" }
+                  [10] = "busy", [11] = "version" }
 local T_CONNECT, T_ACCEPT, T_REFUSE, T_KEEPALIVE, T_RESET, T_RETRY = 1, 2, 3, 4, 5, 7
 local R_KEY = 6
 
@@ -82,6 +88,7 @@ f.msg_id    = ProtoField.uint32("tailmark.msg_id", "Message id", base.DEC)
 f.pkt_idx   = ProtoField.uint16("tailmark.pkt_idx", "Packet index", base.DEC)
 f.pay_len   = ProtoField.uint16("tailmark.pay_len", "Payload length", base.DEC)
 f.offset    = ProtoField.uint32("tailmark.offset", "Offset", base.DEC)
+f.tag       = ProtoField.uint64("tailmark.tag", "Tag (version 2)", base.HEX)
 f.payload   = ProtoField.bytes("tailmark.payload", "Payload")
 f.trailer   = ProtoField.none("tailmark.trailer", "Trailer")
 f.flag      = ProtoField.uint64("tailmark.flag", "Completion flag", base.DEC)
@@ -127,6 +134,11 @@ f.s_key     = ProtoField.uint32("tailmark.session.key", "Completion key", base.H
 f.s_kflags  = ProtoField.uint16("tailmark.session.key_flags", "Key flags", base.HEX)
 f.s_kgiven  = ProtoField.bool("tailmark.session.key_flags.given", "Keys given", 16, nil, 0x0001)
 f.s_nover   = ProtoField.uint16("tailmark.session.noverrides", "Key overrides", base.DEC)
+f.s_dver    = ProtoField.uint16("tailmark.session.data_version", "Data version (CONNECT: the highest offered; ACCEPT: taken)", base.DEC)
+f.s_dflags  = ProtoField.uint16("tailmark.session.data_flags", "Data flags", base.HEX)
+f.s_dauth   = ProtoField.bool("tailmark.session.data_flags.auth", "Data authentication (the tag covers the payload)", 16, nil, 0x0001)
+f.s_drsv    = ProtoField.uint32("tailmark.session.data_reserved", "Reserved", base.HEX)
+f.s_knonce  = ProtoField.uint64("tailmark.session.key_nonce", "Data key nonce (ACCEPT)", base.HEX)
 f.s_over    = ProtoField.none("tailmark.session.override", "Key override")
 f.s_oindex  = ProtoField.uint16("tailmark.session.override.index", "Flow index", base.DEC)
 f.s_orsv    = ProtoField.uint16("tailmark.session.override.reserved", "Reserved", base.HEX)
@@ -150,11 +162,11 @@ p.experts = { e_short, e_len, e_magic, e_flag, e_ctl, e_cflag, e_stype }
 
 p.prefs.udp_port = Pref.uint("UDP port", 47474, "UDP destination port of tailmark packets")
 
-local HDR, TRL, MAC = 16, 32, 8
+local HDR, TRL, MAC, TAG = 16, 32, 8, 8
 -- Fixed parts: an ACK's before its ranges; a session packet's common part;
 -- CONNECT's and ACCEPT's parameters (before the overrides); REFUSE's and
 -- RESET's reason; RETRY's token.
-local ACK_FIXED, SESSION_FIXED, PARAMS, REASON, COOKIE = 32, 32, 32, 24, 8
+local ACK_FIXED, SESSION_FIXED, PARAMS, REASON, COOKIE = 32, 32, 48, 24, 8
 
 local function flag_string(v)
     local s = {}
@@ -264,6 +276,11 @@ local function dissect_session(tvb, t, len, body, dst)
         local kt = t:add(f.s_kflags, tvb(o + 20, 2))
         kt:add(f.s_kgiven, tvb(o + 20, 2))
         t:add(f.s_nover, tvb(o + 22, 2))
+        t:add(f.s_dver, tvb(o + 24, 2))
+        local dt = t:add(f.s_dflags, tvb(o + 26, 2))
+        dt:add(f.s_dauth, tvb(o + 26, 2))
+        t:add(f.s_drsv, tvb(o + 28, 4))
+        t:add(f.s_knonce, tvb(o + 32, 8))
         local nover = tvb(o + 22, 2):uint()
         want = SESSION_FIXED + PARAMS + 8 * nover + MAC
         for i = 0, nover - 1 do
@@ -277,12 +294,14 @@ local function dissect_session(tvb, t, len, body, dst)
         end
         local nflows, fbase = tvb(o, 2):uint(), tvb(o + 2, 2):uint()
         local mtu, ring, maxmsg = tvb(o + 4, 4):uint(), tvb(o + 8, 4):uint(), tvb(o + 12, 4):uint()
+        local dver = tvb(o + 24, 2):uint()
+        local dauth = bit32.band(tvb(o + 26, 2):uint(), 0x0001) ~= 0 and " auth" or ""
         if typ == T_CONNECT then
-            info = string.format("CONNECT sess %u -> svc %u %u flows ring %u max %u", src, service, nflows, ring,
-                                 maxmsg)
+            info = string.format("CONNECT sess %u -> svc %u %u flows ring %u max %u data v%u%s", src, service, nflows,
+                                 ring, maxmsg, dver, dauth)
         else
-            info = string.format("ACCEPT sess %u -> sess %u %u flows @ %u mtu %u ring %u max %u", src, dst, nflows,
-                                 fbase, mtu, ring, maxmsg)
+            info = string.format("ACCEPT sess %u -> sess %u %u flows @ %u mtu %u ring %u max %u data v%u%s", src, dst,
+                                 nflows, fbase, mtu, ring, maxmsg, dver, dauth)
         end
     elseif typ == T_REFUSE or typ == T_RESET then
         local o = b + SESSION_FIXED
@@ -376,16 +395,26 @@ function p.dissector(tvb, pinfo, tree)
         return
     end
 
-    local body = len - HDR - (last and TRL or 0)
+    -- Version 2 data: the tag follows the 16 bytes of version 1.
+    local hdr = HDR
+    if tvb(0, 1):uint() == 2 then
+        if len < HDR + TAG then
+            t:add_proto_expert_info(e_short)
+            return
+        end
+        t:add(f.tag, tvb(HDR, TAG)):append_text(" (not checked: needs the session's data key)")
+        hdr = HDR + TAG
+    end
+    local body = len - hdr - (last and TRL or 0)
     if body ~= pay_len then
         t:add_proto_expert_info(e_len)
     end
     if body > 0 then
-        t:add(f.payload, tvb(HDR, body))
+        t:add(f.payload, tvb(hdr, body))
     end
     local info = string.format("flow %u msg %u pkt %u %s len %u off %u", flow, msg_id, pkt_idx,
                                flag_string(flags), pay_len, offset)
-    if last and len >= HDR + TRL then
+    if last and len >= hdr + TRL then
         local o = len - TRL
         local tt = t:add(f.trailer, tvb(o, TRL))
         tt:add(f.flag, tvb(o, 8))

@@ -447,8 +447,12 @@ const OptDef kOpts[] = {
      [](Options& o, std::string_view v) { return parse_ip(v, o.dst_ip); }},
     {"udp-port", "PORT", "UDP destination port of every tailmark packet (default 47474)",
      U64_OPT(udp_port, 1, 65535, false)},
-    {"key", "K", "the flows' completion key, hex (0x...) or decimal; [flow.N] key= overrides per flow",
-     [](Options& o, std::string_view v) { return parse_key(v, o.key); }},
+    {"key", "K", "the flows' completion key, hex (0x...) or decimal; [flow.N] key= overrides per flow (default: "
+            "each session's acceptor draws one)",
+     [](Options& o, std::string_view v) {
+         o.key_set = true;
+         return parse_key(v, o.key);
+     }},
     {"stats-period", "SEC", "one stats line per period (0 = off; default 1, with -i 0)",
      [](Options& o, std::string_view v) {
          o.stats_period_set = true;
@@ -557,6 +561,15 @@ const OptDef kOpts[] = {
      "send/recv without --secret: control packets are authenticated with an all-zero key anyone can use "
      "(said in the log); for tests on a private link only",
      [](Options& o, std::string_view v) { return parse_bool(v, o.insecure); }},
+    {"data-version", "N", "the wire format's data version offered and taken: 2 (default), every data packet "
+     "carries a keyed tag, so no host without the session's keys can place a byte; 1, untagged, taken from a peer "
+     "only with this or --insecure (said in the log). Sessions between ends of one process are 1",
+     U64_OPT(data_version, 1, 2, false)},
+    {"data-auth", "on|off", "data authentication: every data packet's tag covers its payload too (a POLYVAL "
+     "under a session key, hashed into the tag), so a host on the path cannot change a byte unseen. Asked for "
+     "as a connector, required as an acceptor; either end's on makes the session's. Default off (its cost: "
+     "docs/benchmarks.md)",
+     [](Options& o, std::string_view v) { return parse_bool(v, o.data_auth); }},
     {"service", "PORT", "the listener a session names: recv listens on it, send connects to it (default 47474)",
      U64_OPT(service, 1, 65535, false)},
     {"sessions", "N", "recv: sender sessions to see through (each --flows x --messages) before --exit-when-done (default 1)",
@@ -620,7 +633,12 @@ const OptDef* find_opt(std::string_view name) {
 
 // Cross-option checks, after every source is applied.
 Err validate(Options& o) {
-    const uint32_t stride = stride_for_mtu(o.mtu);
+    // Loopback's one session is with itself, and --flow-control off has none
+    // (no keys agreed): version 1. The others' data version is --data-version.
+    if (o.data_auth && o.data_version == 1)
+        return "--data-auth on: needs data version 2 (it covers version 2's tag); drop --data-version 1";
+    const bool v1 = o.mode == Mode::Loopback || !o.flow_control;
+    const uint32_t stride = stride_for_mtu(o.mtu, v1 ? kVersion : static_cast<uint8_t>(o.data_version));
     if (!plan_group(o.msg_size, stride).ok())
         return "--msg-size: " + std::to_string(o.msg_size) + " B needs more than " +
                std::to_string(kMaxPktsPerMessage) + " packets at --mtu " + std::to_string(o.mtu);
@@ -867,9 +885,10 @@ std::string dump_ini(const Options& o) {
         s << "dst-mac = " << mac(o.dst_mac) << "\n";
     s << "src-ip = " << ip(o.src_ip) << "\n"
       << "dst-ip = " << ip(o.dst_ip) << "\n"
-      << "udp-port = " << o.udp_port << "\n"
-      << "key = " << key << "\n"
-      << "stats-period = " << o.stats_period << "\n";
+      << "udp-port = " << o.udp_port << "\n";
+    if (o.key_set)
+        s << "key = " << key << "\n";
+    s << "stats-period = " << o.stats_period << "\n";
     if (!o.summary_json.empty())
         s << "summary-json = " << o.summary_json << "\n";
     if (o.linger)
@@ -932,6 +951,10 @@ std::string dump_ini(const Options& o) {
     }
     if (o.insecure)
         s << "insecure = 1\n";
+    if (o.data_version != 2)
+        s << "data-version = " << o.data_version << "\n";
+    if (o.data_auth)
+        s << "data-auth = on\n";
     for (auto& [flow, k] : o.flow_keys) {
         snprintf(key, sizeof(key), "0x%08x", k);
         s << "\n[flow." << flow << "]\nkey = " << key << "\n";

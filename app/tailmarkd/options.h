@@ -44,7 +44,11 @@ struct Options {
     uint32_t src_ip = 0xC6120001; // 198.18.0.1 (RFC 2544 benchmarking range)
     uint32_t dst_ip = 0xC6120002; // 198.18.0.2
     uint16_t udp_port = kDefaultUdpPort;
+    // The flows' completion key. Not given (key_set false), each session's
+    // acceptor draws one (sessions do not share a well-known key); this value
+    // is --flow-control off's, which has no session.
     uint32_t key = 0x7A11C0DE;
+    bool key_set = false;
     std::map<uint16_t, uint32_t> flow_keys; // [flow.N] key=...
     double stats_period = 1.0;  // seconds; 0 = off
     bool stats_period_set = false; // given (-i: the default is 0, no lines under the prompt)
@@ -85,6 +89,8 @@ struct Options {
     enum class SecretFrom : uint8_t { None, Config, Env, CommandLine, File } secret_from = SecretFrom::None;
     std::string secret_file;
     bool insecure = false;           // --insecure: send/recv without a secret (an all-zero key), said in the log
+    uint64_t data_version = 2;       // --data-version: the highest offered and taken (2: tagged data packets)
+    bool data_auth = false;          // --data-auth: version 2's tag covers the payload too (asked for, required)
     uint16_t service = kDefaultUdpPort; // the listener a session names (recv listens, send connects to it)
     uint32_t sessions = 1;           // recv: sender sessions to see through before --exit-when-done
     uint64_t keepalive_ms = 1000;    // a connector's liveness probe, per session

@@ -536,8 +536,12 @@ bool Runtime::make_engines(SetupError& e) {
         };
         rx_owner_ = table("tm_rx_owner");
         rx_arrived_ = table("tm_rx_arrived");
-        if (rx_owner_ == nullptr || rx_arrived_ == nullptr)
+        // Each recv flow's data version and tag key: where its data arrives is
+        // learnt only from packets that verify (RxPlacer::set_handoff).
+        auth_of_ = static_cast<FlowAuth*>(rte_zmalloc("tm_rx_auth", sizeof(FlowAuth) * 65536, 64));
+        if (rx_owner_ == nullptr || rx_arrived_ == nullptr || auth_of_ == nullptr)
             return oom("rx steering table");
+        allocs_.push_back(auth_of_);
         for (uint32_t r = 0; r < rx_lcores_.size(); r++) {
             char name[RTE_RING_NAMESIZE];
             snprintf(name, sizeof(name), "tm_ho_%u", r);
@@ -598,6 +602,7 @@ bool Runtime::make_engines(SetupError& e) {
         if (handoff_) {
             rc.routes.rx_owner = rx_owner_;
             rc.routes.rx_arrived = rx_arrived_;
+            rc.routes.auth_of = auth_of_;
             rc.routes.handoff_in = handoff_in_.data();
             rc.routes.nreceivers = static_cast<uint32_t>(rx_lcores_.size());
             rc.routes.self = static_cast<uint8_t>(r);
@@ -652,6 +657,14 @@ bool Runtime::make_engines(SetupError& e) {
     tc.keepalive_us = opt_.keepalive_ms * 1000;
     tc.peer_timeout_us = opt_.peer_timeout_ms * 1000;
     tc.connect_timeout_us = opt_.connect_timeout_ms * 1000;
+    // Data version 2 (a keyed tag on every data packet) offered and required;
+    // a peer offering only 1 is served with --data-version 1 or --insecure.
+    tc.max_version = static_cast<uint8_t>(opt_.data_version);
+    tc.min_version = opt_.insecure || opt_.data_version == 1 ? kVersion : kVersion2;
+    tc.data_auth = opt_.data_auth;
+    if (tc.min_version == kVersion && opt_.mode != Mode::Loopback)
+        TM_LOG(NOTICE, app, "data version 1 sessions are served (%s): their data packets carry no tag, so any "
+               "host that reaches this port can place bytes in them", opt_.insecure ? "--insecure" : "--data-version 1");
     rte_ring* out = senders_[0]->ctl_out();
     // With the in-memory loopback, a session packet to this daemon's own
     // address goes straight back to the control loop, as if received.
@@ -700,7 +713,7 @@ bool Runtime::make_registry(SetupError& e) {
 // A flow's receive side: ring (memzone), per-packet ring, the Receiver's
 // state and the consumer's; handed to the lcores by the caller.
 bool Runtime::make_recv_flow(FlowCtx& f, AppSession& a, Session& s, uint16_t id, uint16_t i, std::string& err) {
-    const uint32_t stride = stride_for_mtu(s.params.mtu);
+    const uint32_t stride = stride_for_mtu(s.params.mtu, s.params.version);
     f.recv_id = id;
     if (!f.ring) // --mode service lays it out in the application's memory first
         f.ring = CompletionRing::create(id, s.params.ring_size, s.params.max_msg, rx_socket_);
@@ -746,12 +759,23 @@ bool Runtime::make_recv_flow(FlowCtx& f, AppSession& a, Session& s, uint16_t id,
     rs.ring = f.ring.get();
     rs.key = s.params.key_of(i);
     rs.stride = stride;
+    if (s.link != nullptr) { // version 2: the peer's packets tagged under the link's key
+        rs.auth = {s.link->rx_data_key, s.params.version};
+        rs.auth.data_auth = s.link->data_auth;
+        memcpy(rs.auth.auth_h, s.link->rx_auth_h, sizeof(rs.auth.auth_h));
+    } else { // --flow-control off: no session, untagged
+        rs.auth = {SipKey{}, kVersion};
+    }
     rs.peer_flow = static_cast<uint16_t>(s.peer_base + i);
     rs.link = opt_.replay ? nullptr : s.link; // --replay: ready-made packets, nobody to acknowledge to
     rs.pkt_cq = f.pkt_cq;
     f.receiver = receivers_[owner];
     f.recv_lcore = rxs_[owner]->lcore;
     if (handoff_) { // before the flow exists anywhere: no data of it can arrive yet
+        auth_of_[id].key = rs.auth.key; // the keys first, then the version that makes them read
+        auth_of_[id].data_auth = rs.auth.data_auth;
+        memcpy(auth_of_[id].auth_h, rs.auth.auth_h, sizeof(rs.auth.auth_h));
+        __atomic_store_n(&auth_of_[id].version, rs.auth.version, __ATOMIC_RELEASE);
         __atomic_store_n(&rx_arrived_[id], RxPlacer::kNoOwner, __ATOMIC_RELAXED);
         __atomic_store_n(&rx_owner_[id], static_cast<uint8_t>(owner), __ATOMIC_RELEASE);
         f.moving = false;
@@ -839,6 +863,7 @@ bool Runtime::make_unconnected(SetupError& e) {
     fake.params.ring_size = opt_.ring_size;
     fake.params.max_msg = static_cast<uint32_t>(opt_.msg_size);
     fake.params.key = opt_.key;
+    fake.params.version = kVersion; // no session, no data key: untagged
     fake.peer = {addr.dst_ip, opt_.udp_port};
     for (const auto& [i, k] : opt_.flow_keys)
         fake.params.overrides.push_back({i, k});
@@ -971,7 +996,11 @@ FlowParams Runtime::proposal() const {
     p.ring_size = opt_.ring_size;
     p.max_msg = static_cast<uint32_t>(opt_.msg_size);
     p.key = opt_.key;
-    p.keys_given = true; // both ends configure them: a difference is a mismatch, said so
+    // Keys configured (--key, [flow.N] key=): both ends must hold the same, a
+    // difference is a mismatch, said so. Otherwise the acceptor draws them.
+    p.keys_given = opt_.key_set || !opt_.flow_keys.empty();
+    p.version = static_cast<uint8_t>(opt_.data_version);
+    p.data_auth = opt_.data_auth;
     for (const auto& [i, k] : opt_.flow_keys)
         p.overrides.push_back({i, k});
     return p;
@@ -1041,9 +1070,10 @@ AcceptDecision Runtime::decide(Session& s, const FlowParams& p) {
     if (p.ring_size != opt_.ring_size)
         return refuse(RefuseReason::RingSize, opt_.ring_size, p.ring_size);
     const uint32_t mtu = std::min(p.mtu, opt_.mtu);
-    if (!plan_group(p.max_msg, stride_for_mtu(mtu)).ok())
+    if (!plan_group(p.max_msg, stride_for_mtu(mtu, p.version)).ok())
         return refuse(RefuseReason::Mtu, opt_.mtu, p.mtu);
-    if (p.keys_given)
+    const bool keys_here = opt_.key_set || !opt_.flow_keys.empty();
+    if (p.keys_given && keys_here)
         for (uint16_t i = 0; i < p.nflows; i++)
             if (p.key_of(i) != opt_.key_of(i))
                 return refuse(RefuseReason::Key, opt_.key_of(i), p.key_of(i), i);
@@ -1051,9 +1081,17 @@ AcceptDecision Runtime::decide(Session& s, const FlowParams& p) {
     if (base < 0)
         return refuse(RefuseReason::NoRoom, 65536, p.nflows);
     d.agreed = proposal();
+    d.agreed.version = p.version; // the session table's choice (1 with a peer in this process)
     d.agreed.mtu = mtu;
     d.agreed.max_msg = p.max_msg;
     d.agreed.keys_given = false;
+    if (p.keys_given && !keys_here) { // the connector's configured keys
+        d.agreed.key = p.key;
+        d.agreed.overrides = p.overrides;
+    } else if (!keys_here) { // nobody chose: drawn, never 0
+        d.agreed.key = static_cast<uint32_t>(rte_rand()) | 1u;
+        d.agreed.overrides.clear();
+    }
     d.local_base = static_cast<uint16_t>(base);
     d.defer = true; // ACCEPT once the lcores hold the flows: nothing that follows it is dropped
     s.params = d.agreed;
@@ -1063,12 +1101,14 @@ AcceptDecision Runtime::decide(Session& s, const FlowParams& p) {
     a->id = s.id;
     a->s = &s;
     a->connector = false;
+    a->data_version = s.params.version;
+    a->data_auth = s.params.data_auth;
     a->peer = s.peer;
     a->index = static_cast<uint32_t>(app_sessions_.size());
     const size_t first_new = flows_.size();
     std::string err;
     bool ok = true;
-    const GroupPlan plan = plan_group(p.max_msg, stride_for_mtu(mtu));
+    const GroupPlan plan = plan_group(p.max_msg, stride_for_mtu(mtu, p.version));
     for (uint16_t i = 0; i < p.nflows && ok; i++) {
         FlowCtx* f;
         if (opt_.mode == Mode::Loopback) {
@@ -1114,9 +1154,9 @@ AcceptDecision Runtime::decide(Session& s, const FlowParams& p) {
         post_recv(*f, *a);
     nflows_.store(static_cast<uint32_t>(flows_.size()), std::memory_order_release);
     failed_logged_.resize(flows_.size(), false);
-    TM_LOG(INFO, app, "session %u from %s (service %u): %u flows, ids %u..%u, MTU %u%s", s.id,
-           to_string(s.peer).c_str(), s.service, p.nflows, base, base + p.nflows - 1, mtu,
-           s.local_peer ? " (this process: cursors in memory)" : "");
+    TM_LOG(INFO, app, "session %u from %s (service %u): %u flows, ids %u..%u, MTU %u, data v%u%s%s", s.id,
+           to_string(s.peer).c_str(), s.service, p.nflows, base, base + p.nflows - 1, mtu, unsigned(s.params.version),
+           s.params.data_auth ? " with --data-auth" : "", s.local_peer ? " (this process: cursors in memory)" : "");
     app_sessions_.push_back(std::move(a));
     return d;
 }
@@ -1133,7 +1173,9 @@ void Runtime::install_send(AppSession& a, Session& s) {
         const uint16_t wire = static_cast<uint16_t>(s.peer_base + i);
         SendFlowSpec sp;
         sp.id = f.send_id;
-        TxFlow::make(sp.tx, wire, s.params.key_of(i), s.params.ring_size, s.params.mtu, address_to(s)); // the MTU fits
+        TxFlow::make(sp.tx, wire, s.params.key_of(i), s.params.ring_size, s.params.mtu, address_to(s),
+                     s.link->data_version, s.link->tx_data_key,
+                     s.link->data_auth ? s.link->tx_auth_h : nullptr); // the MTU fits
         sp.ring_size = s.params.ring_size;
         sp.max_msg = s.params.max_msg;
         sp.reliable = true;
@@ -1325,7 +1367,8 @@ void Runtime::install_replay(AppSession& a, Session& s) {
         a.flows.push_back(&f);
         const uint16_t wire = static_cast<uint16_t>(s.peer_base + i);
         TxFlow tx;
-        TxFlow::make(tx, wire, s.params.key_of(i), s.params.ring_size, s.params.mtu, address_to(s));
+        TxFlow::make(tx, wire, s.params.key_of(i), s.params.ring_size, s.params.mtu, address_to(s), s.link->data_version,
+                     s.link->tx_data_key, s.link->data_auth ? s.link->tx_auth_h : nullptr);
         if (peer_side != nullptr && i < peer_side->flows.size())
             make_replay(f, tx, peer_side->flows[i]->ring.get(), sender_for(wire, i), a);
     }
@@ -1354,12 +1397,15 @@ void Runtime::on_session(Session& s) {
         na->id = s.id;
         na->s = &s;
         na->connector = true;
+        na->data_version = s.params.version;
+        na->data_auth = s.params.data_auth;
         na->peer = s.peer;
         na->index = static_cast<uint32_t>(app_sessions_.size());
         a = na.get();
         app_sessions_.push_back(std::move(na));
-        TM_LOG(INFO, app, "session %u to %s up: %u flows, peer's ids %u.., MTU %u, ring %u%s", s.id,
+        TM_LOG(INFO, app, "session %u to %s up: %u flows, peer's ids %u.., MTU %u, ring %u, data v%u%s%s", s.id,
                to_string(s.peer).c_str(), s.params.nflows, s.peer_base, s.params.mtu, s.params.ring_size,
+               unsigned(s.params.version), s.params.data_auth ? " with --data-auth" : "",
                s.local_peer ? " (this process)" : "");
         if (opt_.replay)
             install_replay(*a, s);
@@ -1558,6 +1604,7 @@ void Runtime::on_response(const Request& r, uint64_t now) {
             f->last_owner = rx_owner_[f->recv_id];
             f->last_arrived = __atomic_load_n(&rx_arrived_[f->recv_id], __ATOMIC_RELAXED);
             __atomic_store_n(&rx_owner_[f->recv_id], RxPlacer::kNoOwner, __ATOMIC_RELEASE);
+            __atomic_store_n(&auth_of_[f->recv_id].version, uint8_t{0}, __ATOMIC_RELEASE);
         }
         later(now, [rf] { Receiver::free_flow(rf); });
         break;
@@ -2410,6 +2457,8 @@ Results Runtime::results() const {
                                                                                                             : "ended";
         ss.end = to_string(a->end);
         ss.flows = static_cast<uint32_t>(a->flows.size());
+        ss.data_version = a->data_version;
+        ss.data_auth = a->data_auth;
         ss.complete = a->complete;
         for (const FlowCtx* f : a->flows) {
             ss.released += released_of(*f);

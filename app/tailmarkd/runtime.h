@@ -44,6 +44,8 @@ struct AppSession {
     Session* s = nullptr;        // the table's (null once forgotten)
     uint16_t id = 0;
     bool connector = false;
+    uint8_t data_version = 1;    // of its data packets (wire.h): 2 tagged
+    bool data_auth = false;      // version 2: the tags cover the payloads (--data-auth)
     Endpoint peer;
     std::vector<FlowCtx*> flows; // index i: flow i of the session
     uint32_t pending = 0;        // requests the lcores have not answered yet
@@ -182,6 +184,7 @@ private:
     static constexpr unsigned kHandoffRing = 4096;
     uint8_t* rx_owner_ = nullptr; // handoff_: 65536, a recv flow id's Receiver
     uint8_t* rx_arrived_ = nullptr; // handoff_: 65536, the rx lcore a recv flow's data last came in on
+    FlowAuth* auth_of_ = nullptr;   // handoff_: 65536, a recv flow's data version and tag key
     uint64_t next_rebalance_ = 0;
     uint64_t next_flow_scan_ = 0; // the per-flow failure and congestion-floor look (control())
     uint64_t next_rates_ = 0, rates_tsc_ = 0; // update_rates: when next, and when last

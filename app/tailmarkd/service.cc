@@ -931,7 +931,7 @@ void Service::on_connect(SvcApp& app, const tm_msg_connect& m, uint64_t now) {
     if (m.ring_size < 2 || m.ring_size > kMaxRing || (m.ring_size & (m.ring_size - 1)) != 0)
         return reply_error(app, req, EINVAL, "ring_size " + std::to_string(m.ring_size) +
                                                  " is not a power of two in 2.." + std::to_string(kMaxRing));
-    if (!plan_group(m.max_msg, stride_for_mtu(o.mtu)).ok())
+    if (!plan_group(m.max_msg, stride_for_mtu(o.mtu, kVersion2)).ok()) // the smaller stride: either version fits
         return reply_error(app, req, EINVAL, "max_msg " + std::to_string(m.max_msg) + " needs more than " +
                                                  std::to_string(kMaxPktsPerMessage) + " packets at MTU " +
                                                  std::to_string(o.mtu));
@@ -957,6 +957,8 @@ void Service::on_connect(SvcApp& app, const tm_msg_connect& m, uint64_t now) {
     p.max_msg = m.max_msg;
     p.key = static_cast<uint32_t>(rte_rand());
     p.keys_given = false; // the acceptor chooses
+    p.version = static_cast<uint8_t>(o.data_version);
+    p.data_auth = o.data_auth;
     SipKey key = rt_.secret_;
     if (m.has_secret)
         memcpy(&key, m.secret, sizeof(key));
@@ -1059,7 +1061,7 @@ AcceptDecision Service::decide(uint16_t port, Session& s, const FlowParams& p) {
     if (p.ring_size < 2 || p.ring_size > kMaxRing || (p.ring_size & (p.ring_size - 1)) != 0)
         return refuse(RefuseReason::RingSize, kMaxRing, p.ring_size);
     const uint32_t mtu = std::min(p.mtu, o.mtu);
-    const uint32_t stride = stride_for_mtu(mtu);
+    const uint32_t stride = stride_for_mtu(mtu, p.version);
     const GroupPlan plan = plan_group(p.max_msg, stride);
     if (!plan.ok())
         return refuse(RefuseReason::Mtu, o.mtu, p.mtu);
@@ -1109,6 +1111,8 @@ AcceptDecision Service::decide(uint16_t port, Session& s, const FlowParams& p) {
     a->id = s.id;
     a->s = &s;
     a->connector = false;
+    a->data_version = s.params.version;
+    a->data_auth = s.params.data_auth;
     a->peer = s.peer;
     a->index = static_cast<uint32_t>(rt_.app_sessions_.size());
     a->svc = ss.get();
@@ -1151,8 +1155,9 @@ AcceptDecision Service::decide(uint16_t port, Session& s, const FlowParams& p) {
         rt_.post_recv(*f, *a);
     rt_.nflows_.store(static_cast<uint32_t>(rt_.flows_.size()), std::memory_order_release);
     rt_.failed_logged_.resize(rt_.flows_.size(), false);
-    TM_LOG(INFO, app, "service: session %u from %s to port %u (%s): %u flows, ring %u, max %u B", s.id,
-           to_string(s.peer).c_str(), port, app.label().c_str(), p.nflows, p.ring_size, p.max_msg);
+    TM_LOG(INFO, app, "service: session %u from %s to port %u (%s): %u flows, ring %u, max %u B, data v%u%s", s.id,
+           to_string(s.peer).c_str(), port, app.label().c_str(), p.nflows, p.ring_size, p.max_msg,
+           unsigned(s.params.version), s.params.data_auth ? " with --data-auth" : "");
     app.sessions.push_back(ss.get());
     rt_.app_sessions_.push_back(std::move(a));
     std::lock_guard<std::mutex> lk(counters_mu_);
@@ -1180,7 +1185,7 @@ void Service::install_send(SvcSession& ss, Session& s, uint64_t now) {
     }
     ss.mem.addr = map;
     ss.mem.len = len;
-    const GroupPlan plan = plan_group(s.params.max_msg, stride_for_mtu(s.params.mtu));
+    const GroupPlan plan = plan_group(s.params.max_msg, stride_for_mtu(s.params.mtu, s.params.version));
     for (uint16_t i = 0; i < s.params.nflows; i++) {
         uint8_t* base = static_cast<uint8_t*>(map) + i * l.total;
         auto* q = reinterpret_cast<tm_spsc*>(base + l.sq);
@@ -1247,7 +1252,8 @@ void Service::install_send(SvcSession& ss, Session& s, uint64_t now) {
         const uint16_t wire = static_cast<uint16_t>(s.peer_base + i);
         SendFlowSpec sp;
         sp.id = f->send_id;
-        TxFlow::make(sp.tx, wire, s.params.key_of(i), ring, s.params.mtu, rt_.address_to(s));
+        TxFlow::make(sp.tx, wire, s.params.key_of(i), ring, s.params.mtu, rt_.address_to(s), s.link->data_version,
+                     s.link->tx_data_key, s.link->data_auth ? s.link->tx_auth_h : nullptr);
         sp.ring_size = ring;
         sp.max_msg = s.params.max_msg;
         sp.reliable = true;
@@ -1303,14 +1309,17 @@ void Service::on_session(Session& s, uint64_t now) {
         a->id = s.id;
         a->s = &s;
         a->connector = true;
+        a->data_version = s.params.version;
+        a->data_auth = s.params.data_auth;
         a->peer = s.peer;
         a->index = static_cast<uint32_t>(rt_.app_sessions_.size());
         a->svc = ss;
         a->up_tsc = now; // (tailmark-ctl's up_s)
         ss->a = a.get();
         rt_.app_sessions_.push_back(std::move(a));
-        TM_LOG(INFO, app, "service: session %u to %s up: %u flows, MTU %u, ring %u%s", s.id, to_string(s.peer).c_str(),
-               s.params.nflows, s.params.mtu, s.params.ring_size, s.local_peer ? " (this daemon)" : "");
+        TM_LOG(INFO, app, "service: session %u to %s up: %u flows, MTU %u, ring %u, data v%u%s%s", s.id, to_string(s.peer).c_str(),
+               s.params.nflows, s.params.mtu, s.params.ring_size, unsigned(s.params.version),
+               s.params.data_auth ? " with --data-auth" : "", s.local_peer ? " (this daemon)" : "");
         install_send(*ss, s, now);
         if (ss->a->pending == 0 && s.state == SessionState::Established) {
             ss->a->stage = AppSession::Stage::Live;

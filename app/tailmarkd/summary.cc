@@ -121,9 +121,10 @@ bool write_summary_json(const Results& r, const std::string& path, std::string& 
     for (size_t i = 0; i < r.sessions.size(); i++) {
         const auto& x = r.sessions[i];
         fprintf(f, "%s\n    {\"index\": %u, \"id\": %u, \"peer\": \"%s\", \"role\": \"%s\", \"state\": \"%s\", "
-                   "\"end\": \"%s\", \"flows\": %u, \"complete\": %s, \"released\": %lu, \"completed\": %lu, "
+                   "\"end\": \"%s\", \"flows\": %u, \"data_version\": %u, \"data_auth\": %s, \"complete\": %s, \"released\": %lu, \"completed\": %lu, "
                    "\"verified\": %lu, \"verify_errors\": %lu}",
-                i ? "," : "", x.index, x.id, x.peer.c_str(), x.role.c_str(), x.state.c_str(), x.end.c_str(), x.flows,
+                i ? "," : "", x.index, x.id, x.peer.c_str(), x.role.c_str(), x.state.c_str(), x.end.c_str(), x.flows, x.data_version,
+                x.data_auth ? "true" : "false",
                 x.complete ? "true" : "false", x.released, x.completed, x.verified, x.verify_errors);
     }
     fprintf(f, "\n  ],\n");

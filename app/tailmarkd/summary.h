@@ -95,6 +95,8 @@ struct Results {
         uint16_t id = 0;
         std::string peer, role, state, end;
         uint32_t flows = 0;
+        uint32_t data_version = 1; // 2: every data packet tagged
+        bool data_auth = false;    // the tags cover the payloads
         bool complete = false;   // recv: every flow consumed --messages
         uint64_t released = 0;   // messages released (consumed) over its flows
         uint64_t completed = 0, verified = 0, verify_errors = 0; // its consumer's

@@ -178,6 +178,7 @@ const char* to_string(RefuseReason r) {
     case RefuseReason::UnknownSession: return "unknown_session";
     case RefuseReason::Closed: return "closed";
     case RefuseReason::Busy: return "busy";
+    case RefuseReason::Version: return "version";
     }
     return "?";
 }
@@ -186,7 +187,7 @@ namespace {
 bool has_params(SessionType t) { return t == SessionType::Connect || t == SessionType::Accept; }
 bool has_reason(SessionType t) { return t == SessionType::Refuse || t == SessionType::Reset; }
 constexpr uint32_t P = kSessionFixedLen; // where a type's own fields start
-constexpr uint32_t kParamsLen = 32;      // CONNECT, ACCEPT: before the overrides
+constexpr uint32_t kParamsLen = 48;      // CONNECT, ACCEPT: before the overrides
 constexpr uint32_t kReasonLen = 24;      // REFUSE, RESET
 constexpr uint32_t kCookieLen = 8;       // RETRY
 } // namespace
@@ -239,6 +240,10 @@ rte_mbuf* build_session(rte_mempool* pool, const uint8_t (&l2l4)[kEthLen + kIpLe
         put32(b + P + 24, s.key);
         put16(b + P + 28, s.key_flags);
         put16(b + P + 30, s.noverrides);
+        put16(b + P + 32, s.data_version);
+        put16(b + P + 34, s.data_flags);
+        put32(b + P + 36, 0);
+        put64(b + P + 40, s.key_nonce);
         for (uint32_t i = 0; i < s.noverrides; i++) {
             put16(b + P + kParamsLen + 8 * i, s.overrides[i].index);
             put16(b + P + kParamsLen + 2 + 8 * i, 0);
@@ -299,6 +304,14 @@ DropReason read_session(const rte_mbuf* m, const ParsedPacket& p, SessionFrame& 
         out.key = get32(b + P + 24);
         out.key_flags = get16(b + P + 28);
         out.noverrides = get16(b + P + 30);
+        out.data_version = get16(b + P + 32);
+        out.data_flags = get16(b + P + 34);
+        out.key_nonce = get64(b + P + 40);
+        if ((out.data_flags & ~kDataAuth) != 0 || get32(b + P + 36) != 0 ||
+            (out.data_version != kVersion && out.data_version != kVersion2) ||
+            (out.data_flags != 0 && out.data_version != kVersion2) ||
+            (out.type == SessionType::Connect) != (out.key_nonce == 0))
+            return DropReason::ControlMalformed;
         if (out.noverrides > kMaxKeyOverrides ||
             p.body_len != kSessionFixedLen + kParamsLen + 8u * out.noverrides + kMacLen ||
             (out.key_flags & ~kKeysGiven) != 0 || (out.type == SessionType::Accept && (out.key_flags != 0 || out.cookie != 0)) ||

@@ -58,7 +58,16 @@
 //   56  u32 key            the flows' completion key
 //   60  u16 key_flags      CONNECT: 0x01 the keys are given, the acceptor must hold the same
 //   62  u16 noverrides     per-flow keys that differ from `key`:
-//   64  noverrides x {u16 flow index, u16 0, u32 key}
+//   64  u16 data_version   CONNECT: the highest data version the connector
+//                          speaks (1, or 2: a keyed tag on every data packet);
+//                          ACCEPT: the one the acceptor took
+//   66  u16 data_flags     0x0001 data authentication (--data-auth): the
+//                          tag covers the payload too (version 2 only);
+//                          CONNECT: asked for; ACCEPT: taken
+//   68  u32 reserved       0
+//   72  u64 key_nonce      ACCEPT: the acceptor's fresh nonce, which with the
+//                          CONNECT's derives the session's data keys; CONNECT: 0
+//   80  noverrides x {u16 flow index, u16 0, u32 key}
 //   RETRY (acceptor -> connector: prove you receive at your address):
 //   32  u64 cookie         a token the acceptor can check without keeping
 //                          anything: a keyed hash of the CONNECT's source
@@ -139,6 +148,8 @@ const char* to_string(SessionType t);
 inline constexpr uint8_t kKeepaliveAsk = 0x01;    // answer me (a liveness probe)
 inline constexpr uint8_t kKeepaliveAnswer = 0x02; // the answer
 inline constexpr uint16_t kKeysGiven = 0x01;
+// data_flags: --data-auth, the version 2 tag covers the payload too (data_tag.h).
+inline constexpr uint16_t kDataAuth = 0x0001;
 
 // Why a session was refused or reset. A REFUSE names the setting with both
 // sides' values, so the refused side can say exactly what differs.
@@ -154,6 +165,7 @@ enum class RefuseReason : uint16_t {
     UnknownSession = 8, // RESET: the peer holds no such session (it restarted)
     Closed = 9,       // RESET: the session was closed or replaced
     Busy = 10,        // the listener takes no more sessions
+    Version = 11,     // the data version: the refuser's least, the one offered
 };
 const char* to_string(RefuseReason r);
 
@@ -183,6 +195,9 @@ struct SessionMsg {
     uint32_t key = 0;
     uint16_t key_flags = 0;
     uint16_t noverrides = 0;
+    uint16_t data_version = kVersion; // CONNECT: offered (the highest); ACCEPT: taken
+    uint16_t data_flags = 0;          // kDataAuth: CONNECT: offered; ACCEPT: taken
+    uint64_t key_nonce = 0;           // ACCEPT: the acceptor's, for the data keys
     KeyOverride overrides[kMaxKeyOverrides]{};
     // REFUSE, RESET
     RefuseReason reason = RefuseReason::None;
@@ -202,7 +217,7 @@ rte_mbuf* build_session(rte_mempool* pool, const uint8_t (&l2l4)[kEthLen + kIpLe
 // decodes without believing (ControlMalformed), then authentic() checks the
 // MAC with the key the claimed session or listener holds.
 struct SessionFrame {
-    uint8_t bytes[kHeaderLen + kSessionFixedLen + 32 + 8 * kMaxKeyOverrides + kMacLen];
+    uint8_t bytes[kHeaderLen + kSessionFixedLen + 48 + 8 * kMaxKeyOverrides + kMacLen];
     uint32_t len = 0; // header + body, MAC included
 };
 DropReason read_session(const rte_mbuf* m, const ParsedPacket& p, SessionFrame& raw, SessionMsg& out);

@@ -43,6 +43,7 @@ namespace tailmark {
     X(ConflictingLast, "conflicting_last")    /* a second, different LAST */               \
     X(LengthMismatch, "length_mismatch")      /* all packets in, bytes != msg_len */       \
     X(CrcMismatch, "crc_mismatch")            /* message discarded */                      \
+    X(DataBadTag, "data_bad_tag")             /* version 2: the keyed tag does not verify */ \
     X(Control, "control_unhandled")           /* control packet no one here takes */      \
     X(CompletionQueueFull, "completion_queue_full") /* packet mode: consumer behind */ \
     X(ControlMalformed, "control_malformed")  /* control body: length, ranges, fields */  \

@@ -1,5 +1,7 @@
 #include "tailmark/packet_parser.h"
 
+#include "tailmark/data_tag.h"
+
 #include <rte_ether.h>
 #include <rte_ip.h>
 #include <rte_udp.h>
@@ -83,7 +85,7 @@ DropReason parse_packet(const rte_mbuf* m, const ParserConfig& cfg, ParsedPacket
 
     out.hdr = decode(&f->tm);
     const Header& h = out.hdr;
-    if (h.version != kVersion)
+    if (h.version != kVersion && h.version != kVersion2)
         return DropReason::BadVersion;
     const uint8_t flags = static_cast<uint8_t>(h.flags);
     if (flags & ~kKnownFlags)
@@ -92,11 +94,23 @@ DropReason parse_packet(const rte_mbuf* m, const ParserConfig& cfg, ParsedPacket
     const bool control = has(h.flags, Flags::Ack) || has(h.flags, Flags::Nack) || has(h.flags, Flags::Session);
     if (last && control)
         return DropReason::BadFlags;
+    if (control && h.version != kVersion)
+        return DropReason::BadVersion; // control packets keep version 1's framing
 
-    out.payload_off = kFrameOverhead;
-    out.body_len = udp_len - kUdpLen - kHeaderLen;
+    const uint32_t hl = header_len(h.version);
+    if (udp_len < kUdpLen + hl)
+        return DropReason::FrameTooShort;
+    out.payload_off = kEthLen + kIpLen + kUdpLen + hl;
+    out.body_len = udp_len - kUdpLen - hl;
     if (control)
         return DropReason::None; // the reliability layer validates its own body
+    if (h.version == kVersion2) {
+        uint64_t tcopy;
+        const void* t = rte_pktmbuf_read(m, kFrameOverhead, kTagLen, &tcopy);
+        if (t == nullptr)
+            return DropReason::FrameTooShort;
+        out.tag = get_tag(t);
+    }
 
     if (!last) {
         if (h.pay_len != out.body_len)

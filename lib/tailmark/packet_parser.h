@@ -24,6 +24,7 @@ struct ParsedPacket {
     uint32_t payload_off = 0; // byte offset of the payload in the frame
     uint32_t body_len = 0;    // UDP payload after the Header (control packets)
     uint16_t ip_id = 0;       // IPv4 identification, network order: a data packet's send stamp
+    uint64_t tag = 0;         // version 2 data packets: the keyed tag after the header (data_tag.h)
 
     bool is_last() const { return has(hdr.flags, Flags::Last); }
     // ACK, NACK or SESSION: never data (the parser refuses them with LAST).
@@ -34,7 +35,9 @@ struct ParsedPacket {
 };
 
 // Returns DropReason::None and fills `out` when the frame is a well-formed
-// tailmark v1 packet. Works on chained mbufs; never reads past pkt_len.
+// tailmark packet: version 1, or a version 2 data packet (its tag read, not
+// checked: that takes the flow's key, RxPlacer's). Control packets are
+// version 1 in every session. Works on chained mbufs; never reads past pkt_len.
 DropReason parse_packet(const rte_mbuf* m, const ParserConfig& cfg, ParsedPacket& out);
 
 } // namespace tailmark

@@ -38,7 +38,7 @@ RecvFlow* Receiver::make_flow(const RecvFlowSpec& spec, int socket) {
         return nullptr;
     auto* f = new (mem) RecvFlow();
     f->spec = spec;
-    f->rx = RxPlacer::prepare_flow(spec.id, spec.ring, spec.key, spec.stride, socket);
+    f->rx = RxPlacer::prepare_flow(spec.id, spec.ring, spec.key, spec.stride, socket, spec.auth);
     if (f->rx == nullptr) {
         free_flow(f);
         return nullptr;
@@ -72,7 +72,7 @@ Receiver::Receiver(const ReceiverConfig& cfg) : cfg_(cfg), placer_(cfg.parser, c
         if (cfg_.routes.handoff_in == nullptr || cfg_.routes.self >= cfg_.routes.nreceivers)
             ok_ = false;
         else
-            placer_.set_handoff(cfg_.routes.rx_owner, cfg_.routes.self, cfg_.routes.rx_arrived);
+            placer_.set_handoff(cfg_.routes.rx_owner, cfg_.routes.self, cfg_.routes.rx_arrived, cfg_.routes.auth_of);
     }
     hold_limit_ = kHoldLimitUs * cfg_.tsc_hz / 1000000;
 }

@@ -37,6 +37,7 @@ struct RecvFlowSpec {
     uint16_t peer_flow = 0;       // the sender's id: ACKs and NACKs carry it
     SessionLink* link = nullptr;  // nullptr: nobody to acknowledge to
     rte_ring* pkt_cq = nullptr;   // packet mode: per-packet completions
+    FlowAuth auth{{}, kVersion};  // its session's data version and (2) its tag key
 };
 
 // Where frames that are not data go. Static after set-up.
@@ -62,6 +63,8 @@ struct ReceiverRoutes {
     // is moving in) waits on this Receiver's own ring, for at most
     // kHoldLimitUs of continuous holding, then is dropped (unknown_flow).
     uint8_t* rx_arrived = nullptr;
+    // With rx_owner: each flow's data version and tag key (RxPlacer::set_handoff).
+    const FlowAuth* auth_of = nullptr;
 };
 inline constexpr uint8_t kNoSender = 0xFF;
 // A flow moving between Receivers: how long its frames may wait for it. A

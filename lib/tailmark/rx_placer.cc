@@ -14,6 +14,7 @@
 
 #include "tailmark/control.h"
 #include "tailmark/crc32c.h"
+#include "tailmark/data_tag.h"
 #include "tailmark/stream_copy.h"
 
 // The rx path's stages (bench.sh --stages): inline, as one function, in a
@@ -90,8 +91,12 @@ struct RxPlacer::FlowRx {
     bool owned;        // made by add_flow: the placer frees it (install()ed flows are the caller's)
     uint16_t echo;     // IPv4 identification of the newest packet placed (network order): its send stamp
     uint64_t echo_tsc; // when it arrived (0: nothing placed yet)
+    uint8_t version;   // its session's data version: 2, every packet tagged under tag_key
+    bool data_auth;    // --data-auth: the tag covers the payload, through auth_key
+    SipKey tag_key;
     alignas(64) uint32_t acked;   // cum, published (atomic) for the ACK sender
     uint32_t ack_req;             // atomic: a RETX came for a completed message
+    PolyvalKey auth_key; // data_auth (256 bytes, read only by a packet of this flow)
 };
 
 RxPlacer::RxPlacer(const ParserConfig& cfg, int socket_id) : cfg_(cfg), socket_(socket_id) {
@@ -108,8 +113,9 @@ RxPlacer::~RxPlacer() {
 }
 
 RxPlacer::FlowRx* RxPlacer::prepare_flow(uint16_t flow, CompletionRing* ring, uint32_t key, uint32_t stride,
-                                          int socket_id) {
-    if (ring == nullptr || stride <= kTrailerLen || stride > UINT16_MAX)
+                                          int socket_id, const FlowAuth& auth) {
+    if (ring == nullptr || stride <= kTrailerLen || stride > UINT16_MAX ||
+        (auth.version != kVersion && auth.version != kVersion2))
         return nullptr;
     auto* f = static_cast<FlowRx*>(rte_zmalloc_socket("tm_flow_rx", sizeof(FlowRx), 64, socket_id));
     if (f == nullptr)
@@ -138,6 +144,11 @@ RxPlacer::FlowRx* RxPlacer::prepare_flow(uint16_t flow, CompletionRing* ring, ui
     f->region_size = ring->region_size();
     f->stride = stride;
     f->id = flow;
+    f->version = auth.version;
+    f->tag_key = auth.key;
+    f->data_auth = auth.data_auth && auth.version == kVersion2;
+    if (f->data_auth)
+        polyval_key(f->auth_key, auth.auth_h);
     return f;
 }
 
@@ -182,10 +193,10 @@ RxPlacer::FlowRx* RxPlacer::uninstall(uint16_t flow) {
     return f;
 }
 
-bool RxPlacer::add_flow(uint16_t flow, CompletionRing* ring, uint32_t key, uint32_t stride) {
+bool RxPlacer::add_flow(uint16_t flow, CompletionRing* ring, uint32_t key, uint32_t stride, const FlowAuth& auth) {
     if (table_ == nullptr || table_[flow] != nullptr)
         return false;
-    FlowRx* f = prepare_flow(flow, ring, key, stride, socket_);
+    FlowRx* f = prepare_flow(flow, ring, key, stride, socket_, auth);
     if (f == nullptr)
         return false;
     f->owned = true;
@@ -382,6 +393,30 @@ static inline void prefetch_next_payload(uint8_t* region, uint64_t region_size, 
     lines_for_writing(region + from, to - from);
 }
 
+// Version 2: the packet's tag under `key`, over its header and (LAST) its
+// trailer as they were on the wire (encode() is decode()'s exact inverse),
+// and with --data-auth (`auth` not null) over the payload's POLYVAL: the
+// whole packet is checked before a byte of it is placed.
+static inline bool tag_ok(const SipKey& key, const PolyvalKey* auth, const ParsedPacket& p, const rte_mbuf* m) {
+    WireHeader wh;
+    encode(p.hdr, &wh);
+    WireTrailer wt;
+    const void* trailer = nullptr;
+    if (p.is_last()) {
+        encode(p.trailer, &wt);
+        trailer = &wt;
+    }
+    if (auth == nullptr)
+        return mac_equal(data_tag(key, &wh, trailer), p.tag);
+    Polyval h;
+    h.init();
+    for_each_piece(m, p.payload_off, p.hdr.pay_len,
+                   [&](const uint8_t* src, uint32_t n) { h.update(*auth, src, n); });
+    uint64_t poly[2];
+    h.final(*auth, poly);
+    return mac_equal(data_tag(key, &wh, trailer, poly), p.tag);
+}
+
 // Not data for a placer: control packets (their owners take them) and ARP.
 static inline bool routed(DropReason r, const ParsedPacket& p, const rte_mbuf* m) {
     if (r == DropReason::None)
@@ -389,6 +424,21 @@ static inline bool routed(DropReason r, const ParsedPacket& p, const rte_mbuf* m
     if (r != DropReason::NotIpv4 || rte_pktmbuf_data_len(m) < kEthLen)
         return false;
     return rte_pktmbuf_mtod(m, const rte_ether_hdr*)->ether_type == RTE_BE16(RTE_ETHER_TYPE_ARP);
+}
+
+// A flow's entry in the hand-off table against a packet of it: version 2
+// and the tag verifies, or (version 1) nothing to prove.
+static inline bool authentic_arrival(const FlowAuth& a, const ParsedPacket& p, const rte_mbuf* m) {
+    const uint8_t v = __atomic_load_n(&a.version, __ATOMIC_ACQUIRE); // written after the keys
+    if (v == 0 || v != p.hdr.version)
+        return false;
+    if (v == kVersion)
+        return true;
+    if (!a.data_auth)
+        return tag_ok(a.key, nullptr, p, m);
+    PolyvalKey k; // only when the flow's arrival moves: its first packet on another lcore
+    polyval_key(k, a.auth_h);
+    return tag_ok(a.key, &k, p, m);
 }
 
 template <CompletionMode kMode>
@@ -399,7 +449,10 @@ inline DropReason RxPlacer::process_as(const rte_mbuf* m, uint64_t now_tsc, bool
         if (unlikely(routed(r, p, m)))
             return DropReason::Count; // the caller's: not counted here
         if (r == DropReason::None && owner_of_ != nullptr) {
-            if (learn_ != nullptr && unlikely(__atomic_load_n(&learn_[p.hdr.flow], __ATOMIC_RELAXED) != self_))
+            // Where a flow's data arrives, learnt only from a packet of it
+            // that is authentic (version 2; a version 1 flow has no proof).
+            if (learn_ != nullptr && unlikely(__atomic_load_n(&learn_[p.hdr.flow], __ATOMIC_RELAXED) != self_) &&
+                (auth_of_ == nullptr || authentic_arrival(auth_of_[p.hdr.flow], p, m)))
                 __atomic_store_n(&learn_[p.hdr.flow], self_, __ATOMIC_RELAXED); // written only when it changes
             if (unlikely(table_[p.hdr.flow] == nullptr)) {
                 const uint8_t o = __atomic_load_n(&owner_of_[p.hdr.flow], __ATOMIC_RELAXED);
@@ -641,6 +694,12 @@ DropReason RxPlacer::place(FlowRx& f, const rte_mbuf* m, const ParsedPacket& p, 
     const Header& h = p.hdr;
     const bool last = p.is_last();
     const bool retx = has(h.flags, Flags::Retx);
+    // A version 2 flow: its tag before anything else is looked at (wire-
+    // format.md: a packet whose tag does not verify places nothing).
+    if (unlikely(h.version != f.version))
+        return DropReason::BadVersion;
+    if (f.version == kVersion2 && !tag_ok(f.tag_key, f.data_auth ? &f.auth_key : nullptr, p, m))
+        return DropReason::DataBadTag;
     DropReason r = check_geometry(f, p);
     if (r != DropReason::None)
         return r;

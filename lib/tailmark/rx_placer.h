@@ -16,8 +16,19 @@
 #include "tailmark/completion_ring.h"
 #include "tailmark/drop_reason.h"
 #include "tailmark/packet_parser.h"
+#include "tailmark/siphash.h"
 
 namespace tailmark {
+
+// A flow's data version and, for version 2, the key of its packets' tags
+// (data_tag.h) and, with --data-auth, the POLYVAL key their tags cover the
+// payload with. Version 0: no such flow.
+struct FlowAuth {
+    SipKey key{};
+    uint8_t version = 0;
+    bool data_auth = false;
+    uint8_t auth_h[16]{};
+};
 
 enum class CompletionMode : uint8_t {
     Message, // one completion write per message (tailmark)
@@ -76,12 +87,16 @@ public:
     // geometry, so packets cannot overlap and a byte count proves every byte
     // was placed. nullptr on bad arguments or no memory.
     struct FlowRx;
-    static FlowRx* prepare_flow(uint16_t flow, CompletionRing* ring, uint32_t key, uint32_t stride, int socket_id);
+    // `auth`: version 1 (nothing to check, the default) or version 2 with its
+    // tag key: then a packet places nothing unless it is version 2 and its
+    // tag verifies (data_bad_tag), and nothing it carries is learnt from.
+    static FlowRx* prepare_flow(uint16_t flow, CompletionRing* ring, uint32_t key, uint32_t stride, int socket_id,
+                                const FlowAuth& auth = {{}, kVersion});
     static void destroy_flow(FlowRx* f);
     bool install(FlowRx* f);        // false: the id is taken
     FlowRx* uninstall(uint16_t flow); // the caller destroys it
     // prepare_flow + install (set-up on one thread, and tests).
-    bool add_flow(uint16_t flow, CompletionRing* ring, uint32_t key, uint32_t stride);
+    bool add_flow(uint16_t flow, CompletionRing* ring, uint32_t key, uint32_t stride, const FlowAuth& auth = {{}, kVersion});
 
     // Packet mode: per-packet completions are pushed here (single producer).
     void set_packet_completion_ring(uint16_t flow, struct rte_ring* r);
@@ -144,12 +159,19 @@ public:
     // arrived_at[flow id] (optional) learns where each flow's data comes in:
     // each placer writes its index there when it differs, so the control
     // plane can move a flow to the placer its frames reach.
+    // auth_of[flow id] (65536 entries, version 0: none; written by the
+    // control plane before a flow is installed anywhere): where a flow's
+    // data arrives is learnt only from a packet that verifies (version 2),
+    // so a forger cannot move a flow between placers. nullptr: every
+    // packet is learnt from (version 1 only).
     static constexpr uint8_t kNoOwner = 0xFF;
-    void set_handoff(const uint8_t* owner_of, uint8_t self, uint8_t* arrived_at = nullptr) {
+    void set_handoff(const uint8_t* owner_of, uint8_t self, uint8_t* arrived_at = nullptr,
+                     const FlowAuth* auth_of = nullptr) {
         owner_of_ = owner_of;
         self_ = self;
         arrived_at_ = arrived_at;
         learn_ = arrived_at;
+        auth_of_ = auth_of;
     }
     // Off while the caller processes frames another placer handed over:
     // where those arrived was learned there.
@@ -201,6 +223,7 @@ private:
     uint64_t next_scan_ = 0;
     FlowRx** table_ = nullptr; // indexed by flow id, 65536 entries
     const uint8_t* owner_of_ = nullptr; // set_handoff
+    const FlowAuth* auth_of_ = nullptr; // set_handoff
     uint8_t* arrived_at_ = nullptr;
     uint8_t* learn_ = nullptr; // arrived_at_, or null while processing handed-over frames
     uint8_t self_ = kNoOwner;

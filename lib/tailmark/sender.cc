@@ -1029,7 +1029,7 @@ uint32_t Sender::new_data(uint32_t burst, uint32_t n, uint64_t now) {
             k = f.cc->step_bytes() / f.msg.plan.stride + 1;
         f.msg.stamp = stamp_;
         const TxMarker& mk = marker(f, f.msg); // a one-packet message skips build()'s checks
-        const int rc = mk.one_packet(f.msg) ? mk.build_one(f.spec.tx, f.one, f.msg, pend_ + n, &stash_)
+        const int rc = mk.one_packet(f.spec.tx, f.msg) ? mk.build_one(f.spec.tx, f.one, f.msg, pend_ + n, &stash_)
                                             : mk.build(f.spec.tx, f.msg, f.next_pkt, k, pend_ + n, Flags::None, &stash_);
         if (unlikely(rc < 0)) {
             bump(ctr_.alloc_fail);

@@ -1,5 +1,6 @@
 #include "tailmark/session.h"
 
+#include <algorithm>
 #include <cstring>
 #include <new>
 
@@ -84,6 +85,8 @@ bool origin_of(const rte_mbuf* m, Origin& o) {
 }
 
 void fill_params(SessionMsg& m, const FlowParams& p) {
+    m.data_version = p.version;
+    m.data_flags = p.data_auth && p.version == kVersion2 ? kDataAuth : 0;
     m.nflows = p.nflows;
     m.mtu = p.mtu;
     m.ring_size = p.ring_size;
@@ -102,8 +105,30 @@ FlowParams params_of(const SessionMsg& m) {
     p.max_msg = m.max_msg;
     p.key = m.key;
     p.keys_given = (m.key_flags & kKeysGiven) != 0;
+    p.version = static_cast<uint8_t>(m.data_version);
+    p.data_auth = (m.data_flags & kDataAuth) != 0;
     p.overrides.assign(m.overrides, m.overrides + m.noverrides);
     return p;
+}
+
+// A session's data key for one direction (version 2): SipHash-2-4 under
+// the session's secret of a label, what the key is for (`what`: 't' the
+// tag's SipHash key, 'h' --data-auth's POLYVAL key), the direction, both
+// ends' handshake nonces and epochs, twice (the key's two halves). Each
+// incarnation has its own; the keys never travel.
+SipKey data_key(const SipKey& secret, bool from_connector, uint64_t connect_nonce, uint64_t key_nonce,
+                uint32_t connector_epoch, uint32_t acceptor_epoch, uint8_t what = 't') {
+    uint8_t b[32] = {'t', 'm', 'd', 'k', 2, static_cast<uint8_t>(from_connector ? 'c' : 'a'), 0, what};
+    memcpy(b + 8, &connect_nonce, 8);
+    memcpy(b + 16, &key_nonce, 8);
+    memcpy(b + 24, &connector_epoch, 4);
+    memcpy(b + 28, &acceptor_epoch, 4);
+    SipKey k;
+    b[6] = 0;
+    k.k0 = siphash24(secret, {b, sizeof(b)});
+    b[6] = 1;
+    k.k1 = siphash24(secret, {b, sizeof(b)});
+    return k;
 }
 
 } // namespace
@@ -192,6 +217,20 @@ void SessionTable::make_link(Session& s) {
     l.peer_id = s.peer_id;
     l.local_peer = s.local_peer;
     l.connector = s.connector;
+    l.data_version = s.params.version;
+    if (s.params.version == kVersion2) {
+        const uint32_t ce = s.connector ? s.local_epoch : s.peer_epoch;
+        const uint32_t ae = s.connector ? s.peer_epoch : s.local_epoch;
+        l.tx_data_key = data_key(s.key, s.connector, s.connect_nonce, s.key_nonce, ce, ae);
+        l.rx_data_key = data_key(s.key, !s.connector, s.connect_nonce, s.key_nonce, ce, ae);
+        l.data_auth = s.params.data_auth;
+        if (l.data_auth) {
+            const SipKey th = data_key(s.key, s.connector, s.connect_nonce, s.key_nonce, ce, ae, 'h');
+            const SipKey rh = data_key(s.key, !s.connector, s.connect_nonce, s.key_nonce, ce, ae, 'h');
+            memcpy(l.tx_auth_h, &th, 16);
+            memcpy(l.rx_auth_h, &rh, 16);
+        }
+    }
     template_to(s, l.l2l4);
 }
 
@@ -232,6 +271,7 @@ void SessionTable::send_accept(Session& s, uint64_t nonce) {
     m.nonce = nonce;
     fill_params(m, s.params);
     m.flow_base = s.local_base;
+    m.key_nonce = s.key_nonce;
     send(s, m, s.key);
 }
 
@@ -244,6 +284,8 @@ Session* SessionTable::connect(const Endpoint& peer, uint16_t service, const Sip
     s->service = service;
     s->key = key;
     s->params = proposal;
+    s->params.version = std::min(proposal.version, cfg_.max_version); // offered: the highest we speak
+    s->params.data_auth = s->params.version == kVersion2 && (proposal.data_auth || cfg_.data_auth);
     s->local_base = local_base;
     s->user = user;
     s->connect_nonce = rte_rand();
@@ -464,13 +506,28 @@ void SessionTable::on_connect(const SessionMsg& msg, const SessionFrame& raw, co
     if (from == cfg_.self)
         if (Session* c = find(msg.src_session); c != nullptr && c->connector && c->local_epoch == msg.src_epoch)
             s->local_peer = true;
+    // The data version: the highest both speak; 1 between two ends of this
+    // process (its frames never leave it: nothing to prove); below our
+    // least, refused naming both.
+    FlowParams proposed = params_of(msg);
+    proposed.version = s->local_peer ? kVersion : std::min<uint8_t>(proposed.version, cfg_.max_version);
+    proposed.data_auth = proposed.version == kVersion2 && (proposed.data_auth || cfg_.data_auth);
+    s->params.version = proposed.version;
+    s->params.data_auth = proposed.data_auth;
+    do
+        s->key_nonce = rte_rand();
+    while (s->key_nonce == 0);
     make_link(*s);
-    const FlowParams proposed = params_of(msg);
     AcceptDecision d;
-    if (s->link != nullptr)
+    if (!s->local_peer && (proposed.version < cfg_.min_version || (cfg_.data_auth && proposed.version < kVersion2))) {
+        d.reason = RefuseReason::Version;
+        d.expected = cfg_.data_auth ? kVersion2 : cfg_.min_version;
+        d.got = msg.data_version;
+    } else if (s->link != nullptr) {
         d = li->second.decide(*s, proposed);
-    else
+    } else {
         d.reason = RefuseReason::NoRoom;
+    }
     if (d.reason != RefuseReason::None) {
         SessionMsg r;
         r.type = SessionType::Refuse;
@@ -488,7 +545,10 @@ void SessionTable::on_connect(const SessionMsg& msg, const SessionFrame& raw, co
     }
     s->params = d.agreed;
     s->params.nflows = proposed.nflows;
+    s->params.version = proposed.version; // the table's choice, whatever the application agreed
+    s->params.data_auth = proposed.data_auth;
     s->local_base = d.local_base;
+    make_link(*s); // the agreed parameters in the data plane's view
     s->deadline = now + us(cfg_.connect_timeout_us); // to be confirmed by then
     s->last_rx = now;
     s->state = SessionState::Accepting;
@@ -590,8 +650,12 @@ void SessionTable::on_session(rte_mbuf* m, uint64_t now) {
             bad = RefuseReason::RingSize, want = p.ring_size, got = msg.ring_size;
         else if (msg.max_msg != p.max_msg)
             bad = RefuseReason::MsgSize, want = p.max_msg, got = msg.max_msg;
-        else if (msg.mtu > p.mtu || stride_for_mtu(msg.mtu) == 0)
+        else if (msg.mtu > p.mtu || stride_for_mtu(msg.mtu, static_cast<uint8_t>(msg.data_version)) == 0)
             bad = RefuseReason::Mtu, want = p.mtu, got = msg.mtu;
+        else if (msg.data_version > p.version || (msg.data_version < cfg_.min_version && s->peer != cfg_.self))
+            bad = RefuseReason::Version, want = p.version, got = msg.data_version;
+        else if (p.data_auth && !(msg.data_flags & kDataAuth) && s->peer != cfg_.self) // asked for, not taken
+            bad = RefuseReason::Version, want = kDataAuth, got = msg.data_flags;
         if (bad == RefuseReason::None && p.keys_given)
             for (uint16_t i = 0; i < p.nflows && bad == RefuseReason::None; i++) {
                 uint32_t k = msg.key;
@@ -614,6 +678,9 @@ void SessionTable::on_session(rte_mbuf* m, uint64_t now) {
         }
         s->params.mtu = msg.mtu;
         s->params.key = msg.key;
+        s->params.version = static_cast<uint8_t>(msg.data_version);
+        s->params.data_auth = (msg.data_flags & kDataAuth) != 0;
+        s->key_nonce = msg.key_nonce;
         s->params.overrides.assign(msg.overrides, msg.overrides + msg.noverrides);
         if (s->peer == cfg_.self)
             if (Session* a = find(msg.src_session); a != nullptr && !a->connector && a->local_epoch == msg.src_epoch)

@@ -66,6 +66,14 @@ struct FlowParams {
     uint32_t max_msg = 4096;
     uint32_t key = 0;
     bool keys_given = false; // the acceptor must hold the same keys (else it chooses)
+    // The data version: proposed, the highest the connector speaks; agreed,
+    // the one the acceptor took (1 between two ends of one process: its
+    // frames never leave it).
+    uint8_t version = kVersion2;
+    // Version 2 only: the tag covers the payload too (--data-auth). Asked
+    // for by either end, taken (a connector that asked refuses an ACCEPT
+    // without it).
+    bool data_auth = false;
     std::vector<KeyOverride> overrides;
     uint32_t key_of(uint16_t index) const;
 };
@@ -125,6 +133,7 @@ struct Session {
     uint64_t tx_seq = 0;       // the number of this end's last session packet (control.h's seq)
     ReplayWindow rx_win;       // the peer's session packets' numbers taken
     uint64_t cookie = 0;       // connector: the acceptor's RETRY token, echoed in each CONNECT
+    uint64_t key_nonce = 0;    // the acceptor's nonce for the data keys (its ACCEPT carries it)
     uint64_t started = 0, deadline = 0, next_tx = 0, last_rx = 0;
     uint32_t tries = 0;
     void* user = nullptr;      // the application's
@@ -166,6 +175,15 @@ public:
         uint32_t arp_tries = 10;
         uint32_t max_sessions = 1024;
         uint64_t cookie_period_us = 2000000;   // a RETRY token is good for one to two of these
+        // Data versions: a connector offers max_version; an acceptor takes the
+        // highest both speak and refuses (Version) below min_version. 2: every
+        // data packet carries a keyed tag (wire-format.md). A session of two
+        // ends of one process is version 1 whatever these say.
+        uint8_t max_version = kVersion2;
+        uint8_t min_version = kVersion2;
+        // Data authentication: a connector asks for it, an acceptor requires
+        // it (refusing, Version, a peer that cannot: version 1).
+        bool data_auth = false;
     };
     using Transmit = std::function<bool(rte_mbuf*)>; // takes the packet (false: it was not sent; freed)
     using Decide = std::function<AcceptDecision(Session& s, const FlowParams& proposed)>;

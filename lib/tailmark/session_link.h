@@ -21,6 +21,15 @@ struct alignas(64) SessionLink {
     uint16_t peer_id = 0;
     bool local_peer = false;   // both ends in this process (loopback): control in memory, not on the wire
     bool connector = false;    // this end sends data (it connected)
+    // The session's data version (wire-format.md) and, version 2, its data
+    // keys: this end's packets are tagged under tx_data_key, the peer's
+    // verified under rx_data_key (data_tag.h).
+    uint8_t data_version = kVersion;
+    SipKey tx_data_key{}, rx_data_key{};
+    // --data-auth (version 2): the tag covers the payload too, through a
+    // POLYVAL under these hash keys (data_tag.h), one per direction.
+    bool data_auth = false;
+    uint8_t tx_auth_h[16]{}, rx_auth_h[16]{};
     // Own address -> peer: Ethernet, IPv4 and UDP of every control packet.
     alignas(8) uint8_t l2l4[kEthLen + kIpLen + kUdpLen]{};
     // Written by the data plane (relaxed), read by the control plane:

@@ -8,6 +8,8 @@
 #include <rte_memcpy.h>
 #include <rte_udp.h>
 
+#include "tailmark/data_tag.h"
+
 #include "tailmark/crc32c.h"
 
 namespace tailmark {
@@ -19,14 +21,20 @@ uint16_t TxFlow::source_port(uint16_t flow) {
 }
 
 bool TxFlow::make(TxFlow& out, uint16_t id, uint32_t key, uint32_t ring_size, uint32_t mtu,
-                  const Addressing& a) {
-    const uint32_t stride = stride_for_mtu(mtu);
+                  const Addressing& a, uint8_t version, const SipKey& tag_key, const uint8_t* auth_h) {
+    const uint32_t stride = stride_for_mtu(mtu, version);
     if (ring_size == 0 || (ring_size & (ring_size - 1)) != 0 || stride <= kTrailerLen ||
-        stride > UINT16_MAX)
+        stride > UINT16_MAX || (version != kVersion && version != kVersion2))
         return false;
     out = TxFlow{};
     out.id = id;
     out.key = key;
+    out.version = version;
+    out.tag_key = tag_key;
+    if (auth_h != nullptr && version == kVersion2) {
+        out.data_auth = true;
+        polyval_key(out.auth_key, auth_h);
+    }
     out.ring_mask = ring_size - 1;
     out.stride = stride;
     auto* eth = reinterpret_cast<rte_ether_hdr*>(out.l2l4);
@@ -53,10 +61,10 @@ bool TxFlow::make(TxFlow& out, uint16_t id, uint32_t key, uint32_t ring_size, ui
     return true;
 }
 
-bool TxMarker::prepare_long(TxMessage& msg) const {
+bool TxMarker::prepare_long(const TxFlow& flow, TxMessage& msg) const {
     // Only the single-segment path streams, and a short message gains nothing:
     // its CRC is cheaper in one go (folding's set-up costs more than the copy).
-    if (!single_segment(msg) || msg.plan.msg_len < kStreamMin) {
+    if (!single_segment(flow, msg) || msg.plan.msg_len < kStreamMin) {
         checksum(msg);
         return true;
     }
@@ -137,12 +145,12 @@ inline void fill_udp_checksum(rte_mbuf* m, rte_ipv4_hdr* ip, rte_udp_hdr* udp, b
 
 } // namespace
 
-uint32_t TxMarker::segs_for(const TxMessage& msg, uint32_t idx) const {
+uint32_t TxMarker::segs_for(const TxFlow& flow, const TxMessage& msg, uint32_t idx) const {
     const uint32_t len = msg.plan.len_of(idx);
     const bool last = msg.plan.is_last(idx);
     if (mode_ == PayloadMode::Copy) {
         const uint32_t room = room_;
-        const uint32_t body = kFrameOverhead + len;
+        const uint32_t body = flow.overhead() + len;
         uint32_t segs = (body + room - 1) / room;
         const uint32_t used_in_final = body - (segs - 1) * room;
         if (last && room - used_in_final < kTrailerLen)
@@ -162,7 +170,7 @@ namespace {
 // Returns the UDP header (its checksum is filled last, over the whole packet).
 inline rte_udp_hdr* write_headers(uint8_t* p, const TxFlow& flow, const Header& h, bool last, uint16_t stamp) {
     rte_memcpy(p, flow.l2l4, sizeof(flow.l2l4));
-    const uint32_t udp_len = kUdpLen + kHeaderLen + h.pay_len + (last ? kTrailerLen : 0);
+    const uint32_t udp_len = kUdpLen + header_len(flow.version) + h.pay_len + (last ? kTrailerLen : 0);
     const uint16_t ip_len = static_cast<uint16_t>(kIpLen + udp_len);
     auto* ip = reinterpret_cast<rte_ipv4_hdr*>(p + kEthLen);
     auto* udp = reinterpret_cast<rte_udp_hdr*>(p + kEthLen + kIpLen);
@@ -176,6 +184,7 @@ inline rte_udp_hdr* write_headers(uint8_t* p, const TxFlow& flow, const Header& 
 
 inline Header header_for(const TxMessage& msg, const TxFlow& flow, uint32_t idx, bool last, Flags extra) {
     Header h;
+    h.version = flow.version;
     h.flags = (last ? Flags::Last : Flags::None) | extra;
     h.flow = flow.id;
     h.msg_id = msg.msg_id;
@@ -196,6 +205,39 @@ inline Trailer trailer_for(const TxMessage& msg, const TxFlow& flow) {
     return t;
 }
 
+// Version 2: the tag over the header (at p, as written) and the LAST's
+// trailer (nullptr: none), right after the header. Once both are final.
+// --data-auth: over the payload too, `len` bytes from `off` in the packet
+// `m` (a chain: its segments' next pointers set up to those bytes).
+inline void sign_data(const TxFlow& flow, uint8_t* hdr, const void* trailer, const rte_mbuf* m, uint32_t off,
+                      uint32_t len) {
+    if (flow.version != kVersion2)
+        return;
+    if (!flow.data_auth) {
+        put_tag(hdr + kHeaderLen, data_tag(flow.tag_key, hdr, trailer));
+        return;
+    }
+    Polyval h;
+    h.init();
+    while (off >= m->data_len) {
+        off -= m->data_len;
+        m = m->next;
+    }
+    while (len > 0) {
+        uint32_t n = m->data_len - off;
+        if (n > len)
+            n = len;
+        h.update(flow.auth_key, rte_pktmbuf_mtod_offset(m, const uint8_t*, off), n);
+        len -= n;
+        off = 0;
+        if (len > 0)
+            m = m->next;
+    }
+    uint64_t poly[2];
+    h.final(flow.auth_key, poly);
+    put_tag(hdr + kHeaderLen, data_tag(flow.tag_key, hdr, trailer, poly));
+}
+
 // The usual case, a copied message whose every packet fits one mbuf: one
 // bulk allocation, then headers, payload and trailer written in place; no
 // segment arithmetic. kStream: the CRC32C is folded into the copy (a
@@ -213,6 +255,7 @@ int build_single(rte_mempool* pool, const TxMarker::Fresh& fresh, bool udp_check
     if (stash != nullptr ? !stash->take(out, n) : rte_mempool_get_bulk(pool, reinterpret_cast<void**>(out), n) != 0)
         return -ENOMEM;
     const GroupPlan& plan = msg.plan;
+    const uint32_t ov = flow.overhead();
     for (uint32_t i = 0; i < n; i++) {
         const uint32_t idx = first + i;
         const bool last = plan.is_last(idx);
@@ -223,12 +266,13 @@ int build_single(rte_mempool* pool, const TxMarker::Fresh& fresh, bool udp_check
         rte_udp_hdr* udp = write_headers(p, flow, h, last, msg.stamp);
         const uint8_t* src = msg.bytes.data() + h.offset;
         if (kStream && h.offset == msg.crc_upto) { // in order: copy and checksum in one pass
-            msg.crc_state = crc32c_copy(msg.crc_state, p + kFrameOverhead, {src, h.pay_len});
+            msg.crc_state = crc32c_copy(msg.crc_state, p + ov, {src, h.pay_len});
             msg.crc_upto += h.pay_len;
         } else {
-            rte_memcpy(p + kFrameOverhead, src, h.pay_len);
+            rte_memcpy(p + ov, src, h.pay_len);
         }
-        uint32_t len = kFrameOverhead + h.pay_len;
+        uint32_t len = ov + h.pay_len;
+        const uint8_t* trailer = nullptr;
         if (last) {
             if constexpr (kStream) {
                 // Built out of order (a caller's choice): the whole message again.
@@ -238,9 +282,11 @@ int build_single(rte_mempool* pool, const TxMarker::Fresh& fresh, bool udp_check
                 msg.crc_pending = false;
             }
             encode(trailer_for(msg, flow), reinterpret_cast<WireTrailer*>(p + len));
+            trailer = p + len;
             len += kTrailerLen;
         }
         m->data_len = static_cast<uint16_t>(len);
+        sign_data(flow, p + kEthLen + kIpLen + kUdpLen, trailer, m, ov, h.pay_len);
         m->pkt_len = len;
         if (udp_checksum)
             fill_udp_checksum(m, reinterpret_cast<rte_ipv4_hdr*>(p + kEthLen), udp, offload);
@@ -293,11 +339,11 @@ int TxMarker::build(const TxFlow& flow, TxMessage& msg, uint32_t first, uint32_t
     if (mode_ == PayloadMode::ZeroCopy && !msg.chain && msg.shinfo == nullptr && msg.length() > 0)
         return -EINVAL;
 
-    if (room_ < kFrameOverhead + kTrailerLen)
+    if (room_ < flow.overhead() + kTrailerLen)
         return -EINVAL;
     // A full packet's payload, or a tail and the trailer (never more than a
     // stride together: plan_group), fits one mbuf.
-    if (single_segment(msg))
+    if (single_segment(flow, msg))
         return msg.crc_pending ? build_single<true>(pool_, fresh_, udp_checksum_, udp_offload_, flow, msg, first, n, out, extra, stash)
                                : build_single<false>(pool_, fresh_, udp_checksum_, udp_offload_, flow, msg, first, n, out, extra, stash);
     return build_segments(flow, msg, first, n, out, extra);
@@ -347,7 +393,7 @@ int TxMarker::build_segments(const TxFlow& flow, TxMessage& msg, uint32_t first,
     uint32_t segs[kMaxBurst];
     uint32_t total = 0;
     for (uint32_t i = 0; i < n; i++) {
-        segs[i] = segs_for(msg, first + i);
+        segs[i] = segs_for(flow, msg, first + i);
         if (segs[i] > kMaxSegs)
             return -EINVAL;
         total += segs[i];
@@ -374,7 +420,7 @@ int TxMarker::build_segments(const TxFlow& flow, TxMessage& msg, uint32_t first,
 
         uint8_t* p = rte_pktmbuf_mtod(head, uint8_t*);
         rte_udp_hdr* udp = write_headers(p, flow, header_for(msg, flow, idx, last, extra), last, msg.stamp);
-        head->data_len = static_cast<uint16_t>(kFrameOverhead);
+        head->data_len = static_cast<uint16_t>(flow.overhead());
 
         if (mode_ == PayloadMode::Copy) {
             // Fill segment after segment.
@@ -437,12 +483,16 @@ int TxMarker::build_segments(const TxFlow& flow, TxMessage& msg, uint32_t first,
                 link(mb[next++]);
         }
 
-        uint32_t pkt_len = kFrameOverhead + len;
+        uint32_t pkt_len = flow.overhead() + len;
+        const WireTrailer* trailer = nullptr;
         if (last) {
-            encode(trailer_for(msg, flow), rte_pktmbuf_mtod_offset(seg, WireTrailer*, seg->data_len));
+            auto* t = rte_pktmbuf_mtod_offset(seg, WireTrailer*, seg->data_len);
+            encode(trailer_for(msg, flow), t);
+            trailer = t;
             seg->data_len = static_cast<uint16_t>(seg->data_len + kTrailerLen);
             pkt_len += kTrailerLen;
         }
+        sign_data(flow, p + kEthLen + kIpLen + kUdpLen, trailer, head, flow.overhead(), len);
         seg->next = nullptr;
         head->nb_segs = static_cast<uint16_t>(segs[i]);
         head->pkt_len = pkt_len;

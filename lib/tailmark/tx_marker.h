@@ -20,6 +20,8 @@
 #endif
 
 #include "tailmark/crc32c.h"
+#include "tailmark/polyval.h"
+#include "tailmark/siphash.h"
 #include "tailmark/wire.h"
 
 namespace tailmark {
@@ -39,11 +41,20 @@ struct TxFlow {
     uint32_t ring_mask = 0; // ring size - 1 at the receiver
     uint32_t stride = 0;    // payload bytes per full packet
     uint16_t ip_sum = 0;    // folded sum of the IPv4 header template (length, checksum 0)
+    // The session's data version: 1, or 2 with a tag under tag_key on every
+    // packet (data_tag.h). Only the general build path makes version 2's.
+    uint8_t version = kVersion;
+    bool data_auth = false; // --data-auth: the tag covers the payload too, through auth_key
+    SipKey tag_key{};
     alignas(8) uint8_t l2l4[kEthLen + kIpLen + kUdpLen]{};
+    PolyvalKey auth_key{};  // data_auth: the POLYVAL key (polyval.h)
 
+    uint32_t overhead() const { return frame_overhead(version); }
     // False when ring_size is not a power of two or the MTU cannot hold a trailer.
+    // auth_h: --data-auth's 16-byte POLYVAL key (version 2), or nullptr.
     static bool make(TxFlow& out, uint16_t id, uint32_t key, uint32_t ring_size, uint32_t mtu,
-                     const Addressing& addr);
+                     const Addressing& addr, uint8_t version = kVersion, const SipKey& tag_key = {},
+                     const uint8_t* auth_h = nullptr);
     // UDP source port: stable per flow, spread for RSS/ECMP.
     static uint16_t source_port(uint16_t flow);
 };
@@ -204,7 +215,7 @@ public:
             msg.crc32c = crc32c_finish(crc32c_inline(kCrc32cInit, msg.bytes));
             return true;
         }
-        return prepare_long(msg);
+        return prepare_long(flow, msg);
     }
 
     // Builds packets [first, first + n) of the group into out[0..n). Returns n,
@@ -221,8 +232,8 @@ public:
     // takes none (prepare_one's conditions that do not depend on the message;
     // test_tx_marker.cc checks the two agree).
     bool one_max(const TxFlow& flow, uint64_t& max_len) const {
-        if (mode_ != PayloadMode::Copy || flow.stride <= kTrailerLen || flow.stride > UINT16_MAX ||
-            kFrameOverhead + flow.stride > room_)
+        if (mode_ != PayloadMode::Copy || flow.version != kVersion || flow.stride <= kTrailerLen ||
+            flow.stride > UINT16_MAX || kFrameOverhead + flow.stride > room_)
             return false;
         max_len = std::min<uint64_t>(flow.stride - kTrailerLen, kStreamMin - 1);
         return true;
@@ -236,16 +247,17 @@ public:
     bool prepare_one(const TxFlow& flow, TxMessage& msg) const {
         msg.plan = plan_group(msg.bytes.size(), flow.stride);
         if (msg.plan.pkt_count != 1 || msg.plan.msg_len >= kStreamMin || mode_ != PayloadMode::Copy ||
-            kFrameOverhead + msg.plan.stride > room_)
+            flow.version != kVersion || kFrameOverhead + msg.plan.stride > room_)
             return false;
         msg.crc_pending = false;
         msg.crc32c = crc32c_finish(crc32c_inline(kCrc32cInit, msg.bytes));
         return true;
     }
     // A one-packet message copied into one mbuf, its CRC32C done (as
-    // prepare_streamed leaves a short one): build_one may build it.
-    bool one_packet(const TxMessage& msg) const {
-        return msg.plan.pkt_count == 1 && !msg.crc_pending && single_segment(msg);
+    // prepare_streamed leaves a short one), of a version 1 flow: build_one
+    // may build it.
+    bool one_packet(const TxFlow& flow, const TxMessage& msg) const {
+        return msg.plan.pkt_count == 1 && !msg.crc_pending && flow.version == kVersion && single_segment(flow, msg);
     }
     // build(flow, msg, 0, 1, out, Flags::None, stash) of a one_packet()
     // message, without build()'s range checks and its dispatch between
@@ -302,13 +314,13 @@ private:
     static Fresh fresh_for(rte_mempool* pool);
     void make_one(const TxFlow& flow, uint32_t pay_len, OneFrame& one) const;
     void udp_checksum_one(rte_mbuf* m, uint8_t* p) const;
-    bool prepare_long(TxMessage& msg) const; // prepare_streamed once the plan is made
+    bool prepare_long(const TxFlow& flow, TxMessage& msg) const; // prepare_streamed once the plan is made
     int build_segments(const TxFlow& flow, TxMessage& msg, uint32_t first, uint32_t n, rte_mbuf** out,
                        Flags extra) const;
     static void checksum(TxMessage& msg); // msg.crc32c over the whole message
-    uint32_t segs_for(const TxMessage& msg, uint32_t idx) const;
-    bool single_segment(const TxMessage& msg) const {
-        return mode_ == PayloadMode::Copy && msg.chain == nullptr && kFrameOverhead + msg.plan.stride <= room_;
+    uint32_t segs_for(const TxFlow& flow, const TxMessage& msg, uint32_t idx) const;
+    bool single_segment(const TxFlow& flow, const TxMessage& msg) const {
+        return mode_ == PayloadMode::Copy && msg.chain == nullptr && flow.overhead() + msg.plan.stride <= room_;
     }
     rte_mempool* pool_;
     uint32_t room_; // data room per mbuf, after the headroom (read once: it is in the pool's private area)

@@ -23,6 +23,11 @@
 namespace tailmark {
 
 inline constexpr uint8_t kVersion = 1;
+// Version 2 (wire-format.md): a data packet's header is followed by an
+// 8-byte keyed tag (data_tag.h); control packets keep version 1's framing
+// (their own MAC and sequence number).
+inline constexpr uint8_t kVersion2 = 2;
+inline constexpr uint32_t kTagLen = 8;
 inline constexpr uint16_t kDefaultUdpPort = 47474;
 inline constexpr uint32_t kMagic = 0x544D4B31; // "TMK1"
 
@@ -94,6 +99,9 @@ inline constexpr uint32_t kUdpLen = sizeof(rte_udp_hdr);
 // Bytes in front of the payload in every frame: Eth + IPv4 + UDP + Header.
 inline constexpr uint32_t kFrameOverhead = kEthLen + kIpLen + kUdpLen + kHeaderLen;
 static_assert(kFrameOverhead == 58);
+// A data packet's header bytes in a session of `version` (the tag included).
+constexpr uint32_t header_len(uint8_t version) { return version == kVersion2 ? kHeaderLen + kTagLen : kHeaderLen; }
+constexpr uint32_t frame_overhead(uint8_t version) { return kEthLen + kIpLen + kUdpLen + header_len(version); }
 
 struct Header {
     uint8_t version = kVersion;
@@ -215,9 +223,10 @@ struct GroupPlan {
 
 inline constexpr uint32_t kMaxPktsPerMessage = 65535; // pkt_count is 16 bits
 
-constexpr uint32_t stride_for_mtu(uint32_t mtu) {
-    return mtu > kIpLen + kUdpLen + kHeaderLen + kTrailerLen ? mtu - kIpLen - kUdpLen - kHeaderLen
-                                                             : 0;
+// The payload of a full packet at this MTU: version 2's tag takes 8 bytes of it.
+constexpr uint32_t stride_for_mtu(uint32_t mtu, uint8_t version = kVersion) {
+    const uint32_t hl = header_len(version);
+    return mtu > kIpLen + kUdpLen + hl + kTrailerLen ? mtu - kIpLen - kUdpLen - hl : 0;
 }
 
 constexpr GroupPlan plan_group(uint64_t msg_len, uint32_t stride) {

@@ -374,7 +374,7 @@ std::vector<Seed> seeds() {
                     kCfgVerifyUdp));
     s.push_back(bad("bad_udp_checksum_offload", R::UdpBadChecksum,
                     [](Bytes& f) { set16(f, UDP + 6, 0x1234); }, 0, ctl(0, kOlL4Bad)));
-    s.push_back(bad("bad_version", R::BadVersion, [](Bytes& f) { f[HDR + H_VER] = 2; }));
+    s.push_back(bad("bad_version", R::BadVersion, [](Bytes& f) { f[HDR + H_VER] = 3; })); // 2 is a version now
     s.push_back(bad("bad_unknown_flag_bit", R::BadFlags, [](Bytes& f) { f[HDR + H_FLAGS] |= 0x10; }));
     s.push_back(bad("bad_last_and_ack", R::BadFlags, [](Bytes& f) { f[HDR + H_FLAGS] = 0x03; }));
     s.push_back(bad("bad_pay_len", R::PayLenMismatch, [](Bytes& f) { set16(f, HDR + 10, get16(f, HDR + 10) + 1); }));

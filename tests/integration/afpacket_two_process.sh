@@ -19,6 +19,7 @@
 # sender exits 2 with one line naming it, and nothing is sent or completed.
 # Then two rx lcores on the receiver's one port, flows handed between them.
 source "$(dirname "$0")/lib.sh"
+TM_DATA_VERSION=2 # every session here is between two processes: tagged data (tm_pkts)
 tm_require_daemon
 tm_require_root
 

@@ -14,7 +14,7 @@
 #     flag) are held to the data format, every field exactly what the wire
 #     format says for --msg-size 3000 at MTU 1500 (3 packets: 1456 B at 0,
 #     1456 B at 1456, LAST 88 B at 2912 with flag msg_id+1, slot msg_id mod
-#     64, the default key, msg_len 3000, pkt_count 3, magic TMK1), and the
+#     64, the --key given, msg_len 3000, pkt_count 3, magic TMK1), and the
 #     trailer's crc32c equals the CRC32C of the captured payloads of each
 #     message captured whole; a control packet must decode with its type name
 #     in the Info column and carry a MAC;
@@ -25,8 +25,11 @@
 #   - hand-made frames in the control.h format (the loopback ACKs in memory,
 #     and its handshake is over before the capture starts): an ACK, a NACK
 #     with two ranges, and SESSION packets of every type (CONNECT with two key
-#     overrides, ACCEPT, REFUSE msg_size 4096/8192, KEEPALIVE ask and answer,
-#     RESET, CLOSE): every field, the MAC included, decodes to exactly the
+#     overrides and data version 2 with --data-auth, ACCEPT with its key
+#     nonce, REFUSE msg_size 4096/8192 and version 2/1, KEEPALIVE ask and
+#     answer, RESET, CLOSE), and a version 2 data packet with its tag (the
+#     loopback's own data is version 1): every field, the MAC included,
+#     decodes to exactly the
 #     value written, with no expert info, the Info column exactly as
 #     expected, the type and reason names in the tree, and every MAC marked
 #     as not checked.
@@ -56,7 +59,7 @@ TM_MEM=(-m 256 --base-virtaddr=0x500000000000)
 N=300 SIZE=3000 RING=64
 name=daemon
 tm_start "$name" 90 -- --vdev=net_ring0 -l 0,1 -- --messages 0 --flows 2 --msg-size $SIZE --ring-size $RING \
-    --stats-period 0.1
+    --stats-period 0.1 --key 0x5EC2E7ED
 tpid=$TM_PID
 prefix=${TM_PREFIXES[-1]}
 progress() { grep -qE '^stats .* completed=[1-9]' "$TM_WORK/$name.out" 2>/dev/null; }
@@ -144,7 +147,7 @@ for r in rows:
         ok = ok and flags == 0 and plen == 1456 and off == 1456 * idx and flag == ""
     else:
         ok = ok and idx == 2 and flags == 1 and plen == 88 and off == 2912 and int(flag) == mid + 1 \
-            and int(slot) == mid % ring and int(key, 16) == 0x7A11C0DE and int(mlen) == size \
+            and int(slot) == mid % ring and int(key, 16) == 0x5EC2E7ED and int(mlen) == size \
             and int(cnt) == 3 and int(rsv, 16) == 0 and int(magic, 16) == 0x544D4B31
     if not ok:
         bad.append("bad fields: " + ";".join(r[:15]))
@@ -235,7 +238,7 @@ hand_py=$(cat <<'PY_EOF'
 # argv: "fields" (print the field list), or PCAP WANT: write the frames and,
 # per frame, the line tshark -T fields -E separator=';' must print.
 import struct, sys
-FIELDS = ["tailmark.flags", "tailmark.flags.ack", "tailmark.flags.nack", "tailmark.flags.session",
+FIELDS = ["tailmark.version", "tailmark.flags", "tailmark.flags.ack", "tailmark.flags.nack", "tailmark.flags.session",
           "tailmark.flow", "tailmark.msg_id", "tailmark.pay_len",
           "tailmark.released_upto", "tailmark.acked_upto", "tailmark.sender_epoch", "tailmark.receiver_epoch",
           "tailmark.nranges", "tailmark.echo", "tailmark.hold_ns", "tailmark.seq", "tailmark.nack.first",
@@ -247,10 +250,14 @@ FIELDS = ["tailmark.flags", "tailmark.flags.ack", "tailmark.flags.nack", "tailma
           "tailmark.session.cookie", "tailmark.session.nflows",
           "tailmark.session.flow_base", "tailmark.session.mtu", "tailmark.session.ring_size",
           "tailmark.session.max_msg", "tailmark.session.key", "tailmark.session.key_flags",
-          "tailmark.session.key_flags.given", "tailmark.session.noverrides", "tailmark.session.override.index",
+          "tailmark.session.key_flags.given", "tailmark.session.noverrides", "tailmark.session.data_version",
+          "tailmark.session.data_flags", "tailmark.session.data_flags.auth", "tailmark.session.data_reserved",
+          "tailmark.session.key_nonce", "tailmark.session.override.index",
           "tailmark.session.override.reserved", "tailmark.session.override.key", "tailmark.session.reason",
           "tailmark.session.index", "tailmark.session.reason_reserved", "tailmark.session.expected",
-          "tailmark.session.got", "tailmark.mac", "tailmark.flag", "tailmark.payload", "_ws.expert",
+          "tailmark.session.got", "tailmark.mac", "tailmark.tag", "tailmark.pkt_idx", "tailmark.offset",
+          "tailmark.flag", "tailmark.slot", "tailmark.msg_len", "tailmark.pkt_count", "tailmark.crc32c",
+          "tailmark.payload", "_ws.expert",
           "_ws.col.Info"]
 if sys.argv[1] == "fields":
     print(" ".join(FIELDS))
@@ -259,8 +266,9 @@ def h8(v): return f"0x{v:02x}"
 def h16(v): return f"0x{v:04x}"
 def h32(v): return f"0x{v:08x}"
 def h64(v): return f"0x{v:016x}"
-def frame(flags, flow, msg_id, body):
-    tm = struct.pack(">BBHIHHI", 1, flags, flow, msg_id, 0, len(body), 0) + body
+def frame(flags, flow, msg_id, body, tm=None):
+    if tm is None:
+        tm = struct.pack(">BBHIHHI", 1, flags, flow, msg_id, 0, len(body), 0) + body
     udp = struct.pack(">HHHH", 50000, 47474, 8 + len(tm), 0) + tm
     ip = struct.pack(">BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 0, 0x4000, 64, 17, 0,
                      bytes([198, 18, 0, 2]), bytes([198, 18, 0, 1])) + udp
@@ -269,10 +277,10 @@ frames, want = [], []
 def emit(flags, flow, msg_id, body, mac, info, **v):
     body += struct.pack(">Q", mac)
     frames.append(frame(flags, flow, msg_id, body))
-    v.update({"tailmark.flags": h8(flags), "tailmark.flags.ack": str(flags >> 1 & 1),
+    v.update({"tailmark.version": "1", "tailmark.flags": h8(flags), "tailmark.flags.ack": str(flags >> 1 & 1),
               "tailmark.flags.nack": str(flags >> 2 & 1), "tailmark.flags.session": str(flags >> 4 & 1),
               "tailmark.flow": str(flow), "tailmark.msg_id": str(msg_id), "tailmark.pay_len": str(len(body)),
-              "tailmark.mac": h64(mac), "_ws.col.Info": info})
+              "tailmark.mac": h64(mac), "tailmark.pkt_idx": "0", "tailmark.offset": "0", "_ws.col.Info": info})
     want.append(";".join(v.get(k, "") for k in FIELDS))
 def ack(flags, flow, msg_id, released, acked, se, re, ranges, mac, info, echo=0, hold=0xFFFFFFFF, seq=9):
     body = struct.pack(">IIIIHHIQ", released, acked, se, re, len(ranges), echo, hold, seq)
@@ -298,8 +306,9 @@ def session(typ, sflags, service, dst, src, sepoch, depoch, nonce, mac, info, pa
         body += struct.pack(">Q", cookie)
         v["tailmark.session.cookie"] = h64(cookie)
     if params is not None:
-        nflows, fbase, mtu, ring, maxmsg, key, kflags, overrides = params
-        body += struct.pack(">HHIIIIHH", nflows, fbase, mtu, ring, maxmsg, key, kflags, len(overrides))
+        nflows, fbase, mtu, ring, maxmsg, key, kflags, overrides, dver, dflags, knonce = params
+        body += struct.pack(">HHIIIIHHHHIQ", nflows, fbase, mtu, ring, maxmsg, key, kflags, len(overrides), dver,
+                            dflags, 0, knonce)
         for i, k in overrides:
             body += struct.pack(">HHI", i, 0, k)
         v.update({"tailmark.session.nflows": str(nflows), "tailmark.session.flow_base": str(fbase),
@@ -307,6 +316,9 @@ def session(typ, sflags, service, dst, src, sepoch, depoch, nonce, mac, info, pa
                   "tailmark.session.max_msg": str(maxmsg), "tailmark.session.key": h32(key),
                   "tailmark.session.key_flags": h16(kflags), "tailmark.session.key_flags.given": str(kflags & 1),
                   "tailmark.session.noverrides": str(len(overrides)),
+                  "tailmark.session.data_version": str(dver), "tailmark.session.data_flags": h16(dflags),
+                  "tailmark.session.data_flags.auth": str(dflags & 1), "tailmark.session.data_reserved": h32(0),
+                  "tailmark.session.key_nonce": h64(knonce),
                   "tailmark.session.override.index": ",".join(str(i) for i, _ in overrides),
                   "tailmark.session.override.reserved": ",".join(h16(0) for _ in overrides),
                   "tailmark.session.override.key": ",".join(h32(k) for _, k in overrides)})
@@ -323,19 +335,44 @@ C_EP, A_EP, SVC, N1, N2 = 0xC0FFEE01, 0xACCE5502, 47474, 0x0123456789ABCDEF, 0xF
 ack(0x02, 3, 80, 77, 80, C_EP, A_EP, [], 0x1122334455667788, "ACK flow 3 released 77 acked 80")
 ack(0x04, 5, 1234, 1200, 1230, C_EP, A_EP, [(2, 1), (5, 0)], 0xF0E1D2C3B4A59687,
     "NACK flow 5 msg 1234 released 1200 acked 1230 ranges {2,1} {5,0}", echo=51966, hold=12345)
-session(1, 0, SVC, 0, 1, C_EP, 0, N1, 0x8000000000000001, "CONNECT sess 1 -> svc 47474 4 flows ring 64 max 4096",
-        params=(4, 0, 9000, 64, 4096, 0x7A11C0DE, 1, [(1, 0xDEADBEEF), (3, 0x0BADF00D)]), cookie=0xC00C1E0123456789, seq=2)
+session(1, 0, SVC, 0, 1, C_EP, 0, N1, 0x8000000000000001,
+        "CONNECT sess 1 -> svc 47474 4 flows ring 64 max 4096 data v2 auth",
+        params=(4, 0, 9000, 64, 4096, 0x7A11C0DE, 1, [(1, 0xDEADBEEF), (3, 0x0BADF00D)], 2, 1, 0),
+        cookie=0xC00C1E0123456789, seq=2)
 session(2, 0, SVC, 1, 7, A_EP, C_EP, N1, 0x0102030405060708,
-        "ACCEPT sess 7 -> sess 1 4 flows @ 10 mtu 1500 ring 64 max 4096",
-        params=(4, 10, 1500, 64, 4096, 0x7A11C0DE, 0, []), cookie=0, seq=1)
+        "ACCEPT sess 7 -> sess 1 4 flows @ 10 mtu 1500 ring 64 max 4096 data v2",
+        params=(4, 10, 1500, 64, 4096, 0x7A11C0DE, 0, [], 2, 0, 0xA5A5F00DCAFE0001), cookie=0, seq=1)
 session(7, 0, SVC, 1, 0, 0x0E0E0E0E, C_EP, N1, 0x7777777777777777,
         f"RETRY -> sess 1 nonce 0x{N1:016x} token 0xc00c1e0123456789", cookie=0xC00C1E0123456789, seq=1)
 session(3, 0, SVC, 1, 7, A_EP, C_EP, N1, 0xFFFFFFFFFFFFFFFF, "REFUSE msg_size expected 4096 got 8192",
         reason=(3, 0, 4096, 8192))
+session(3, 0, SVC, 1, 7, A_EP, C_EP, N1, 0x0B0B0B0B0B0B0B0B, "REFUSE version expected 2 got 1",
+        reason=(11, 0, 2, 1))
 session(4, 1, SVC, 7, 1, C_EP, A_EP, N2, 0x0000000000000000, f"KEEPALIVE ask nonce 0x{N2:016x}")
 session(4, 2, SVC, 1, 7, A_EP, C_EP, N2, 0x5A5A5A5AA5A5A5A5, f"KEEPALIVE answer nonce 0x{N2:016x}")
 session(5, 0, SVC, 1, 7, A_EP, C_EP, N2, 0x1000000000000000, "RESET unknown_session", reason=(8, 0, 0, 0))
 session(6, 0, SVC, 7, 1, C_EP, A_EP, 0x42, 0x00000000DEADBEEF, "CLOSE sess 1 -> sess 7")
+# A version 2 data packet: the header's 16 bytes, the 8-byte tag, a 5-byte
+# payload, the trailer (one-packet message 7 of flow 3: flag 8, slot 7).
+def crc32c(b, c=0xFFFFFFFF):
+    for x in b:
+        c ^= x
+        for _ in range(8):
+            c = (c >> 1) ^ (0x82F63B78 & -(c & 1))
+    return c ^ 0xFFFFFFFF
+pay = b"hello"
+crc = crc32c(pay)
+tm = (struct.pack(">BBHIHHI", 2, 0x01, 3, 7, 0, len(pay), 0) + struct.pack(">Q", 0x7A67A67A67A67A60) + pay +
+      struct.pack(">QIIIHHII", 8, 7, 0x7A11C0DE, len(pay), 1, 0, crc, 0x544D4B31))
+frames.append(frame(0x01, 3, 7, b"", tm))
+want.append(";".join({"tailmark.version": "2", "tailmark.flags": h8(1), "tailmark.flags.ack": "0",
+                      "tailmark.flags.nack": "0", "tailmark.flags.session": "0", "tailmark.flow": "3",
+                      "tailmark.msg_id": "7", "tailmark.pay_len": "5", "tailmark.tag": "0x7a67a67a67a67a60",
+                      "tailmark.pkt_idx": "0", "tailmark.offset": "0", "tailmark.flag": "8", "tailmark.slot": "7",
+                      "tailmark.msg_len": "5", "tailmark.pkt_count": "1", "tailmark.crc32c": h32(crc),
+                      "tailmark.payload": pay.hex(),
+                      "_ws.col.Info": f"flow 3 msg 7 pkt 0 LAST len 5 off 0 | flag 8 slot 7 msg_len 5 pkts 1 crc32c 0x{crc:08x}"}
+                     .get(k, "") for k in FIELDS))
 with open(sys.argv[1], "wb") as f:
     f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
     for i, fr in enumerate(frames):
@@ -378,7 +415,7 @@ else
 fi
 # The names and the MAC note, in the tree.
 tree=$(tshark -X lua_script:"$LUA" -r "$TM_WORK/control.pcap" -Y tailmark -V 2>/dev/null | tr -d '\r' |
-    grep -E '^ +(Session type|Reason|MAC):' | sed 's/^ *//')
+    grep -E '^ +(Session type|Reason|MAC|Tag \(version 2\)):' | sed 's/^ *//')
 want_tree=$(cat <<'TREE_EOF'
 MAC: 0x1122334455667788 (not checked: needs the session secret)
 MAC: 0xf0e1d2c3b4a59687 (not checked: needs the session secret)
@@ -391,6 +428,9 @@ MAC: 0x7777777777777777 (not checked: needs the session secret)
 Session type: REFUSE (3)
 Reason: msg_size (3)
 MAC: 0xffffffffffffffff (not checked: needs the session secret)
+Session type: REFUSE (3)
+Reason: version (11)
+MAC: 0x0b0b0b0b0b0b0b0b (not checked: needs the session secret)
 Session type: KEEPALIVE (4)
 MAC: 0x0000000000000000 (not checked: needs the session secret)
 Session type: KEEPALIVE (4)
@@ -400,6 +440,7 @@ Reason: unknown_session (8)
 MAC: 0x1000000000000000 (not checked: needs the session secret)
 Session type: CLOSE (6)
 MAC: 0x00000000deadbeef (not checked: needs the session secret)
+Tag (version 2): 0x7a67a67a67a67a60 (not checked: needs the session's data key)
 TREE_EOF
 )
 if [ "$tree" = "$want_tree" ]; then

@@ -54,6 +54,7 @@
 #
 # TM_ONLY="1a 3": a subset (1a 1b 2a 2b 3 4 5 6a 6b).
 source "$(dirname "$0")/lib.sh"
+TM_DATA_VERSION=2 # every session here is between two processes: tagged data (tm_pkts)
 tm_require_daemon
 tm_require_root
 

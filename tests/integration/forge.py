@@ -168,7 +168,9 @@ def session(typ, dst_session, src_session, src_epoch, dst_epoch, nonce, how, rng
                        rng.getrandbits(40) + 1)  # seq: a number the peer has not taken
     if typ == ACCEPT:
         nflows, flow_base, mtu, ring, max_msg, key = params
-        body += struct.pack("!QHHIIIIHH", 0, nflows, flow_base, mtu, ring, max_msg, key, 0, 0)
+        # cookie, the parameters, then data_version 2, data_flags, reserved, key_nonce
+        body += struct.pack("!QHHIIIIHHHHIQ", 0, nflows, flow_base, mtu, ring, max_msg, key, 0, 0, 2, 0, 0,
+                            rng.getrandbits(64))
     elif typ in (REFUSE, RESET):
         reason = 3 if typ == REFUSE else 8  # msg_size; unknown_session
         body += struct.pack("!HHIQQ", reason, 0, 0, 8192, 4096)

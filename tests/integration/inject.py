@@ -18,6 +18,13 @@ PHASE stateless: every case of the spec's field boundaries that is dropped
 PHASE stateful: cases that live in a slot's state (a LAST with nothing before
     it, two different LASTs, duplicates, a CRC mismatch), on msg_ids
     [BASE, BASE+8) past the real traffic (--base).
+    Those two phases need a --data-version 1 session with --key 0x7A11C0DE.
+PHASE forge: against a version 2 session (the default), while its real
+    messages flow: what an off-path host can send that is well-formed. Whole
+    version 1 messages for the session's flows, every msg_id of the window
+    and beyond, with the right CRC and any key (bad_version: the flows take
+    version 2 only); the same as version 2 packets, LAST and not, under
+    random tags and the tag 0 (data_bad_tag). None may place a byte.
 """
 import json
 import random
@@ -54,7 +61,7 @@ def ip_checksum(hdr: bytes) -> int:
 
 def frame(flow, msg_id, pkt_idx, payload, offset, last=None, flags=None, version=1,
           udp_port=UDP_PORT, ethertype=0x0800, ihl=5, frag=0x4000, proto=17,
-          ip_len_delta=0, udp_len_delta=0, pay_len=None, ip_csum_ok=True, options=b""):
+          ip_len_delta=0, udp_len_delta=0, pay_len=None, ip_csum_ok=True, options=b"", tag=None):
     """One tailmark frame; `last` is a dict of trailer fields (LAST packet)."""
     if flags is None:
         flags = 0x01 if last is not None else 0x00
@@ -67,6 +74,8 @@ def frame(flow, msg_id, pkt_idx, payload, offset, last=None, flags=None, version
                             t["pkt_count"], t["reserved"], t["crc"], t["magic"])
     hdr = struct.pack("!BBHIHHI", version, flags, flow, msg_id, pkt_idx,
                       len(payload) if pay_len is None else pay_len, offset)
+    if tag is not None:  # version 2: the 8-byte tag after the 16 bytes of version 1
+        hdr += struct.pack("!Q", tag)
     udp_len = 8 + len(hdr) + len(body) + udp_len_delta
     udp = struct.pack("!HHHH", 49152 + flow % 16384, udp_port, udp_len & 0xFFFF, 0)
     ip_len = 20 + len(options) + 8 + len(hdr) + len(body) + ip_len_delta
@@ -141,7 +150,8 @@ def stateless(s: Sender, rng: random.Random, flood: int, base: int):
     s.send(frame(0, 0, 0, data, 0, pay_len=299), "pay_len_mismatch")
     s.send(frame(0, 0, 0, b"", 0), "empty_packet")
     s.send(frame(0, 0, 0, data, 0, version=0), "bad_version")
-    s.send(frame(0, 0, 0, data, 0, version=2), "bad_version")
+    s.send(frame(0, 0, 0, data, 0, version=2, tag=0), "bad_version")  # version 2 to a version 1 flow
+    s.send(frame(0, 0, 0, data, 0, version=3), "bad_version")
     s.send(frame(0, 0, 0, data, 0, flags=0x20), "bad_flags")
     s.send(frame(0, 0, 0, data, 0, flags=0x80), "bad_flags")
     s.send(frame(0, 0, 0, data, 0, flags=0x11), "bad_flags")             # SESSION with LAST
@@ -194,7 +204,7 @@ def stateless(s: Sender, rng: random.Random, flood: int, base: int):
             f = frame(rng.randrange(65536), rng.getrandbits(32), 0, pay, 0,
                       udp_port=rng.choice([53, 4791, 47475, rng.randrange(1, 47474)]))
         elif kind == "bad_version":
-            f = frame(0, 0, 0, pay, 0, version=rng.choice([0] + list(range(2, 256))))
+            f = frame(0, 0, 0, pay, 0, version=rng.choice([0] + list(range(3, 256))))  # 2: its own case
         elif kind == "bad_flags":
             f = frame(0, 0, 0, pay, 0, flags=rng.randrange(0x20, 256))
         elif kind == "unknown_flow":
@@ -233,6 +243,30 @@ def stateful(s: Sender, rng: random.Random, base: int):
                  last=dict(msg_len=STRIDE + 100, crc=crc32c(data[:STRIDE + 100]))), "length_mismatch")
 
 
+def forge(s: Sender, rng: random.Random, rounds: int):
+    # Chunks that leave room for the trailer in every packet (a LAST fits).
+    stride1, stride2 = STRIDE - 32, STRIDE - 8 - 32
+    for r in range(rounds):
+        flow = r % 2
+        msg_id = rng.randrange(0, 1 << 12)
+        key = rng.choice([KEY, rng.getrandbits(32) | 1])
+        data = rng.getrandbits(8 * 4096).to_bytes(4096, "little")[:rng.randrange(1, 4096)]
+        crc = crc32c(data)
+        # A whole version 1 message, consistent in every field.
+        npk = max(1, -(-len(data) // stride1))
+        for i in range(npk):
+            chunk = data[i * stride1:(i + 1) * stride1]
+            last = dict(msg_len=len(data), crc=crc, key=key, pkt_count=npk) if i == npk - 1 else None
+            s.send(frame(flow, msg_id, i, chunk, i * stride1, last=last), "bad_version")
+        # The same as version 2, under a guessed tag.
+        npk = max(1, -(-len(data) // stride2))
+        for i in range(npk):
+            chunk = data[i * stride2:(i + 1) * stride2]
+            last = dict(msg_len=len(data), crc=crc, key=key, pkt_count=npk) if i == npk - 1 else None
+            tag = 0 if r % 7 == 0 else rng.getrandbits(64)
+            s.send(frame(flow, msg_id, i, chunk, i * stride2, last=last, version=2, tag=tag), "data_bad_tag")
+
+
 def main():
     iface, phase, out = sys.argv[1], sys.argv[2], sys.argv[3]
     args = sys.argv[4:]
@@ -243,6 +277,8 @@ def main():
     s = Sender(iface)
     if phase == "stateless":
         stateless(s, rng, flood, base)
+    elif phase == "forge":
+        forge(s, rng, int(args[args.index("--rounds") + 1]) if "--rounds" in args else 200)
     else:
         stateful(s, rng, base)
     with open(out, "w") as f:

@@ -293,15 +293,17 @@ EOF
     return 0
 }
 
-# tm_pkts MSG_SIZE MTU: data packets per message, by wire.h's plan_group rule:
-# stride = MTU - 20 - 8 - 16; full packets of `stride`, then the tail with the
-# 32-byte trailer, or the tail alone plus an empty LAST when the trailer does
-# not fit (also when the message ends on a stride boundary).
+# tm_pkts MSG_SIZE MTU [VERSION]: data packets per message, by wire.h's
+# plan_group rule: stride = MTU - 20 - 8 - 16 (version 2, a session with a
+# remote peer: 8 less, the tag); full packets of `stride`, then the tail with
+# the 32-byte trailer, or the tail alone plus an empty LAST when the trailer
+# does not fit (also when the message ends on a stride boundary). VERSION
+# defaults to $TM_DATA_VERSION, else 1 (one process: loopback).
 tm_pkts() {
-    python3 - "$1" "$2" <<'EOF'
+    python3 - "$1" "$2" "${3:-${TM_DATA_VERSION:-1}}" <<'EOF'
 import sys
-size, mtu = int(sys.argv[1]), int(sys.argv[2])
-stride = mtu - 20 - 8 - 16
+size, mtu, version = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+stride = mtu - 20 - 8 - (24 if version == 2 else 16)
 full, tail = divmod(size, stride)
 if tail == 0 and full > 0:
     n = full + 1

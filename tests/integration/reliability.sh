@@ -27,6 +27,7 @@
 #     are non-zero. Duplication and reordering lose nothing: there the
 #     counters must only agree.
 source "$(dirname "$0")/lib.sh"
+TM_DATA_VERSION=2 # every session here is between two processes: tagged data (tm_pkts)
 tm_require_daemon
 tm_require_root
 

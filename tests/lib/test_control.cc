@@ -430,6 +430,7 @@ SessionMsg connect_msg() {
     s.noverrides = 2;
     s.overrides[0] = {1, 0x22222222};
     s.overrides[1] = {3, 0x33333333};
+    s.data_version = 2;
     return s;
 }
 
@@ -479,7 +480,7 @@ TEST_CASE("session packets round trip: CONNECT, ACCEPT, REFUSE, KEEPALIVE, RESET
         const SessionMsg c = connect_msg();
         const auto f = session_frame(pool.mp, c);
         CHECK(f.size() == kFrameOverhead + session_body_len(c));
-        CHECK(session_body_len(c) == 32 + 32 + 16 + 8);
+        CHECK(session_body_len(c) == 32 + 48 + 16 + 8);
         CHECK(tmtest::hdr_of(const_cast<std::vector<uint8_t>&>(f))->flags == static_cast<uint8_t>(Flags::Session));
         CHECK(f[kFrameOverhead + 0] == 1); // CONNECT
         CHECK(be16_at(f, kFrameOverhead + 2) == 4747);
@@ -497,10 +498,14 @@ TEST_CASE("session packets round trip: CONNECT, ACCEPT, REFUSE, KEEPALIVE, RESET
         CHECK(be32_at(f, kFrameOverhead + 56) == 0x7A11C0DE);
         CHECK(be16_at(f, kFrameOverhead + 60) == kKeysGiven);
         CHECK(be16_at(f, kFrameOverhead + 62) == 2);
-        CHECK(be16_at(f, kFrameOverhead + 64) == 1);
-        CHECK(be32_at(f, kFrameOverhead + 68) == 0x22222222);
-        CHECK(be16_at(f, kFrameOverhead + 72) == 3);
-        CHECK(be32_at(f, kFrameOverhead + 76) == 0x33333333);
+        CHECK(be16_at(f, kFrameOverhead + 64) == 2); // data version offered
+        CHECK(be16_at(f, kFrameOverhead + 66) == 0);
+        CHECK(be32_at(f, kFrameOverhead + 68) == 0);
+        CHECK(be64_at(f, kFrameOverhead + 72) == 0); // key nonce: the ACCEPT's
+        CHECK(be16_at(f, kFrameOverhead + 80) == 1);
+        CHECK(be32_at(f, kFrameOverhead + 84) == 0x22222222);
+        CHECK(be16_at(f, kFrameOverhead + 88) == 3);
+        CHECK(be32_at(f, kFrameOverhead + 92) == 0x33333333);
         const auto r = read_bytes(pool.mp, f);
         REQUIRE(r.r == R::None);
         CHECK(r.auth);
@@ -634,7 +639,9 @@ TEST_CASE("malformed session bodies are refused before their MAC is looked at", 
     CHECK(signed_with([](auto& f) { put_be16(f, kFrameOverhead + 4, 0); }) == R::ControlMalformed); // src session 0
     CHECK(signed_with([](auto& f) { put_be32(f, kFrameOverhead + 12, 1); }) == R::ControlMalformed); // CONNECT with a dst
     CHECK(signed_with([](auto& f) { put_be16(f, kFrameOverhead + 62, 3); }) == R::ControlMalformed); // overrides vs length
-    CHECK(signed_with([](auto& f) { put_be16(f, kFrameOverhead + 64, 4); }) == R::ControlMalformed); // override index >= nflows
+    CHECK(signed_with([](auto& f) { put_be16(f, kFrameOverhead + 80, 4); }) == R::ControlMalformed); // override index >= nflows
+    CHECK(signed_with([](auto& f) { put_be16(f, kFrameOverhead + 64, 3); }) == R::ControlMalformed); // data version 3
+    CHECK(signed_with([](auto& f) { f[kFrameOverhead + 79] = 1; }) == R::ControlMalformed);         // a CONNECT's key nonce
     CHECK(signed_with([](auto& f) { put_be16(f, kFrameOverhead + 40, 0); }) == R::ControlMalformed); // no flows
     CHECK(signed_with([](auto& f) { put_be16(f, kFrameOverhead + 42, 65534); }) == R::ControlMalformed); // ids past 65535
     CHECK(signed_with([](auto& f) { put_be16(f, kFrameOverhead + 60, 2); }) == R::ControlMalformed); // unknown key flag

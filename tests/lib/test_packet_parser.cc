@@ -108,7 +108,13 @@ TEST_CASE("every frame-level drop reason", "[parser]") {
     CHECK(fr.mutate(L, [](auto& f) { set_ip_len(f, -1); }) == R::UdpBadLength);
     // A UDP datagram on our port too short for a Header.
     CHECK(fr.mutate(L, [](auto& f) { set_ip_len(f, -(int)(rte_be_to_cpu_16(tmtest::ip_of(f)->total_length) - 20 - 8 - 4)); set_udp_len(f, -(int)(rte_be_to_cpu_16(reinterpret_cast<rte_udp_hdr*>(f.data() + kEthLen + kIpLen)->dgram_len) - 12)); }) == R::FrameTooShort);
-    CHECK(fr.mutate(L, [](auto& f) { tmtest::hdr_of(f)->version = 2; }) == R::BadVersion);
+    CHECK(fr.mutate(L, [](auto& f) { tmtest::hdr_of(f)->version = 3; }) == R::BadVersion);
+    CHECK(fr.mutate(L, [](auto& f) { tmtest::hdr_of(f)->version = 0; }) == R::BadVersion);
+    // Version 2 is data only: a control packet keeps version 1's framing.
+    CHECK(fr.mutate(L, [](auto& f) {
+              tmtest::hdr_of(f)->version = 2;
+              tmtest::hdr_of(f)->flags = static_cast<uint8_t>(Flags::Ack);
+          }) == R::BadVersion);
     CHECK(fr.mutate(L, [](auto& f) { tmtest::hdr_of(f)->flags |= 0x10; }) == R::BadFlags);
     CHECK(fr.mutate(L, [](auto& f) { tmtest::hdr_of(f)->flags |= 0x02; }) == R::BadFlags); // LAST+ACK
     CHECK(fr.mutate(L, [](auto& f) { tmtest::hdr_of(f)->pay_len = RTE_BE16(299); }) == R::PayLenMismatch);

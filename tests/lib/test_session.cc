@@ -1708,6 +1708,155 @@ TEST_CASE("ARP: an unsolicited ARP moves no session's peer; the acceptor believe
     }
 }
 
+TEST_CASE("data version: 2 taken by default, both ends derive the same per-direction keys; 1 only where allowed, "
+          "or between ends of one process (issue 35)", "[session]") {
+    Net net;
+    SECTION("both speak 2") {
+        Node a(net, "A", kMacA, kIpA);
+        Node b(net, "B", kMacB, kIpB);
+        Acceptor acc;
+        listen(b, acc);
+        auto [sa, sb] = establish(a, b);
+        CHECK(sa->params.version == kVersion2);
+        CHECK(sb->params.version == kVersion2);
+        CHECK(acc.proposed.version == kVersion2);
+        REQUIRE(sa->link != nullptr);
+        REQUIRE(sb->link != nullptr);
+        CHECK(sa->link->data_version == kVersion2);
+        CHECK(sb->link->data_version == kVersion2);
+        // What A tags, B verifies, and the other way round; the two
+        // directions differ, and neither is the secret.
+        CHECK(sa->link->tx_data_key == sb->link->rx_data_key);
+        CHECK(sb->link->tx_data_key == sa->link->rx_data_key);
+        CHECK_FALSE(sa->link->tx_data_key == sa->link->rx_data_key);
+        CHECK_FALSE(sa->link->tx_data_key == kK);
+        CHECK_FALSE(sa->link->tx_data_key == SipKey{});
+        // The ACCEPT carried B's key nonce; the CONNECTs none.
+        for (const Pkt& p : a.all(SessionType::Connect))
+            CHECK(be16(p.bytes, kB + 64) == 2);
+        const Pkt acc_pkt = b.all(SessionType::Accept).at(0);
+        CHECK(be16(acc_pkt.bytes, kB + 64) == 2);
+        CHECK(be64(acc_pkt.bytes, kB + 72) == sb->key_nonce);
+        CHECK(sb->key_nonce != 0);
+        // Another incarnation (A restarted): other keys.
+        const SipKey old_key = sa->link->tx_data_key;
+        a.up = false;
+        Node a2(net, "A'", kMacA, kIpA);
+        Session* s2 = connect(a2);
+        net.flush();
+        REQUIRE(s2->state == SessionState::Established);
+        CHECK(s2->link->data_version == kVersion2);
+        CHECK_FALSE(s2->link->tx_data_key == old_key);
+        Session* b2 = accepted(b, *s2);
+        REQUIRE(b2 != nullptr);
+        CHECK(b2->link->rx_data_key == s2->link->tx_data_key);
+    }
+    SECTION("a connector that offers 1, an acceptor that needs 2: refused, naming the version") {
+        Node a(net, "A", kMacA, kIpA, [](SessionTable::Config& c) { c.max_version = kVersion; });
+        Node b(net, "B", kMacB, kIpB);
+        Acceptor acc;
+        listen(b, acc);
+        Session* sa = connect(a);
+        net.flush();
+        CHECK(sa->state == SessionState::Ended);
+        CHECK(sa->end == SessionEnd::Refused);
+        CHECK(sa->refuse == RefuseReason::Version);
+        CHECK(sa->refuse_expected == kVersion2);
+        CHECK(sa->refuse_got == kVersion);
+        CHECK(acc.calls == 0);
+        CHECK(b.t->sessions().empty());
+    }
+    SECTION("an acceptor that allows 1 (--insecure) takes it from a connector that offers 1") {
+        Node a(net, "A", kMacA, kIpA, [](SessionTable::Config& c) { c.max_version = c.min_version = kVersion; });
+        Node b(net, "B", kMacB, kIpB, [](SessionTable::Config& c) { c.min_version = kVersion; });
+        Acceptor acc;
+        listen(b, acc);
+        auto [sa, sb] = establish(a, b);
+        CHECK(sa->link->data_version == kVersion);
+        CHECK(sb->link->data_version == kVersion);
+    }
+    SECTION("--data-auth: asked for by the connector, or required by the acceptor, the session's; hash keys "
+            "per direction") {
+        const bool by_connector = GENERATE(true, false);
+        Node a(net, "A", kMacA, kIpA, [&](SessionTable::Config& c) { c.data_auth = by_connector; });
+        Node b(net, "B", kMacB, kIpB, [&](SessionTable::Config& c) { c.data_auth = !by_connector; });
+        Acceptor acc;
+        listen(b, acc);
+        auto [sa, sb] = establish(a, b);
+        CHECK(sa->params.data_auth);
+        CHECK(sb->params.data_auth);
+        REQUIRE(sa->link != nullptr);
+        REQUIRE(sb->link != nullptr);
+        CHECK(sa->link->data_auth);
+        CHECK(sb->link->data_auth);
+        CHECK(memcmp(sa->link->tx_auth_h, sb->link->rx_auth_h, 16) == 0);
+        CHECK(memcmp(sb->link->tx_auth_h, sa->link->rx_auth_h, 16) == 0);
+        CHECK(memcmp(sa->link->tx_auth_h, sa->link->rx_auth_h, 16) != 0);
+        CHECK(memcmp(sa->link->tx_auth_h, &sa->link->tx_data_key, 16) != 0); // not the tag's key
+        for (const Pkt& p : a.all(SessionType::Connect))
+            CHECK(be16(p.bytes, kB + 66) == (by_connector ? kDataAuth : 0));
+        CHECK(be16(b.all(SessionType::Accept).at(0).bytes, kB + 66) == kDataAuth);
+    }
+    SECTION("--data-auth off at both ends: none, and no hash keys") {
+        Node a(net, "A", kMacA, kIpA);
+        Node b(net, "B", kMacB, kIpB);
+        Acceptor acc;
+        listen(b, acc);
+        auto [sa, sb] = establish(a, b);
+        CHECK_FALSE(sa->link->data_auth);
+        CHECK_FALSE(sb->link->data_auth);
+        CHECK(be16(b.all(SessionType::Accept).at(0).bytes, kB + 66) == 0);
+    }
+    SECTION("a connector that asked for --data-auth refuses an ACCEPT without it (signed, as from an acceptor "
+            "that would not)") {
+        Node a(net, "A", kMacA, kIpA, [](SessionTable::Config& c) { c.data_auth = true; });
+        Node b(net, "B", kMacB, kIpB);
+        Acceptor acc;
+        listen(b, acc);
+        net.fate = [](const Node&, const Pkt& p) { return p.is(SessionType::Accept) ? Fate::Hold : Fate::Deliver; };
+        Session* sa = connect(a);
+        net.flush();
+        REQUIRE(net.held.size() == 1);
+        std::vector<uint8_t> f = net.held[0].bytes;
+        f[kB + 66] = 0;
+        f[kB + 67] = 0; // data_flags: none
+        net.fate = {};
+        net.inject(a, resign(f, kK));
+        CHECK(sa->state == SessionState::Ended);
+        CHECK(sa->end == SessionEnd::BadAccept);
+        CHECK(sa->refuse == RefuseReason::Version);
+        CHECK(sa->refuse_expected == kDataAuth);
+        CHECK(sa->refuse_got == 0);
+    }
+    SECTION("an acceptor that requires --data-auth refuses a connector that offers version 1 only") {
+        Node a(net, "A", kMacA, kIpA, [](SessionTable::Config& c) { c.max_version = c.min_version = kVersion; });
+        Node b(net, "B", kMacB, kIpB, [](SessionTable::Config& c) {
+            c.min_version = kVersion;
+            c.data_auth = true;
+        });
+        Acceptor acc;
+        listen(b, acc);
+        Session* sa = connect(a);
+        net.flush();
+        CHECK(sa->state == SessionState::Ended);
+        CHECK(sa->refuse == RefuseReason::Version);
+        CHECK(sa->refuse_expected == kVersion2);
+        CHECK(acc.calls == 0);
+    }
+    SECTION("two ends of one process: 1, their frames never leave it") {
+        Node l(net, "L", kMacA, kIpA, [](SessionTable::Config& c) { c.rx_mac = kMacL; });
+        Acceptor acc;
+        listen(l, acc);
+        Session* c = l.t->connect(kEpA, kService, kK, proposal(), kBaseA, nullptr, net.now);
+        net.flush();
+        REQUIRE(c->state == SessionState::Established);
+        Session* s = accepted(l, *c);
+        REQUIRE(s != nullptr);
+        CHECK(c->link->data_version == kVersion);
+        CHECK(s->link->data_version == kVersion);
+    }
+}
+
 // 12 --------------------------------------------------------------------------
 
 TEST_CASE("loopback: a table connects to its own endpoint; both halves know the peer is local", "[session]") {

@@ -57,7 +57,7 @@ rte_mbuf* build_one(const TxMarker& tx, MbufStash& stash, const TxFlow& flow, st
     m.msg_id = msg_id;
     m.bytes = data;
     REQUIRE(tx.prepare_streamed(flow, m));
-    REQUIRE(tx.one_packet(m));
+    REQUIRE(tx.one_packet(flow, m));
     rte_mbuf* out[1];
     stash.open(1);
     if (one != nullptr)
@@ -587,8 +587,8 @@ TEST_CASE("build_one: a one-packet message as build makes it", "[tx]") {
                 REQUIRE(tx->prepare_streamed(flow, b));
                 // Short messages are checksummed by prepare_streamed; longer ones
                 // stream the CRC into the copy, which build_one does not do.
-                CHECK(tx->one_packet(a) == (len < TxMarker::kStreamMin));
-                if (!tx->one_packet(a))
+                CHECK(tx->one_packet(flow, a) == (len < TxMarker::kStreamMin));
+                if (!tx->one_packet(flow, a))
                     continue;
                 rte_mbuf* pa[1];
                 rte_mbuf* pb[1];
@@ -625,7 +625,7 @@ TEST_CASE("build_one: a one-packet message as build makes it", "[tx]") {
     m.bytes = two;
     REQUIRE(plain.prepare_streamed(flow, m));
     CHECK(m.plan.pkt_count == 2);
-    CHECK_FALSE(plain.one_packet(m));
+    CHECK_FALSE(plain.one_packet(flow, m));
     CHECK(pool.avail() == 8191);
 }
 
