@@ -25,6 +25,7 @@ tm_veth_pair "$NA" "$NB" || { tm_fail "namespace/veth set-up"; tm_finish; }
 IP_A=198.18.0.1
 IP_B=198.18.0.2
 MTU=1500
+TM_DATA_VERSION=2 # every session here is between two processes: tagged data (tm_pkts)
 VDEV_A="--vdev=net_af_xdp0,iface=vethA,start_queue=0,queue_count=1"
 VDEV_B="--vdev=net_af_xdp0,iface=vethB,start_queue=0,queue_count=1"
 
