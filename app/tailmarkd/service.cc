@@ -1584,6 +1584,8 @@ void Service::wake(uint64_t now) {
             const uint8_t one = 1;
             if (write(a.wake_fd, &one, 1) == 1)
                 __atomic_store_n(&a.bell->wakes, a.bell->wakes + 1, __ATOMIC_RELAXED);
+            else if (errno == EPIPE) // its reader is gone (SIGPIPE is ignored: signals.cc)
+                bump(ctl_.wake_closed);
             else
                 bump(ctl_.wake_full);
         }

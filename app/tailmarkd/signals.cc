@@ -33,7 +33,16 @@ bool install_signal_handlers() {
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = 0; // no SA_RESTART: blocking calls return EINTR
-    return sigaction(SIGINT, &sa, nullptr) == 0 && sigaction(SIGTERM, &sa, nullptr) == 0;
+    // A write into a pipe or socket whose reader is gone (an application
+    // killed, or one that closed its end of the wake pipe on purpose) is
+    // EPIPE, said where it happens: never a signal that ends the daemon and
+    // every application on the host with it.
+    struct sigaction ign;
+    memset(&ign, 0, sizeof(ign));
+    ign.sa_handler = SIG_IGN;
+    sigemptyset(&ign.sa_mask);
+    return sigaction(SIGINT, &sa, nullptr) == 0 && sigaction(SIGTERM, &sa, nullptr) == 0 &&
+           sigaction(SIGPIPE, &ign, nullptr) == 0;
 }
 
 } // namespace tailmark::app

@@ -26,11 +26,12 @@ struct SvcCounters {
     uint64_t refused_hello = 0;   // HELLOs refused: another ABI, no arena, an unsealed or too large arena, ...
     uint64_t hello_timeouts = 0;  // connections closed for saying no HELLO within 3 s
     uint64_t wake_full = 0;       // wake-ups not written: the app's wake pipe was full (never blocks)
+    uint64_t wake_closed = 0;     // wake-ups not written: the app closed its end of the pipe (EPIPE)
 };
 
 // Every counter with its name, in the order they are reported: the one list
 // the sums, the summary and telemetry walk.
-inline constexpr std::array<std::pair<const char*, uint64_t SvcCounters::*>, 15> kSvcCounterFields{{
+inline constexpr std::array<std::pair<const char*, uint64_t SvcCounters::*>, 16> kSvcCounterFields{{
     {"taken", &SvcCounters::taken},
     {"invalid", &SvcCounters::invalid},
     {"delivered", &SvcCounters::delivered},
@@ -46,6 +47,7 @@ inline constexpr std::array<std::pair<const char*, uint64_t SvcCounters::*>, 15>
     {"refused_hello", &SvcCounters::refused_hello},
     {"hello_timeouts", &SvcCounters::hello_timeouts},
     {"wake_full", &SvcCounters::wake_full},
+    {"wake_closed", &SvcCounters::wake_closed},
 }};
 
 } // namespace tailmark::app

@@ -254,6 +254,31 @@ def cmd_wake(path, port, rounds):
     app.ch.close()
 
 
+def cmd_wake_closed(path, port, rounds):
+    """The application closes its end of the wake pipe, then asks to be
+    woken: the daemon's write finds no reader (EPIPE; before the fix, a
+    SIGPIPE that ended the daemon). Each sleep is still answered."""
+    app = App(path, b"wake-closed")
+    os.close(app.wake_fd)
+    ok("closed our end of the wake fd")
+    expect(app.listen(port)[0] == OK, "LISTEN %d" % port)
+    c = app.connect(port)
+    if not expect(c is not None and c[0] == CONNECTED, "CONNECTED to ourselves"):
+        return
+    app.arena[0:64] = b"c" * 64
+    submit(app, c, 0, 64, 1)
+    woken = 0
+    for _ in range(rounds):
+        struct.pack_into("<I", app.control, 0, 1)  # asleep
+        t = time.monotonic() + 5
+        while app.sleeping() != 0 and time.monotonic() < t:
+            time.sleep(0.001)
+        woken += app.sleeping() == 0
+    expect(woken == rounds, "the daemon answered %d of %d sleeps (swapped `sleeping` to 0)" % (woken, rounds))
+    expect(app.wakes() == 0, "none of its wake-ups could be written (wakes %d)" % app.wakes())
+    app.ch.close()
+
+
 def cmd_hello_fds(path):
     ch = Chan(path)
     r, w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
@@ -426,6 +451,8 @@ def main():
         cmd_seals(a[1], int(a[2]))
     elif cmd == "wake":
         cmd_wake(a[1], int(a[2]), int(a[3]))
+    elif cmd == "wake-closed":
+        cmd_wake_closed(a[1], int(a[2]), int(a[3]))
     elif cmd == "hello-fds":
         cmd_hello_fds(a[1])
     elif cmd == "nohello":

@@ -14,6 +14,8 @@
 #  2. the wake fd made blocking and filled (a second write end through
 #     /proc, or an eventfd's counter at its maximum), then 5 wake-ups
 #     asked for: each answered, none written (wake_full 5), no stall.
+#  2b. the wake pipe's read end closed, then 3 wake-ups asked for: each
+#     answered, none written (wake_closed 3), the daemon alive (no SIGPIPE).
 #  3. HELLO with a full pipe as its wake fd (ABI 1's way): EINVAL; an ABI 1
 #     HELLO: EPROTO.
 #  4. a connection that never says HELLO: ERROR ETIMEDOUT and closed 3 s
@@ -156,6 +158,12 @@ if only A; then
         tm_fail "the wake fd attack"
     alive a "$PA" "its wake fd was filled"
     genuine a2 "$SA" 7102 $N
+    # 2b. The wake pipe's read end closed: the daemon's write is EPIPE, not
+    # a SIGPIPE that ends it (the service suite's killed receivers hit it).
+    hostile wake-closed wake-closed "$SA" 7012 3 && tm_log "ok: a closed wake pipe ends nothing" ||
+        tm_fail "the closed wake pipe"
+    alive a "$PA" "its wake pipe was closed"
+    genuine a2b "$SA" 7112 $N
 
     # 3. ABI 1's HELLO, and a full pipe as the wake fd.
     hostile hello-fds hello-fds "$SA" && tm_log "ok: HELLO takes no wake fd from the application" ||
@@ -198,15 +206,16 @@ if only A; then
 
     # 7. The summary.
     stop a "$PA"
-    # attached: seals 1, wake 1, arena1g 1, steal 2, and the genuine runs.
+    # attached: seals 1, wake 1, wake-closed 1, arena1g 1, steal 2, and the genuine runs.
     # refused_hello: hello-fds 2, arena64g 1, unsealed 1, short 1.
-    # taken: the genuine messages and wake's one (never released: failed).
-    tm_check a "d['service']['attached'] == 5 + 6" "d['service']['refused_hello'] == 5" \
+    # taken: the genuine messages and wake's and wake-closed's one each (never released: failed).
+    tm_check a "d['service']['attached'] == 6 + 7" "d['service']['refused_hello'] == 5" \
         "d['service']['hello_timeouts'] == 1" "d['service']['wake_full'] == 5" \
+        "d['service']['wake_closed'] == 3" \
         "d['service']['refused_peer'] == 0" "d['service']['refused_pending'] == 0" \
         "d['service']['refused_apps'] == 0" "d['service']['copied'] == 0" \
-        "d['service']['taken'] == $GENUINE + 1" "d['service']['delivered'] == $GENUINE" \
-        "d['service']['failed'] == 1" "d['service']['invalid'] == 0" &&
+        "d['service']['taken'] == $GENUINE + 2" "d['service']['delivered'] == $GENUINE" \
+        "d['service']['failed'] == 2" "d['service']['invalid'] == 0" &&
         tm_log "ok: daemon A's summary: exactly the refusals above, $GENUINE genuine messages delivered"
     if [ "$(grep -c "service: zero copy from the applications' arenas" "$TM_WORK/a.err")" -eq 1 ]; then
         tm_log "ok: zero copy said once: $(grep -o "zero copy from .*" "$TM_WORK/a.err")"
