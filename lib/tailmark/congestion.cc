@@ -135,6 +135,7 @@ void Congestion::open_window(uint64_t now) {
 }
 
 CcEvent Congestion::on_rtt(uint64_t now, uint64_t rtt, uint64_t sent) {
+    const uint64_t gap = srtt_ == 0 ? 0 : now - sample_tsc_;
     if (srtt_ == 0) { // the first sample opens the first interval
         win_start_ = now;
         win_delivered_ = delivered_;
@@ -165,6 +166,19 @@ CcEvent Congestion::on_rtt(uint64_t now, uint64_t rtt, uint64_t sent) {
     // target, not at the interval's end: the rate doubled an interval ago
     // and the queue grows by the whole excess until the cut. Back to the
     // rate before that doubling, which the path was still carrying.
+    // A sample 8 targets over the base RTT with the feedback flowing (no
+    // time slice to explain it): the queue is near what a shallow bottleneck
+    // holds (tbf's 2 ms plus its burst at 100 Mbit/s: ~7 ms), and waiting for
+    // the interval's end lets it overflow onto everyone's packets. Cut at
+    // once, by the most one decrease takes, at most once per smoothed RTT.
+    // (The 64 B session behind a bulk one, tests/integration/congestion.sh
+    // case 4: p99 2.35-2.73 ms and nothing dropped, against 3.7-4.9 ms and
+    // 125 drops waiting; 100 Mbit/s goodput 85-92% against 92%.)
+    if (!slow_start_ && gap <= stall_ && rtt > base_rtt() + 8 * target_ && now - cut_tsc_ > srtt_) {
+        cut_to(now, rate_ * (1 - cfg_.max_md));
+        open_window(now);
+        return CcEvent::Decrease;
+    }
     if (slow_start_ && rtt > base_rtt() + target_ / 2) {
         cut_to(now, rate_ / 2);
         open_window(now);

@@ -318,3 +318,15 @@ TEST_CASE("control law: the burst of late echoes a waking receiver sends is not 
     CHECK_FALSE(p.cut);
     CHECK(cc.rate_bps() > before);
 }
+
+TEST_CASE("control law: one sample of a queue near overflow, the feedback flowing, cuts at once", "[congestion]") {
+    Steady st;
+    Congestion& cc = st.cc;
+    Path& p = st.p;
+    // Mid-interval (the last one closed at 8 ms), 100 us after the previous
+    // echo: a 4.5 ms RTT, 9 targets over the base. No waiting for the end.
+    CHECK(cc.on_rtt(p.t + 90 * kUs, 4500 * kUs, p.t - 4410 * kUs) == CcEvent::Decrease);
+    CHECK(cc.rate_bps() <= st.before * 0.5 + 1);
+    // The next such sample, within the smoothed RTT of that cut: not again.
+    CHECK(cc.on_rtt(p.t + 150 * kUs, 4500 * kUs, p.t - 4350 * kUs) == CcEvent::None);
+}
