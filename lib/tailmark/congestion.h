@@ -33,7 +33,8 @@
 // receiver descheduled for a time slice delays some samples; a standing
 // queue delays all of them. An interval whose feedback stopped for over
 // 1 ms counts that gap off its smallest sample: every sample of it may be
-// late by the slice, with no queue behind it. An interval decides only on samples that
+// late by the slice, with no queue behind it. One sample 8 targets over the
+// base, the feedback flowing, cuts at once (a shallow queue near overflow). An interval decides only on samples that
 // arrived over at least 100 us: a peer descheduled for a time slice answers
 // on waking with one burst of late samples, and its next ACK is on time.
 // Samples of packets sent before the last decrease are left out: they show
