@@ -15,6 +15,7 @@
 #include "tailmark/control.h"
 #include "tailmark/crc32c.h"
 #include "tailmark/data_tag.h"
+#include "tailmark/mbuf_pieces.h"
 #include "tailmark/stream_copy.h"
 
 // The rx path's stages (bench.sh --stages): inline, as one function, in a
@@ -287,24 +288,6 @@ static inline uint32_t find_bit(const uint64_t* bits, uint32_t i, uint32_t end, 
     return end;
 }
 
-// Walks the payload [off, off + len) of a (possibly chained) mbuf, one
-// contiguous piece at a time.
-template <class Piece>
-static inline void for_each_piece(const rte_mbuf* m, uint32_t off, uint32_t len, Piece piece) {
-    while (off >= m->data_len) {
-        off -= m->data_len;
-        m = m->next;
-    }
-    while (len > 0) {
-        uint32_t n = m->data_len - off;
-        if (n > len)
-            n = len;
-        piece(rte_pktmbuf_mtod_offset(m, const uint8_t*, off), n);
-        len -= n;
-        off = 0;
-        m = m->next;
-    }
-}
 
 // Copies the payload into the region.
 static inline void copy_payload(uint8_t* dst, const rte_mbuf* m, uint32_t off, uint32_t len) {

@@ -376,7 +376,7 @@ void SessionTable::on_arp(rte_mbuf* m, uint64_t now) {
         ctr_.arp_refused++;
         if (l == ArpResolver::Learn::Refused)
             TM_LOG(WARNING, lib, "ARP: %u.%u.%u.%u claims a new MAC; not believed (sessions keep theirs; the next "
-               "session to it resolves it again)", a.spa >> 24, (a.spa >> 16) & 255, (a.spa >> 8) & 255, a.spa & 255);
+               "session to it resolves it again)", a.spa >> 24, (a.spa >> 16) & 255, (a.spa >> 8) & 255, a.spa & 255); // control thread, once per address: never per packet
     };
     switch (v) {
     case ArpVerdict::Request:

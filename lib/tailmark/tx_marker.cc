@@ -9,6 +9,7 @@
 #include <rte_udp.h>
 
 #include "tailmark/data_tag.h"
+#include "tailmark/mbuf_pieces.h"
 
 #include "tailmark/crc32c.h"
 
@@ -219,20 +220,7 @@ inline void sign_data(const TxFlow& flow, uint8_t* hdr, const void* trailer, con
     }
     Polyval h;
     h.init();
-    while (off >= m->data_len) {
-        off -= m->data_len;
-        m = m->next;
-    }
-    while (len > 0) {
-        uint32_t n = m->data_len - off;
-        if (n > len)
-            n = len;
-        h.update(flow.auth_key, rte_pktmbuf_mtod_offset(m, const uint8_t*, off), n);
-        len -= n;
-        off = 0;
-        if (len > 0)
-            m = m->next;
-    }
+    for_each_piece(m, off, len, [&](const uint8_t* src, uint32_t n) { h.update(flow.auth_key, src, n); });
     uint64_t poly[2];
     h.final(flow.auth_key, poly);
     put_tag(hdr + kHeaderLen, data_tag(flow.tag_key, hdr, trailer, poly));
