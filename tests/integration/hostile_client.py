@@ -213,6 +213,28 @@ def cmd_seals(path, port):
     app.ch.close()
 
 
+def sleep_rounds(app, port, rounds):
+    """Something for the daemon to wake us for (a message of ours placed in
+    our own receive ring, never released), then `rounds` sleeps: each must
+    be answered (`sleeping` swapped to 0), none of the wake-ups written."""
+    expect(app.listen(port)[0] == OK, "LISTEN %d" % port)
+    c = app.connect(port)
+    if not expect(c is not None and c[0] == CONNECTED, "CONNECTED to ourselves"):
+        return
+    app.arena[0:64] = b"w" * 64
+    submit(app, c, 0, 64, 1)
+    woken = 0
+    for _ in range(rounds):
+        struct.pack_into("<I", app.control, 0, 1)  # asleep
+        t = time.monotonic() + 5
+        while app.sleeping() != 0 and time.monotonic() < t:
+            time.sleep(0.001)
+        woken += app.sleeping() == 0
+    expect(woken == rounds, "the daemon answered %d of %d sleeps (swapped `sleeping` to 0)" % (woken, rounds))
+    expect(app.wakes() == 0, "none of its wake-ups could be written (wakes %d)" % app.wakes())
+    app.ch.close()
+
+
 def cmd_wake(path, port, rounds):
     app = App(path, b"wake")
     fd = app.wake_fd
@@ -234,24 +256,7 @@ def cmd_wake(path, port, rounds):
     else:
         os.write(fd, struct.pack("<Q", 0xFFFFFFFFFFFFFFFE))
         ok("the wake eventfd's counter is at its maximum")
-    # Something for the daemon to wake us for: a message of ours placed in
-    # our own receive ring, never released.
-    expect(app.listen(port)[0] == OK, "LISTEN %d" % port)
-    c = app.connect(port)
-    if not expect(c is not None and c[0] == CONNECTED, "CONNECTED to ourselves"):
-        return
-    app.arena[0:64] = b"w" * 64
-    submit(app, c, 0, 64, 1)
-    woken = 0
-    for _ in range(rounds):
-        struct.pack_into("<I", app.control, 0, 1)  # asleep
-        t = time.monotonic() + 5
-        while app.sleeping() != 0 and time.monotonic() < t:
-            time.sleep(0.001)
-        woken += app.sleeping() == 0
-    expect(woken == rounds, "the daemon answered %d of %d sleeps (swapped `sleeping` to 0)" % (woken, rounds))
-    expect(app.wakes() == 0, "none of its wake-ups could be written (wakes %d)" % app.wakes())
-    app.ch.close()
+    sleep_rounds(app, port, rounds)
 
 
 def cmd_wake_closed(path, port, rounds):
@@ -261,22 +266,7 @@ def cmd_wake_closed(path, port, rounds):
     app = App(path, b"wake-closed")
     os.close(app.wake_fd)
     ok("closed our end of the wake fd")
-    expect(app.listen(port)[0] == OK, "LISTEN %d" % port)
-    c = app.connect(port)
-    if not expect(c is not None and c[0] == CONNECTED, "CONNECTED to ourselves"):
-        return
-    app.arena[0:64] = b"c" * 64
-    submit(app, c, 0, 64, 1)
-    woken = 0
-    for _ in range(rounds):
-        struct.pack_into("<I", app.control, 0, 1)  # asleep
-        t = time.monotonic() + 5
-        while app.sleeping() != 0 and time.monotonic() < t:
-            time.sleep(0.001)
-        woken += app.sleeping() == 0
-    expect(woken == rounds, "the daemon answered %d of %d sleeps (swapped `sleeping` to 0)" % (woken, rounds))
-    expect(app.wakes() == 0, "none of its wake-ups could be written (wakes %d)" % app.wakes())
-    app.ch.close()
+    sleep_rounds(app, port, rounds)
 
 
 def cmd_hello_fds(path):
