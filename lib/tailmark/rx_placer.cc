@@ -376,30 +376,6 @@ static inline void prefetch_next_payload(uint8_t* region, uint64_t region_size, 
     lines_for_writing(region + from, to - from);
 }
 
-// Version 2: the packet's tag under `key`, over its header and (LAST) its
-// trailer as they were on the wire (encode() is decode()'s exact inverse),
-// and with --data-auth (`auth` not null) over the payload's POLYVAL: the
-// whole packet is checked before a byte of it is placed.
-static inline bool tag_ok(const SipKey& key, const PolyvalKey* auth, const ParsedPacket& p, const rte_mbuf* m) {
-    WireHeader wh;
-    encode(p.hdr, &wh);
-    WireTrailer wt;
-    const void* trailer = nullptr;
-    if (p.is_last()) {
-        encode(p.trailer, &wt);
-        trailer = &wt;
-    }
-    if (auth == nullptr)
-        return mac_equal(data_tag(key, &wh, trailer), p.tag);
-    Polyval h;
-    h.init();
-    for_each_piece(m, p.payload_off, p.hdr.pay_len,
-                   [&](const uint8_t* src, uint32_t n) { h.update(*auth, src, n); });
-    uint64_t poly[2];
-    h.final(*auth, poly);
-    return mac_equal(data_tag(key, &wh, trailer, poly), p.tag);
-}
-
 // Not data for a placer: control packets (their owners take them) and ARP.
 static inline bool routed(DropReason r, const ParsedPacket& p, const rte_mbuf* m) {
     if (r == DropReason::None)
@@ -418,10 +394,10 @@ static inline bool authentic_arrival(const FlowAuth& a, const ParsedPacket& p, c
     if (v == kVersion)
         return true;
     if (!a.data_auth)
-        return tag_ok(a.key, nullptr, p, m);
+        return data_tag_ok(a.key, nullptr, p, m);
     PolyvalKey k; // only when the flow's arrival moves: its first packet on another lcore
     polyval_key(k, a.auth_h);
-    return tag_ok(a.key, &k, p, m);
+    return data_tag_ok(a.key, &k, p, m);
 }
 
 template <CompletionMode kMode>
@@ -681,7 +657,7 @@ DropReason RxPlacer::place(FlowRx& f, const rte_mbuf* m, const ParsedPacket& p, 
     // format.md: a packet whose tag does not verify places nothing).
     if (unlikely(h.version != f.version))
         return DropReason::BadVersion;
-    if (f.version == kVersion2 && !tag_ok(f.tag_key, f.data_auth ? &f.auth_key : nullptr, p, m))
+    if (f.version == kVersion2 && !data_tag_ok(f.tag_key, f.data_auth ? &f.auth_key : nullptr, p, m))
         return DropReason::DataBadTag;
     DropReason r = check_geometry(f, p);
     if (r != DropReason::None)
