@@ -1,8 +1,8 @@
 // tailmark-cat: netcat for tailmark, through a running `tailmarkd --mode
 // service`, on libtailmark-client's C++ header only.
 //
-//   tailmark-cat [--socket PATH] --listen [PORT] > FILE
-//   tailmark-cat [--socket PATH] --connect IP[:PORT] < FILE
+//   tailmark-cat [--socket PATH | --instance NAME] --listen [PORT] > FILE
+//   tailmark-cat [--socket PATH | --instance NAME] --connect IP[:PORT] < FILE
 //
 // The stream goes message by message (--msg-size bytes each, the last one
 // shorter); a 0-byte message marks its end. The sender exits 0 once every
@@ -42,8 +42,8 @@ constexpr int kEndWaitMs = 10000; // receiver: the sender's close after the end 
 enum Exit { kOk = 0, kFailed = 1, kUsage = 2 };
 
 const char kUsageText[] =
-    "usage: tailmark-cat [--socket PATH] --listen [PORT] > FILE\n"
-    "       tailmark-cat [--socket PATH] --connect IP[:PORT] < FILE\n"
+    "usage: tailmark-cat [--socket PATH | --instance NAME] --listen [PORT] > FILE\n"
+    "       tailmark-cat [--socket PATH | --instance NAME] --connect IP[:PORT] < FILE\n"
     "\n"
     "Sends stdin to, or receives stdout from, another tailmark-cat through a running\n"
     "`tailmarkd --mode service` (its Unix socket: --socket, else $TAILMARK_SOCKET,\n"
@@ -52,6 +52,7 @@ const char kUsageText[] =
     "  --listen [PORT]     accept one session on PORT (default 7000), write its stream to stdout\n"
     "  --connect IP[:PORT] open a session to IP's listener on PORT (default 7000), send stdin\n"
     "  --socket PATH       the daemon's socket\n"
+    "  --instance NAME     the systemd instance tailmarkd@NAME: /run/tailmark/NAME.sock\n"
     "  --msg-size N        bytes per message, suffixes K, M (default 1M; receiver: the largest accepted)\n"
     "  --flows N           flows of the session, messages striped over them (default 1;\n"
     "                      receiver: the most accepted)\n"
@@ -169,6 +170,11 @@ Options parse(int argc, char** argv) {
             o.socket = std::string(value());
             if (o.socket.empty())
                 die(kUsage, "--socket: an empty path");
+        } else if (a == "--instance") {
+            const std::string_view v = value();
+            if (v.empty() || v.find('/') != std::string_view::npos)
+                die(kUsage, "--instance: '%.*s' is not an instance name", static_cast<int>(v.size()), v.data());
+            o.socket = "/run/tailmark/" + std::string(v) + ".sock";
         } else if (a == "--msg-size") {
             const std::string_view v = value();
             const auto s = parse_size(v);

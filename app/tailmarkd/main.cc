@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <rte_eal.h>
+#include <rte_log.h>
 #include <rte_errno.h>
 #include <rte_pdump.h>
 
@@ -109,6 +110,10 @@ int main(int argc, char** argv) {
     eal_argv.insert(eal_argv.end(), argv + 1, argv + dash);
     const int eal_argc = static_cast<int>(eal_argv.size());
     eal_argv.push_back(nullptr);
+    // DPDK's default log stream writes each line to stderr and to syslog:
+    // under systemd the journal took both, every line twice. stderr alone
+    // (journald, a terminal or a test's log file reads it).
+    rte_openlog_stream(stderr);
     if (rte_eal_init(eal_argc, eal_argv.data()) < 0) {
         fprintf(stderr, "tailmarkd: EAL initialisation failed: %s\n", rte_strerror(rte_errno));
         return 1;

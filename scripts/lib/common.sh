@@ -18,7 +18,7 @@ TM_PACKAGES_RUN=(dpdk libdpdk-dev libnuma-dev meson ninja-build pkg-config g++ p
 TM_PACKAGES_TEST=(dpdk-dev catch2 iproute2 nftables procps tmux tshark valgrind
                   clang libclang-rt-14-dev llvm-14)
 TM_PACKAGES_TORCH=(python3-dev python3-torch libtorch-dev pybind11-dev)
-TM_PACKAGES_PKG=(dpkg-dev fakeroot)
+TM_PACKAGES_PKG=(dpkg-dev fakeroot systemd systemd-container)
 # Every set (what scripts/test.sh wants).
 TM_PACKAGES=("${TM_PACKAGES_RUN[@]}" "${TM_PACKAGES_TEST[@]}" "${TM_PACKAGES_TORCH[@]}" "${TM_PACKAGES_PKG[@]}")
 
