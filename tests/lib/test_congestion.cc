@@ -181,6 +181,24 @@ TEST_CASE("control law: additive increase per ms, only while the rate limits; lo
     CHECK(cc.rate_bps() == Approx(r * 0.85));
 }
 
+TEST_CASE("control law: the flows of a session that time out together cut once", "[congestion]") {
+    CongestionConfig cfg = config();
+    Congestion cc = started(cfg);
+    cc.on_rtt(1, 100 * kUs);
+    cc.sent(1 + 1000 * kUs, 100);
+    // Silent for an RTO: the first flow's timer cuts.
+    CHECK(cc.on_timeout(1 + 6000 * kUs, 5000 * kUs));
+    CHECK(cc.rate_bps() == 100e6);
+    // The session's three other flows expire in the same stall: no more.
+    for (uint64_t f = 1; f < 4; f++)
+        CHECK_FALSE(cc.on_timeout(1 + 6000 * kUs + f * 10 * kUs, 5000 * kUs));
+    CHECK(cc.rate_bps() == 100e6);
+    // Still silent an RTO after the cut: the next halving.
+    CHECK_FALSE(cc.on_timeout(1 + 10999 * kUs, 5000 * kUs));
+    CHECK(cc.on_timeout(1 + 11000 * kUs, 5000 * kUs));
+    CHECK(cc.rate_bps() == 50e6);
+}
+
 TEST_CASE("control law: one cut takes at most half, the rate stays within [min, max]", "[congestion]") {
     CongestionConfig cfg = config();
     cfg.max_bps = 300e6;
@@ -329,4 +347,26 @@ TEST_CASE("control law: one sample of a queue near overflow, the feedback flowin
     CHECK(cc.rate_bps() <= st.before * 0.5 + 1);
     // The next such sample, within the smoothed RTT of that cut: not again.
     CHECK(cc.on_rtt(p.t + 150 * kUs, 4500 * kUs, p.t - 4350 * kUs) == CcEvent::None);
+}
+
+TEST_CASE("control law: the ACKs of every flow after a silence are not a queue near overflow", "[congestion]") {
+    Steady st;
+    Congestion& cc = st.cc;
+    Path& p = st.p;
+    // The receiver is descheduled for 4 ms, then answers each of a session's
+    // 4 flows at once: the first ACK ends the silence, the other three come
+    // 1 us apart, and all four echo packets that waited 4.5 ms in its rx
+    // ring. None is a queue (and the window's end counts the silence off).
+    p.run(12000 * kUs, 1, false);
+    for (uint64_t f = 0; f < 4; f++)
+        CHECK(cc.on_rtt(p.t + f * kUs, 4500 * kUs, p.t + f * kUs - 4500 * kUs) != CcEvent::Decrease);
+    CHECK(cc.rate_bps() >= st.before);
+    // A packet sent after the silence that comes back 4.5 ms late is one.
+    // (The feedback flows again: an echo every 100 us, 60 us old.)
+    const uint64_t t0 = p.t;
+    for (uint64_t t = t0 + 100 * kUs; t < t0 + 5000 * kUs; t += 100 * kUs)
+        cc.on_rtt(t, 60 * kUs, t - 60 * kUs);
+    const double r = cc.rate_bps();
+    CHECK(cc.on_rtt(t0 + 5000 * kUs, 4500 * kUs, t0 + 500 * kUs) == CcEvent::Decrease);
+    CHECK(cc.rate_bps() <= r * 0.5 + 1);
 }
