@@ -2192,9 +2192,13 @@ void Runtime::print_stats(uint64_t now) {
     const Totals t = totals();
     const double dt = double(now - last_stats_tsc_) / double(tsc_hz_);
     const double el = double(now - launch_tsc_) / double(tsc_hz_);
-    const uint64_t dmsg = (opt_.mode == Mode::Send ? t.sent - last_stats_.sent : t.completed - last_stats_.completed);
-    const uint64_t dpkt = opt_.mode == Mode::Recv ? t.pkts_rx - last_stats_.pkts_rx : t.pkts_tx - last_stats_.pkts_tx;
-    const double gbps = double(t.bytes - last_stats_.bytes) * 8 / dt / 1e9;
+    // Service mode's totals are its live flows': a session that ended takes
+    // its counts with it, and a period's difference would wrap (a line read
+    // msgs_per_s=18445782852671762432). Such a period counts nothing.
+    auto since = [](uint64_t now_v, uint64_t then_v) { return now_v > then_v ? now_v - then_v : 0; };
+    const uint64_t dmsg = opt_.mode == Mode::Send ? since(t.sent, last_stats_.sent) : since(t.completed, last_stats_.completed);
+    const uint64_t dpkt = opt_.mode == Mode::Recv ? since(t.pkts_rx, last_stats_.pkts_rx) : since(t.pkts_tx, last_stats_.pkts_tx);
+    const double gbps = double(since(t.bytes, last_stats_.bytes)) * 8 / dt / 1e9;
     printf("stats t=%.2f sent=%" PRIu64 " completed=%" PRIu64 " verified=%" PRIu64 " verify_errors=%" PRIu64
            " msgs_per_s=%.0f gbps=%.3f mpps=%.3f packets_tx=%" PRIu64 " packets_rx=%" PRIu64 " drops=%" PRIu64
            " tx_dropped=%" PRIu64,
