@@ -1497,6 +1497,20 @@ void Service::drop_app(SvcApp& app, uint64_t now, const char* why) {
         return;
     app.dead = true;
     TM_LOG(INFO, app, "service: %s %s; closing its %zu session(s)", app.label().c_str(), why, app.sessions.size());
+    // Its arena stays mapped while any message's shared info is out: the
+    // Sender holds it for retransmission, and packets in a port's tx queue,
+    // the fault shim or a local peer's rx path point into it. reap() unmaps
+    // it once every one came back (before closing: the holds are still there).
+    uint32_t held = 0;
+    for (const SvcSession* ss : app.sessions)
+        for (const SvcSendFlow* f : ss->send)
+            if (f->free_shinfo != nullptr)
+                held += f->nshinfo - rte_ring_count(f->free_shinfo);
+    if (held > 0 && app.arena.addr != nullptr) {
+        bump(ctl_.arenas_deferred);
+        TM_LOG(INFO, app, "service: %s: its arena stays mapped until %u message(s) in flight are let go",
+               app.label().c_str(), held);
+    }
     for (auto it = listeners_.begin(); it != listeners_.end();)
         if (it->second == &app) {
             rt_.sessions_->unlisten(it->first);
@@ -1551,6 +1565,10 @@ void Service::reap(uint64_t now) {
         if (a.registered && rte_extmem_unregister(a.arena.addr, a.arena.len) != 0)
             TM_LOG(WARNING, app, "service: %s: rte_extmem_unregister: %s", a.label().c_str(), rte_strerror(rte_errno));
         a.registered = false;
+        if (a.arena.addr != nullptr) { // every session's shared infos are back: no mbuf points into it
+            a.arena.reset();
+            bump(ctl_.arenas_released);
+        }
         if (a.wake_fd >= 0)
             close(a.wake_fd);
         a.wake_fd = -1;
