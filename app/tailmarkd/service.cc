@@ -937,7 +937,7 @@ void Service::on_connect(SvcApp& app, const tm_msg_connect& m, uint64_t now) {
                                                  std::to_string(o.mtu));
     if (m.ip == 0 || m.service == 0)
         return reply_error(app, req, EINVAL, "no peer address or port");
-    const int base = rt_.send_ids_.alloc(m.nflows);
+    const int base = rt_.send_ids_.alloc(m.nflows, now);
     if (base < 0)
         return reply_error(app, req, ENOSPC, "no flow ids left for " + std::to_string(m.nflows) + " flows");
     auto ss = std::make_unique<SvcSession>();
@@ -964,7 +964,7 @@ void Service::on_connect(SvcApp& app, const tm_msg_connect& m, uint64_t now) {
         memcpy(&key, m.secret, sizeof(key));
     Session* s = rt_.sessions_->connect(ss->peer, m.service, key, p, static_cast<uint16_t>(base), nullptr, now, ss.get());
     if (s == nullptr) {
-        rt_.send_ids_.release(static_cast<uint32_t>(base), m.nflows);
+        rt_.send_ids_.unuse(static_cast<uint32_t>(base), m.nflows); // no CONNECT named them
         return reply_error(app, req, ENOSPC, "the session table is full");
     }
     ss->s = s;
@@ -1071,7 +1071,7 @@ AcceptDecision Service::decide(uint16_t port, Session& s, const FlowParams& p) {
         return refuse(RefuseReason::NoRoom, o.svc_max_session_mb << 20, total);
     if (rt_.flows_.size() + p.nflows > kMaxRegistry)
         return refuse(RefuseReason::NoRoom, kMaxRegistry, rt_.flows_.size() + p.nflows);
-    const int base = rt_.recv_ids_.alloc(p.nflows);
+    const int base = rt_.recv_ids_.alloc(p.nflows, rte_rdtsc());
     if (base < 0)
         return refuse(RefuseReason::NoRoom, 65536, p.nflows);
 
@@ -1090,7 +1090,7 @@ AcceptDecision Service::decide(uint16_t port, Session& s, const FlowParams& p) {
     void* map = nullptr;
     ss->memfd = make_memfd("tailmark-recv", len, map, true);
     if (ss->memfd < 0) {
-        rt_.recv_ids_.release(static_cast<uint32_t>(base), p.nflows);
+        rt_.recv_ids_.unuse(static_cast<uint32_t>(base), p.nflows); // refused: no packet carried them
         return refuse(RefuseReason::NoRoom, 0, total);
     }
     ss->mem.addr = map;
@@ -1145,7 +1145,7 @@ AcceptDecision Service::decide(uint16_t port, Session& s, const FlowParams& p) {
             rt_.free_recv(*f);
             f->detached = true;
         }
-        rt_.recv_ids_.release(static_cast<uint32_t>(base), p.nflows);
+        rt_.recv_ids_.unuse(static_cast<uint32_t>(base), p.nflows); // refused: no packet carried them
         s.user = nullptr;
         d = AcceptDecision{};
         d.reason = RefuseReason::NoRoom;
