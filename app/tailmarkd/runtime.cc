@@ -933,6 +933,10 @@ bool Runtime::make_unconnected(SetupError& e) {
 
 bool Runtime::setup(SetupError& e) {
     tsc_hz_ = rte_get_tsc_hz();
+    // A released flow id waits out the peer timeout (and a second) before
+    // it names another flow: see flow_ids.h.
+    send_ids_.set_quarantine(tsc_hz_ * (opt_.peer_timeout_ms + 1000) / 1000);
+    recv_ids_.set_quarantine(tsc_hz_ * (opt_.peer_timeout_ms + 1000) / 1000);
     DataPlaneConfig& dp = plane_.cfg;
     dp.mode = opt_.mode;
     dp.msg_size = opt_.msg_size;
@@ -1031,7 +1035,7 @@ void Runtime::start_sessions(uint64_t now) {
         sessions_->listen(service, secret_, [this](Session& s, const FlowParams& p) { return decide(s, p); });
     if (opt_.mode == Mode::Recv)
         return;
-    const int base = send_ids_.alloc(opt_.flows);
+    const int base = send_ids_.alloc(opt_.flows, now);
     const Endpoint peer = opt_.mode == Mode::Loopback ? Endpoint{opt_.src_ip, opt_.udp_port}
                                                       : Endpoint{opt_.dst_ip, opt_.udp_port};
     Session* s = base < 0 ? nullptr
@@ -1077,7 +1081,7 @@ AcceptDecision Runtime::decide(Session& s, const FlowParams& p) {
         for (uint16_t i = 0; i < p.nflows; i++)
             if (p.key_of(i) != opt_.key_of(i))
                 return refuse(RefuseReason::Key, opt_.key_of(i), p.key_of(i), i);
-    const int base = recv_ids_.alloc(p.nflows);
+    const int base = recv_ids_.alloc(p.nflows, rte_rdtsc());
     if (base < 0)
         return refuse(RefuseReason::NoRoom, 65536, p.nflows);
     d.agreed = proposal();
@@ -1144,7 +1148,7 @@ AcceptDecision Runtime::decide(Session& s, const FlowParams& p) {
             socket_delete(flows_.back());
             flows_.pop_back();
         }
-        recv_ids_.release(static_cast<uint32_t>(base), p.nflows);
+        recv_ids_.unuse(static_cast<uint32_t>(base), p.nflows); // refused: no packet carried them
         TM_LOG(ERR, app, "session from %s: %s", to_string(s.peer).c_str(), err.empty() ? "out of memory" : err.c_str());
         d = AcceptDecision{};
         d.reason = RefuseReason::NoRoom;
@@ -1587,7 +1591,7 @@ void Runtime::on_response(const Request& r, uint64_t now) {
         const uint16_t id = f->send_id;
         later(now, [this, sf, id] {
             Sender::free_flow(sf);
-            send_ids_.release(id, 1);
+            send_ids_.release(id, 1, rte_rdtsc());
         });
         break;
     }
@@ -1661,7 +1665,7 @@ void Runtime::on_response(const Request& r, uint64_t now) {
             socket_delete(cf);
             rte_ring_free(cq);
             delete ring;
-            recv_ids_.release(id, 1);
+            recv_ids_.release(id, 1, rte_rdtsc());
         });
     }
     if (a == nullptr || a->pending == 0)
@@ -1949,7 +1953,7 @@ void Runtime::control(uint64_t now) {
         if (a != nullptr) {
             a->s = nullptr; // each flow's id went back with it
         } else if (s->connector) {
-            send_ids_.release(s->local_base, s->params.nflows); // never installed
+            send_ids_.release(s->local_base, s->params.nflows, now); // never installed (the CONNECT named them)
         }
         sessions_->forget(s);
     }
@@ -2340,6 +2344,7 @@ Results Runtime::results() const {
         r.sess.ended = sc.ended;
         r.sess.refused = sc.refused;
     }
+    r.sess.ids_reused = send_ids_.reused() + recv_ids_.reused();
     if (service_) {
         r.svc = service_->counters();
     }

@@ -937,7 +937,7 @@ void Service::on_connect(SvcApp& app, const tm_msg_connect& m, uint64_t now) {
                                                  std::to_string(o.mtu));
     if (m.ip == 0 || m.service == 0)
         return reply_error(app, req, EINVAL, "no peer address or port");
-    const int base = rt_.send_ids_.alloc(m.nflows);
+    const int base = rt_.send_ids_.alloc(m.nflows, now);
     if (base < 0)
         return reply_error(app, req, ENOSPC, "no flow ids left for " + std::to_string(m.nflows) + " flows");
     auto ss = std::make_unique<SvcSession>();
@@ -964,7 +964,7 @@ void Service::on_connect(SvcApp& app, const tm_msg_connect& m, uint64_t now) {
         memcpy(&key, m.secret, sizeof(key));
     Session* s = rt_.sessions_->connect(ss->peer, m.service, key, p, static_cast<uint16_t>(base), nullptr, now, ss.get());
     if (s == nullptr) {
-        rt_.send_ids_.release(static_cast<uint32_t>(base), m.nflows);
+        rt_.send_ids_.unuse(static_cast<uint32_t>(base), m.nflows); // no CONNECT named them
         return reply_error(app, req, ENOSPC, "the session table is full");
     }
     ss->s = s;
@@ -1071,7 +1071,7 @@ AcceptDecision Service::decide(uint16_t port, Session& s, const FlowParams& p) {
         return refuse(RefuseReason::NoRoom, o.svc_max_session_mb << 20, total);
     if (rt_.flows_.size() + p.nflows > kMaxRegistry)
         return refuse(RefuseReason::NoRoom, kMaxRegistry, rt_.flows_.size() + p.nflows);
-    const int base = rt_.recv_ids_.alloc(p.nflows);
+    const int base = rt_.recv_ids_.alloc(p.nflows, rte_rdtsc());
     if (base < 0)
         return refuse(RefuseReason::NoRoom, 65536, p.nflows);
 
@@ -1090,7 +1090,7 @@ AcceptDecision Service::decide(uint16_t port, Session& s, const FlowParams& p) {
     void* map = nullptr;
     ss->memfd = make_memfd("tailmark-recv", len, map, true);
     if (ss->memfd < 0) {
-        rt_.recv_ids_.release(static_cast<uint32_t>(base), p.nflows);
+        rt_.recv_ids_.unuse(static_cast<uint32_t>(base), p.nflows); // refused: no packet carried them
         return refuse(RefuseReason::NoRoom, 0, total);
     }
     ss->mem.addr = map;
@@ -1145,7 +1145,7 @@ AcceptDecision Service::decide(uint16_t port, Session& s, const FlowParams& p) {
             rt_.free_recv(*f);
             f->detached = true;
         }
-        rt_.recv_ids_.release(static_cast<uint32_t>(base), p.nflows);
+        rt_.recv_ids_.unuse(static_cast<uint32_t>(base), p.nflows); // refused: no packet carried them
         s.user = nullptr;
         d = AcceptDecision{};
         d.reason = RefuseReason::NoRoom;
@@ -1497,6 +1497,20 @@ void Service::drop_app(SvcApp& app, uint64_t now, const char* why) {
         return;
     app.dead = true;
     TM_LOG(INFO, app, "service: %s %s; closing its %zu session(s)", app.label().c_str(), why, app.sessions.size());
+    // Its arena stays mapped while any message's shared info is out: the
+    // Sender holds it for retransmission, and packets in a port's tx queue,
+    // the fault shim or a local peer's rx path point into it. reap() unmaps
+    // it once every one came back (before closing: the holds are still there).
+    uint32_t held = 0;
+    for (const SvcSession* ss : app.sessions)
+        for (const SvcSendFlow* f : ss->send)
+            if (f->free_shinfo != nullptr)
+                held += f->nshinfo - rte_ring_count(f->free_shinfo);
+    if (held > 0 && app.arena.addr != nullptr) {
+        bump(ctl_.arenas_deferred);
+        TM_LOG(INFO, app, "service: %s: its arena stays mapped until %u message(s) in flight are let go",
+               app.label().c_str(), held);
+    }
     for (auto it = listeners_.begin(); it != listeners_.end();)
         if (it->second == &app) {
             rt_.sessions_->unlisten(it->first);
@@ -1551,6 +1565,10 @@ void Service::reap(uint64_t now) {
         if (a.registered && rte_extmem_unregister(a.arena.addr, a.arena.len) != 0)
             TM_LOG(WARNING, app, "service: %s: rte_extmem_unregister: %s", a.label().c_str(), rte_strerror(rte_errno));
         a.registered = false;
+        if (a.arena.addr != nullptr) { // every session's shared infos are back: no mbuf points into it
+            a.arena.reset();
+            bump(ctl_.arenas_released);
+        }
         if (a.wake_fd >= 0)
             close(a.wake_fd);
         a.wake_fd = -1;

@@ -129,8 +129,9 @@ bool write_summary_json(const Results& r, const std::string& path, std::string& 
     }
     fprintf(f, "\n  ],\n");
     fprintf(f, "  \"session\": {\"tx\": %lu, \"rx\": %lu, \"arp_tx\": %lu, \"arp_rx\": %lu, \"established\": %lu, "
-               "\"ended\": %lu, \"refused\": %lu},\n",
-            r.sess.tx, r.sess.rx, r.sess.arp_tx, r.sess.arp_rx, r.sess.established, r.sess.ended, r.sess.refused);
+               "\"ended\": %lu, \"refused\": %lu, \"ids_reused\": %lu},\n",
+            r.sess.tx, r.sess.rx, r.sess.arp_tx, r.sess.arp_rx, r.sess.established, r.sess.ended, r.sess.refused,
+            r.sess.ids_reused);
     fprintf(f, "  \"control_tx\": %lu,\n", r.control_tx);
     fprintf(f, "  \"control_rx\": %lu,\n", r.control_rx);
     fprintf(f, "  \"control_lost\": %lu,\n", r.control_lost);

@@ -104,6 +104,7 @@ struct Results {
     std::vector<SessionSummary> sessions;
     struct SessionCounts {
         uint64_t tx = 0, rx = 0, arp_tx = 0, arp_rx = 0, established = 0, ended = 0, refused = 0;
+        uint64_t ids_reused = 0; // flow ids (both ends' spaces) handed out again after their quarantine
     } sess;
     uint64_t control_tx = 0;     // control packets sent: ACKs, NACKs, session, ARP
     uint64_t control_rx = 0;     // control packets taken: authentic ACKs, NACKs and session packets, ARP answered or learnt

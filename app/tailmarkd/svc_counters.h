@@ -27,11 +27,13 @@ struct SvcCounters {
     uint64_t hello_timeouts = 0;  // connections closed for saying no HELLO within 3 s
     uint64_t wake_full = 0;       // wake-ups not written: the app's wake pipe was full (never blocks)
     uint64_t wake_closed = 0;     // wake-ups not written: the app closed its end of the pipe (EPIPE)
+    uint64_t arenas_deferred = 0; // apps gone while packets or the Sender still held their arena: unmapped later
+    uint64_t arenas_released = 0; // arenas unmapped (each only once nothing referenced it)
 };
 
 // Every counter with its name, in the order they are reported: the one list
 // the sums, the summary and telemetry walk.
-inline constexpr std::array<std::pair<const char*, uint64_t SvcCounters::*>, 16> kSvcCounterFields{{
+inline constexpr std::array<std::pair<const char*, uint64_t SvcCounters::*>, 18> kSvcCounterFields{{
     {"taken", &SvcCounters::taken},
     {"invalid", &SvcCounters::invalid},
     {"delivered", &SvcCounters::delivered},
@@ -48,6 +50,8 @@ inline constexpr std::array<std::pair<const char*, uint64_t SvcCounters::*>, 16>
     {"hello_timeouts", &SvcCounters::hello_timeouts},
     {"wake_full", &SvcCounters::wake_full},
     {"wake_closed", &SvcCounters::wake_closed},
+    {"arenas_deferred", &SvcCounters::arenas_deferred},
+    {"arenas_released", &SvcCounters::arenas_released},
 }};
 
 } // namespace tailmark::app
