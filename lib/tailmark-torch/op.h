@@ -1,6 +1,6 @@
 // One operation as the engine runs it: per peer, the pieces it sends and
 // the pieces it receives, in the order both ranks agree on. A collective is
-// only a plan of these (process_group.cc makes them); the engine moves the
+// only a plan of these (process_group*.cc make them); the engine moves the
 // bytes and knows nothing of tensors.
 #pragma once
 

@@ -9,7 +9,10 @@
 
 namespace tailmark::torch_backend {
 
-enum class Kind : uint8_t { Hello = 1, Send, Broadcast, AllReduce, AllGather, ReduceScatter, Barrier };
+// New kinds go at the end: the values are on the wire.
+enum class Kind : uint8_t {
+    Hello = 1, Send, Broadcast, AllReduce, AllGather, ReduceScatter, Barrier, Reduce, Gather, Scatter, AllToAll
+};
 
 inline const char* kind_name(Kind k) {
     switch (k) {
@@ -20,6 +23,10 @@ inline const char* kind_name(Kind k) {
     case Kind::AllGather: return "all_gather";
     case Kind::ReduceScatter: return "reduce_scatter";
     case Kind::Barrier: return "barrier";
+    case Kind::Reduce: return "reduce";
+    case Kind::Gather: return "gather";
+    case Kind::Scatter: return "scatter";
+    case Kind::AllToAll: return "all_to_all";
     }
     return "?";
 }

@@ -1,0 +1,295 @@
+// The collectives that run as a ring or a chain: all_reduce, broadcast,
+// reduce, all_gather and reduce_scatter (with their flat forms,
+// all_gather_into_tensor and reduce_scatter_tensor). Each is only a plan of
+// pieces (op.h) that the Engine moves.
+#include "plan.h"
+#include "process_group.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace tailmark::torch_backend {
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupTailmark::allreduce(std::vector<at::Tensor>& tensors,
+                                                               const c10d::AllreduceOptions& opts) {
+    const at::Tensor& t = single(tensors, "all_reduce");
+    const int n = getSize(), r = getRank();
+    auto op = std::make_unique<Op>();
+    op->kind = Kind::AllReduce;
+    op->dtype = dtype_of(t, "all_reduce");
+    op->red = red_of(opts.reduceOp, "all_reduce");
+    op->what = describe("all_reduce", t, op->dtype);
+    const size_t es = t.element_size(), N = static_cast<size_t>(t.numel());
+    unsigned char* base = bytes(t);
+    if (n > 1) {
+        // The ring: 2(n-1) steps; in step s this rank sends chunk r-s and
+        // takes chunk r-s-1 (summed in the first n-1 steps, copied after).
+        // Each chunk goes as P pieces of at most a message's payload, and
+        // piece k of a step goes once piece k of the step before arrived.
+        const size_t P = pieces_for(split_at(N, n, 1) + 1, es);
+        OutPart out{(r + 1) % n, {}, 0, P};
+        InPart in{(r - 1 + n) % n, {}};
+        auto piece = [&](int c, size_t k, size_t* off, size_t* len) {
+            const size_t c0 = split_at(N, n, c), m = split_at(N, n, c + 1) - c0;
+            const size_t a = split_at(m, P, k), b = split_at(m, P, k + 1);
+            *off = (c0 + a) * es;
+            *len = (b - a) * es;
+        };
+        for (int s = 0; s < 2 * (n - 1); s++) {
+            const int cs = ((r - s) % n + n) % n, cr = ((r - s - 1) % n + n) % n;
+            for (size_t k = 0; k < P; k++) {
+                size_t off, len;
+                piece(cs, k, &off, &len);
+                out.pieces.push_back({base + off, len});
+                piece(cr, k, &off, &len);
+                // The gather half's pieces are copies (a == nullptr).
+                in.pieces.push_back({base + off, s < n - 1 ? base + off : nullptr, len});
+            }
+        }
+        op->outs.push_back(std::move(out));
+        op->ins.push_back(std::move(in));
+    }
+    if (op->red == RedOp::Avg) {
+        const DType d = op->dtype;
+        op->on_success = [d, base, N, es, n] { divide(d, base, N * es, n); };
+    }
+    return run(std::move(op), c10d::OpType::ALLREDUCE, tensors, {});
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupTailmark::broadcast(std::vector<at::Tensor>& tensors,
+                                                               const c10d::BroadcastOptions& opts) {
+    const at::Tensor& t = single(tensors, "broadcast");
+    const int n = getSize(), r = getRank(), root = static_cast<int>(opts.rootRank);
+    TORCH_CHECK(root >= 0 && root < n, "tailmark: broadcast: root ", root, " is not a rank");
+    auto op = std::make_unique<Op>();
+    op->kind = Kind::Broadcast;
+    op->dtype = dtype_of(t, "broadcast");
+    op->what = describe("broadcast", t, op->dtype);
+    const size_t es = t.element_size(), N = static_cast<size_t>(t.numel());
+    unsigned char* base = bytes(t);
+    if (n > 1) {
+        // A chain from the root in rank order: each rank forwards a piece
+        // as soon as it has it, so the root sends the tensor once.
+        const size_t P = pieces_for(N, es);
+        const int pos = (r - root + n) % n;
+        if (pos != 0)
+            op->ins.push_back(InPart{(r - 1 + n) % n, in_pieces(base, N, es, P)});
+        if (pos != n - 1)
+            op->outs.push_back(OutPart{(r + 1) % n, out_pieces(base, N, es, P), pos != 0 ? 0 : -1, 0});
+    }
+    return run(std::move(op), c10d::OpType::BROADCAST, tensors, {});
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupTailmark::reduce(std::vector<at::Tensor>& tensors,
+                                                            const c10d::ReduceOptions& opts) {
+    const at::Tensor& t = single(tensors, "reduce");
+    const int n = getSize(), r = getRank(), root = static_cast<int>(opts.rootRank);
+    TORCH_CHECK(root >= 0 && root < n, "tailmark: reduce: root ", root, " is not a rank");
+    auto op = std::make_unique<Op>();
+    op->kind = Kind::Reduce;
+    op->dtype = dtype_of(t, "reduce");
+    op->red = red_of(opts.reduceOp, "reduce");
+    op->what = describe("reduce", t, op->dtype);
+    const size_t es = t.element_size(), N = static_cast<size_t>(t.numel());
+    unsigned char* base = bytes(t);
+    std::vector<at::Tensor> keep;
+    if (n > 1) {
+        // A chain that ends at the root, piece by piece as broadcast's: rank
+        // root+1 sends its tensor, each next rank adds its own to what
+        // arrives and forwards it, the root adds its own last. Only the
+        // root's tensor changes: the ranks between keep their partial sums
+        // in scratch (gloo's ring runs in place and leaves partial sums in
+        // every rank's tensor; nothing is lost by not doing so).
+        const size_t P = pieces_for(N, es);
+        const int pos = ((r - root - 1) % n + n) % n; // 0: the chain's head; n - 1: the root
+        if (pos == 0) {
+            op->outs.push_back(OutPart{(r + 1) % n, out_pieces(base, N, es, P)});
+        } else {
+            unsigned char* dst = base;
+            if (pos != n - 1) {
+                keep.push_back(at::empty_like(t));
+                dst = bytes(keep.back());
+            }
+            InPart in{(r - 1 + n) % n, {}};
+            for (size_t k = 0; k < P; k++) {
+                const size_t a = split_at(N, P, k), b = split_at(N, P, k + 1);
+                in.pieces.push_back({dst + a * es, base + a * es, (b - a) * es});
+            }
+            op->ins.push_back(std::move(in));
+            if (pos != n - 1)
+                op->outs.push_back(OutPart{(r + 1) % n, out_pieces(dst, N, es, P), 0, 0});
+        }
+    }
+    if (op->red == RedOp::Avg && r == root) {
+        const DType d = op->dtype;
+        op->on_success = [d, base, N, es, n] { divide(d, base, N * es, n); };
+    }
+    return run(std::move(op), c10d::OpType::REDUCE, tensors, std::move(keep));
+}
+
+void ProcessGroupTailmark::ring_all_gather(Op& op, const std::vector<unsigned char*>& chunks, size_t N,
+                                           size_t es) const {
+    const int n = getSize(), r = getRank();
+    if (n == 1)
+        return;
+    // Step s forwards chunk r-s (this rank's own first), takes chunk r-s-1.
+    const size_t P = pieces_for(N, es);
+    OutPart out{(r + 1) % n, {}, 0, P};
+    InPart in{(r - 1 + n) % n, {}};
+    for (int s = 0; s < n - 1; s++) {
+        const int cs = ((r - s) % n + n) % n, cr = ((r - s - 1) % n + n) % n;
+        for (size_t k = 0; k < P; k++) {
+            const size_t a = split_at(N, P, k), b = split_at(N, P, k + 1);
+            out.pieces.push_back({chunks[cs] + a * es, (b - a) * es});
+            in.pieces.push_back({chunks[cr] + a * es, nullptr, (b - a) * es});
+        }
+    }
+    op.outs.push_back(std::move(out));
+    op.ins.push_back(std::move(in));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupTailmark::allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                               std::vector<at::Tensor>& inputs,
+                                                               const c10d::AllgatherOptions&) {
+    const at::Tensor& t = single(inputs, "all_gather");
+    const int n = getSize(), r = getRank();
+    TORCH_CHECK(outputs.size() == 1, "tailmark: all_gather: one list of world_size output tensors");
+    check_list(outputs[0], n, t, "all_gather", "tensor_list");
+    auto op = std::make_unique<Op>();
+    op->kind = Kind::AllGather;
+    op->dtype = dtype_of(t, "all_gather");
+    op->what = describe("all_gather", t, op->dtype);
+    const size_t es = t.element_size(), N = static_cast<size_t>(t.numel());
+    std::vector<at::Tensor>& outs = outputs[0];
+    if (bytes(outs[r]) != bytes(t) && N != 0)
+        std::memcpy(bytes(outs[r]), bytes(t), N * es);
+    std::vector<unsigned char*> chunks;
+    for (const auto& o : outs)
+        chunks.push_back(bytes(o));
+    ring_all_gather(*op, chunks, N, es);
+    return run(std::move(op), c10d::OpType::ALLGATHER, outs, inputs);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupTailmark::_allgather_base(at::Tensor& output, at::Tensor& input,
+                                                                     const c10d::AllgatherOptions&) {
+    const char* name = "all_gather_into_tensor";
+    check_tensor(input, name);
+    check_tensor(output, name);
+    const int n = getSize(), r = getRank();
+    TORCH_CHECK(output.scalar_type() == input.scalar_type(), "tailmark: ", name, ": the output must be of dtype ",
+                input.scalar_type(), " (got ", output.scalar_type(), ")");
+    TORCH_CHECK(output.numel() == input.numel() * n, "tailmark: ", name, ": the output must have world_size x ",
+                input.numel(), " elements (got ", output.numel(), ")");
+    const size_t es = input.element_size(), N = static_cast<size_t>(input.numel());
+    std::vector<unsigned char*> chunks;
+    for (int c = 0; c < n; c++)
+        chunks.push_back(bytes(output) + c * N * es);
+    // The input may be the output's own chunk (in place), nothing else of it.
+    TORCH_CHECK(!overlaps(output, input) || bytes(input) == chunks[r], "tailmark: ", name,
+                ": the input overlaps the output other than as this rank's chunk");
+    auto op = std::make_unique<Op>();
+    op->kind = Kind::AllGather; // the same plan as all_gather's, on the wire too
+    op->dtype = dtype_of(input, name);
+    op->what = describe(name, input, op->dtype);
+    if (bytes(input) != chunks[r] && N != 0)
+        std::memcpy(chunks[r], bytes(input), N * es);
+    ring_all_gather(*op, chunks, N, es);
+    return run(std::move(op), c10d::OpType::_ALLGATHER_BASE, {output}, {input});
+}
+
+void ProcessGroupTailmark::ring_reduce_scatter(Op& op, const std::vector<const unsigned char*>& in,
+                                               unsigned char* y, size_t N, size_t es, const at::Tensor& like,
+                                               std::vector<at::Tensor>& keep) const {
+    const int n = getSize(), r = getRank();
+    if (n == 1) {
+        if (N != 0 && in[0] != y)
+            std::memcpy(y, in[0], N * es);
+        return;
+    }
+    // A ring over the chunks shifted by one, so that the chunk this rank
+    // completes last is its own: step s sends chunk r-s-1 and takes
+    // chunk r-s-2, adding this rank's input to what arrives. The inputs
+    // stay as they were; partial sums go to scratch (n-2 chunks). y may be
+    // in[r] itself: that chunk is read only by the last step, which writes it.
+    at::Tensor scratch = at::empty({static_cast<int64_t>(N) * std::max(1, n - 2)}, like.options());
+    keep.push_back(scratch);
+    std::vector<unsigned char*> partial(n, nullptr);
+    int used = 0;
+    for (int s = 0; s < n - 1; s++) {
+        const int cr = ((r - s - 2) % n + n) % n;
+        partial[cr] = cr == r ? y : bytes(scratch) + static_cast<size_t>(used++) * N * es;
+    }
+    const size_t P = pieces_for(N, es);
+    OutPart out{(r + 1) % n, {}, 0, P};
+    InPart inp{(r - 1 + n) % n, {}};
+    for (int s = 0; s < n - 1; s++) {
+        const int cs = ((r - s - 1) % n + n) % n, cr = ((r - s - 2) % n + n) % n;
+        const unsigned char* src = s == 0 ? in[cs] : partial[cs];
+        for (size_t k = 0; k < P; k++) {
+            const size_t a = split_at(N, P, k), b = split_at(N, P, k + 1);
+            out.pieces.push_back({src + a * es, (b - a) * es});
+            inp.pieces.push_back({partial[cr] + a * es, in[cr] + a * es, (b - a) * es});
+        }
+    }
+    op.outs.push_back(std::move(out));
+    op.ins.push_back(std::move(inp));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupTailmark::reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                                    std::vector<std::vector<at::Tensor>>& inputs,
+                                                                    const c10d::ReduceScatterOptions& opts) {
+    const at::Tensor& y = single(outputs, "reduce_scatter");
+    const int n = getSize();
+    TORCH_CHECK(inputs.size() == 1, "tailmark: reduce_scatter: one list of world_size input tensors");
+    check_list(inputs[0], n, y, "reduce_scatter", "input_list");
+    auto op = std::make_unique<Op>();
+    op->kind = Kind::ReduceScatter;
+    op->dtype = dtype_of(y, "reduce_scatter");
+    op->red = red_of(opts.reduceOp, "reduce_scatter");
+    op->what = describe("reduce_scatter", y, op->dtype);
+    const size_t es = y.element_size(), N = static_cast<size_t>(y.numel());
+    std::vector<at::Tensor> keep = inputs[0];
+    unsigned char* ybase = bytes(y);
+    std::vector<const unsigned char*> in;
+    for (const auto& i : inputs[0])
+        in.push_back(bytes(i));
+    ring_reduce_scatter(*op, in, ybase, N, es, y, keep);
+    if (op->red == RedOp::Avg) {
+        const DType d = op->dtype;
+        op->on_success = [d, ybase, N, es, n] { divide(d, ybase, N * es, n); };
+    }
+    return run(std::move(op), c10d::OpType::REDUCE_SCATTER, outputs, std::move(keep));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupTailmark::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                                          const c10d::ReduceScatterOptions& opts) {
+    const char* name = "reduce_scatter_tensor";
+    check_tensor(output, name);
+    check_tensor(input, name);
+    const int n = getSize(), r = getRank();
+    TORCH_CHECK(input.scalar_type() == output.scalar_type(), "tailmark: ", name, ": the input must be of dtype ",
+                output.scalar_type(), " (got ", input.scalar_type(), ")");
+    TORCH_CHECK(input.numel() == output.numel() * n, "tailmark: ", name, ": the input must have world_size x ",
+                output.numel(), " elements (got ", input.numel(), ")");
+    const size_t es = output.element_size(), N = static_cast<size_t>(output.numel());
+    std::vector<const unsigned char*> in;
+    for (int c = 0; c < n; c++)
+        in.push_back(bytes(input) + c * N * es);
+    TORCH_CHECK(!overlaps(output, input) || bytes(output) == in[r], "tailmark: ", name,
+                ": the output overlaps the input other than as this rank's chunk");
+    auto op = std::make_unique<Op>();
+    op->kind = Kind::ReduceScatter; // reduce_scatter's plan, on the wire too
+    op->dtype = dtype_of(output, name);
+    op->red = red_of(opts.reduceOp, name);
+    op->what = describe(name, output, op->dtype);
+    unsigned char* ybase = bytes(output);
+    std::vector<at::Tensor> keep{input};
+    ring_reduce_scatter(*op, in, ybase, N, es, output, keep);
+    if (op->red == RedOp::Avg) {
+        const DType d = op->dtype;
+        op->on_success = [d, ybase, N, es, n] { divide(d, ybase, N * es, n); };
+    }
+    return run(std::move(op), c10d::OpType::_REDUCE_SCATTER_BASE, {output}, std::move(keep));
+}
+
+} // namespace tailmark::torch_backend
