@@ -1,3 +1,6 @@
+// Python.h first, as Python asks: it sets feature macros the C library reads.
+#include <Python.h>
+
 #include "engine.h"
 
 #include <cerrno>
@@ -41,8 +44,18 @@ void Engine::shutdown_all() {
 void Engine::stop() {
     stop_.store(true);
     cv_.notify_all();
-    if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id())
+    if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) {
+        // The engine thread may drop the last reference to a tensor Python
+        // also knew (an op's inputs, a Work's outputs), and that takes the
+        // GIL. A caller holding it, Python destroying the process group,
+        // waited for a thread that waited for it: a rank that never exited
+        // (torch_host, 4 ranks of gloo_compare: the engine thread in
+        // ~TensorImpl -> PyEval_AcquireThread, the main one in join).
+        PyThreadState* saved = Py_IsInitialized() && PyGILState_Check() ? PyEval_SaveThread() : nullptr;
         thread_.join();
+        if (saved != nullptr)
+            PyEval_RestoreThread(saved);
+    }
     // Ops still pending end with an error (their Work's wait() raises).
     brk("the process group was destroyed with operations pending");
 }

@@ -20,6 +20,10 @@
 #     the veth's other end received nothing (its kernel counter), and
 #     packets went through its in-memory loopback (packets_local ==
 #     packets_tx > 0).
+#  6. on a second daemon, teardown.py: 2 ranks destroy 20 groups each with
+#     64 operations in flight, and every rank exits within 60 s (Python held
+#     the GIL in the group's destructor, joining an engine thread that
+#     waited for it to free a tensor: 3 of 3 runs hung before the fix).
 source "$(dirname "$0")/../integration/lib.sh"
 source "$(dirname "$0")/lib.sh"
 tm_require_daemon
@@ -39,13 +43,18 @@ done
 ip netns exec "$NS" ip addr add 10.77.0.1/24 dev eth0 # gloo's, for the DDP reference
 ip netns exec "$NS" ip link set eth0 up
 ip netns exec "$NP" ip link set p0 up
-SOCK=$TM_WORK/d.sock
-tm_start d 900 ns "$NS" -- --vdev=net_af_packet0,iface=eth0,framecnt=4096 -l 0 -- --mode service \
-    --src-ip 198.18.1.1 --control-socket "$SOCK" --secret "$TM_SECRET" --stats-period 0 \
-    --idle-sleep-us "${TT_IDLE_SLEEP_US:-50}"
-PID=$TM_PID
-up() { grep -q "applications attach on" "$TM_WORK/d.err" 2>/dev/null && [ -S "$SOCK" ]; }
-tm_await d "$PID" 30 up "the daemon never listened on its socket"
+# daemon NAME: tailmarkd --mode service in the namespace, its socket $SOCK, pid $PID.
+daemon() {
+    SOCK=$TM_WORK/$1.sock
+    tm_start "$1" 900 ns "$NS" -- --vdev=net_af_packet0,iface=eth0,framecnt=4096 -l 0 -- --mode service \
+        --src-ip 198.18.1.1 --control-socket "$SOCK" --secret "$TM_SECRET" --stats-period 0 \
+        --idle-sleep-us "${TT_IDLE_SLEEP_US:-50}"
+    PID=$TM_PID
+    DNAME=$1
+    up() { grep -q "applications attach on" "$TM_WORK/$DNAME.err" 2>/dev/null && [ -S "$SOCK" ]; }
+    tm_await "$1" "$PID" 30 up "the daemon never listened on its socket"
+}
+daemon d
 
 # run NAME NPROC SCRIPT ARGS...: torchrun in the namespace; sets RC, output in NAME.out.
 # --redirects 1 --tee 1: Debian's torch 1.13 under Python 3.11 cannot parse
@@ -57,7 +66,7 @@ run() {
     shift 3
     PORT=$((PORT + 1))
     ip netns exec "$NS" env TAILMARK_SOCKET="$SOCK" PYTHONPATH="$TT_PYPATH" OMP_NUM_THREADS=1 GLOO_SOCKET_IFNAME=eth0 \
-        timeout -k 5 600 "$TT_PY" -m torch.distributed.run --nnodes 1 --nproc_per_node "$n" \
+        timeout -k 5 "${RUN_TIMEOUT:-600}" "$TT_PY" -m torch.distributed.run --nnodes 1 --nproc_per_node "$n" \
         --redirects 1 --tee 1 --log_dir "$TM_WORK/$name.logs" \
         --master_addr 127.0.0.1 --master_port $PORT "$script" "$@" >"$TM_WORK/$name.out" 2>&1
     RC=$?
@@ -110,4 +119,19 @@ tm_log "the daemon: $(grep -m1 'in memory (between' "$TM_WORK/d.out" | sed 's/^ 
 tm_expect_rc d 0 &&
     tm_check d "d['port']['tx'] == 0" "d['packets_local'] > 0" "d['packets_local'] == d['packets_tx']" \
         "d['reliability']['retx_pkts'] == 0" "d['service']['failed'] == 0"
+
+# Last, on a daemon of its own (its messages fail by design): a group
+# destroyed while its engine thread finishes operations whose tensors only it
+# holds. The destructor held the GIL and joined a thread waiting for it
+# (3 of 3 runs hung before the fix, none after).
+daemon td
+RUN_TIMEOUT=60 run td 2 "$TT_DIR/teardown.py" 20
+if [ "$RC" -eq 0 ] && grep -q "ok teardown" "$TM_WORK/td.out"; then
+    tm_log "ok: 2 ranks destroy 20 groups each with 64 operations in flight: $(grep -m1 -o 'ok teardown.*' "$TM_WORK/td.out")"
+else
+    tm_fail "groups destroyed with operations in flight: torchrun exit $RC (124: a rank never exited)"
+    grep -v '^\[' "$TM_WORK/td.out" | tail -n 20 | sed 's/^/    /'
+fi
+kill -INT "$PID"
+wait "$PID"
 tm_finish
