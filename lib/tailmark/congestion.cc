@@ -20,6 +20,7 @@ void Congestion::init(const CongestionConfig& cfg, unsigned shift, uint64_t now)
     cut_tsc_ = 0;
     sent_total_ = delivered_ = win_delivered_ = 0;
     unanswered_ = sample_tsc_ = stall_end_ = 0;
+    undo_bps_ = 0;
     delivery_ = 0;
     for (uint64_t& x : sent_at_)
         x = 0;
@@ -144,6 +145,18 @@ CcEvent Congestion::on_rtt(uint64_t now, uint64_t rtt, uint64_t sent) {
     }
     if (gap > stall_)
         stall_end_ = now;
+    // The first sample after a timeout's cut says what the silence was. It
+    // echoes a packet sent before the cut, late by no more than the silence
+    // (and a target): the path carried what was in flight, the peer (or
+    // this lcore) was descheduled, and the cut is undone, as TCP's Eifel
+    // undoes a spurious timeout's. Cut by such timeouts, 1 Gbit/s of 64 KiB
+    // messages through tbf ran at 82% (26 in 4.9 s) where a quiet machine
+    // carries 93-95%.
+    if (undo_bps_ != 0) {
+        if (gap > stall_ && sent < cut_tsc_ && rtt <= gap + base_rtt() + target_ && undo_bps_ > rate_)
+            set_rate(undo_bps_);
+        undo_bps_ = 0;
+    }
     last_rtt_ = rtt;
     sample_tsc_ = now;
     unanswered_ = 0;
@@ -245,6 +258,8 @@ bool Congestion::on_timeout(uint64_t now, uint64_t rto) {
     if (unanswered_ == 0 || now - unanswered_ < rto)
         return false;
     slow_start_ = false;
+    if (undo_bps_ == 0)
+        undo_bps_ = rate_; // the rate before this silence's first cut
     set_rate(rate_ / 2);
     cut_tsc_ = now;
     // The silence counts again from here: every flow of the session has its

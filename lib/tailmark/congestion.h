@@ -141,6 +141,7 @@ private:
     uint64_t stall_ = 0;   // cycles between samples that make a window's figure untrusted
     uint64_t win_gap_ = 0; // the longest time between two samples in this window
     uint64_t stall_end_ = 0; // the latest sample that ended a silence (a gap over stall_)
+    double undo_bps_ = 0;    // the rate before a timeout's cut, until the next sample judges it
 
     CongestionConfig cfg_;
     unsigned shift_ = 11;

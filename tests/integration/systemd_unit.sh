@@ -51,6 +51,9 @@ teardown() {
         for _ in $(seq 100); do kill -0 "$NSPAWN" 2>/dev/null || break; sleep 0.1; done
         kill -KILL "$NSPAWN" 2>/dev/null
     fi
+    # The container's PID 1: killing it ends every process of its PID
+    # namespace (an nspawn killed from outside leaves its systemd running).
+    [ -n "$LEADER" ] && kill -KILL "$LEADER" 2>/dev/null
     umount -l "$ROOT" 2>/dev/null
     umount -l "$OV/t" 2>/dev/null
 }

@@ -370,3 +370,37 @@ TEST_CASE("control law: the ACKs of every flow after a silence are not a queue n
     CHECK(cc.on_rtt(t0 + 5000 * kUs, 4500 * kUs, t0 + 500 * kUs) == CcEvent::Decrease);
     CHECK(cc.rate_bps() <= r * 0.5 + 1);
 }
+
+TEST_CASE("control law: a timeout whose silence was a descheduled peer is undone by the first sample", "[congestion]") {
+    CongestionConfig cfg = config();
+    Congestion cc = started(cfg);
+    cc.on_rtt(1, 100 * kUs);
+    // Sent at 1 ms, then silent: the timeout at 6 ms halves.
+    cc.sent(1 + 1000 * kUs, 100);
+    REQUIRE(cc.on_timeout(1 + 6000 * kUs, 5000 * kUs));
+    REQUIRE(cc.rate_bps() == 100e6);
+    // At 7 ms the peer, back from a time slice, echoes the packet of 1 ms:
+    // 6 ms old, all of it the silence (6.9 ms since the last sample).
+    cc.on_rtt(1 + 7000 * kUs, 6000 * kUs, 1 + 1000 * kUs);
+    CHECK(cc.rate_bps() == 200e6);
+
+    // The same silence, but the first sample is of a packet sent after the
+    // cut: what was in flight before it is not known to have arrived.
+    Congestion c2 = started(cfg);
+    c2.on_rtt(1, 100 * kUs);
+    c2.sent(1 + 1000 * kUs, 100);
+    REQUIRE(c2.on_timeout(1 + 6000 * kUs, 5000 * kUs));
+    c2.on_rtt(1 + 7000 * kUs, 100 * kUs, 1 + 6900 * kUs);
+    CHECK(c2.rate_bps() == 100e6);
+
+    // A packet sent before the cut, but later than the silence explains:
+    // sent at 10 us, echoed at 7 ms (6.99 ms) where the silence began with
+    // the sample of 0.9 ms (6.1 ms): a queue on top of it, not undone.
+    Congestion c3 = started(cfg);
+    c3.on_rtt(1, 100 * kUs);
+    c3.on_rtt(1 + 900 * kUs, 100 * kUs);
+    c3.sent(1 + 1000 * kUs, 100);
+    REQUIRE(c3.on_timeout(1 + 6000 * kUs, 5000 * kUs));
+    c3.on_rtt(1 + 7000 * kUs, 6990 * kUs, 1 + 10 * kUs);
+    CHECK(c3.rate_bps() == 100e6);
+}
