@@ -154,8 +154,11 @@ tm_wait_for 15 eval '[ "$(grep -c "memory released" "$TM_WORK/da.err")" -ge 3 ]'
 
 # 4. SIGTERM: exit 0, the summary's counters exact. Delivered: B's and C's
 # messages and end markers, and of A's at most what its receiver took (its
-# last releases may not have been acknowledged before the kill); failed: A's
-# in flight, at most its ring.
+# last releases may not have been acknowledged before the kill); failed: of
+# A's in flight, at most its ring. None at all is right too: the daemon goes
+# on retransmitting a dead application's messages, and when all of them are
+# acknowledged they are delivered, not failed (a fresh-clone CI run: 64 in
+# flight at the kill, 0 failed, taken == delivered).
 CUT=$(python3 -c 'import json, sys
 print(sum(json.loads(l)["messages"] for l in open(sys.argv[1]) if l.strip() and not json.loads(l)["complete"]))' "$TM_WORK/recv.json")
 kill -TERM $PID_A
@@ -173,7 +176,7 @@ tm_check da \
     "d['service']['invalid'] == 0" \
     "d['service']['taken'] == d['service']['delivered'] + d['service']['failed']" \
     "0 < d['service']['delivered'] - ($COUNT + 1) - (500 + 1) <= $CUT" \
-    "1 <= d['service']['failed'] <= 64" \
+    "0 <= d['service']['failed'] <= 64" \
     "d['reliability']['retx_pkts'] > 0"
 tm_check db "d['fault']['dropped'] > 0"
 tm_finish
