@@ -374,9 +374,11 @@ void SessionTable::on_arp(rte_mbuf* m, uint64_t now) {
         if (l != ArpResolver::Learn::Refused && l != ArpResolver::Learn::RefusedAgain)
             return;
         ctr_.arp_refused++;
+        // The control thread's ARP handling, once per address (RefusedAgain is
+        // silent): never on a data packet's path.
         if (l == ArpResolver::Learn::Refused)
-            TM_LOG(WARNING, lib, "ARP: %u.%u.%u.%u claims a new MAC; not believed (sessions keep theirs; the next "
-               "session to it resolves it again)", a.spa >> 24, (a.spa >> 16) & 255, (a.spa >> 8) & 255, a.spa & 255); // control thread, once per address: never per packet
+            TM_LOG(WARNING, lib, "ARP: %u.%u.%u.%u claims a new MAC; not believed (sessions keep theirs; the next " // control thread, once per address
+               "session to it resolves it again)", a.spa >> 24, (a.spa >> 16) & 255, (a.spa >> 8) & 255, a.spa & 255);
     };
     switch (v) {
     case ArpVerdict::Request:
