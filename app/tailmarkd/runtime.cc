@@ -935,8 +935,9 @@ bool Runtime::setup(SetupError& e) {
     tsc_hz_ = rte_get_tsc_hz();
     // A released flow id waits out the peer timeout (and a second) before
     // it names another flow: see flow_ids.h.
-    send_ids_.set_quarantine(tsc_hz_ * (opt_.peer_timeout_ms + 1000) / 1000);
-    recv_ids_.set_quarantine(tsc_hz_ * (opt_.peer_timeout_ms + 1000) / 1000);
+    const uint64_t quarantine = tsc_hz_ * (opt_.peer_timeout_ms + 1000) / 1000;
+    send_ids_.set_quarantine(quarantine);
+    recv_ids_.set_quarantine(quarantine);
     DataPlaneConfig& dp = plane_.cfg;
     dp.mode = opt_.mode;
     dp.msg_size = opt_.msg_size;

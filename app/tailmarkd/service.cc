@@ -1504,8 +1504,7 @@ void Service::drop_app(SvcApp& app, uint64_t now, const char* why) {
     uint32_t held = 0;
     for (const SvcSession* ss : app.sessions)
         for (const SvcSendFlow* f : ss->send)
-            if (f->free_shinfo != nullptr)
-                held += f->nshinfo - rte_ring_count(f->free_shinfo);
+            held += f->shinfo_out();
     if (held > 0 && app.arena.addr != nullptr) {
         bump(ctl_.arenas_deferred);
         TM_LOG(INFO, app, "service: %s: its arena stays mapped until %u message(s) in flight are let go",
@@ -1537,7 +1536,7 @@ void Service::reap(uint64_t now) {
         if (!ss->connector && ss->local_peer != nullptr) // its cursors are read by the local connector's flows
             free = free && ss->local_peer->gone && ss->local_peer->quiet;
         for (SvcSendFlow* f : ss->send)
-            free = free && (f->free_shinfo == nullptr || rte_ring_count(f->free_shinfo) == f->nshinfo);
+            free = free && f->shinfo_out() == 0;
         if (!free) {
             i++;
             continue;

@@ -65,6 +65,8 @@ struct alignas(64) SvcSendFlow {
     rte_mbuf_ext_shared_info* shinfo = nullptr;
     uint32_t nshinfo = 0;
     rte_ring* free_shinfo = nullptr; // MP/SC: indexes into shinfo
+    // Shared infos out (held by the Sender or an mbuf): the arena is in use.
+    uint32_t shinfo_out() const { return free_shinfo != nullptr ? nshinfo - rte_ring_count(free_shinfo) : 0; }
     alignas(64) SvcCounters ctr; // tx lcore
 };
 
