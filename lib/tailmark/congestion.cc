@@ -140,8 +140,8 @@ CcEvent Congestion::on_rtt(uint64_t now, uint64_t rtt, uint64_t sent) {
     if (srtt_ == 0) { // the first sample opens the first interval
         win_start_ = now;
         win_delivered_ = delivered_;
-    } else if (now - sample_tsc_ > win_gap_) {
-        win_gap_ = now - sample_tsc_;
+    } else if (gap > win_gap_) {
+        win_gap_ = gap;
     }
     if (gap > stall_)
         stall_end_ = now;
@@ -177,10 +177,6 @@ CcEvent Congestion::on_rtt(uint64_t now, uint64_t rtt, uint64_t sent) {
         win_first_ = now;
     if (rtt < win_min_)
         win_min_ = rtt;
-    // Slow start ends at the first sample that shows a queue of half the
-    // target, not at the interval's end: the rate doubled an interval ago
-    // and the queue grows by the whole excess until the cut. Back to the
-    // rate before that doubling, which the path was still carrying.
     // A sample 8 targets over the base RTT with the feedback flowing (no
     // time slice to explain it): the queue is near what a shallow bottleneck
     // holds (tbf's 2 ms plus its burst at 100 Mbit/s: ~7 ms), and waiting for
@@ -200,6 +196,10 @@ CcEvent Congestion::on_rtt(uint64_t now, uint64_t rtt, uint64_t sent) {
         open_window(now);
         return CcEvent::Decrease;
     }
+    // Slow start ends at the first sample that shows a queue of half the
+    // target, not at the interval's end: the rate doubled an interval ago
+    // and the queue grows by the whole excess until the cut. Back to the
+    // rate before that doubling, which the path was still carrying.
     if (slow_start_ && rtt > base_rtt() + target_ / 2) {
         cut_to(now, rate_ / 2);
         open_window(now);

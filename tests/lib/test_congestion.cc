@@ -32,6 +32,17 @@ Congestion started(const CongestionConfig& cfg = config()) {
     return cc;
 }
 
+// At 200 Mbit/s, one sample at 0 and a send at 1 ms, then silent: the
+// timeout at 6 ms (RTO 5 ms) halved it.
+Congestion cut_by_timeout(const CongestionConfig& cfg = config()) {
+    Congestion cc = started(cfg);
+    cc.on_rtt(1, 100 * kUs);
+    cc.sent(1 + 1000 * kUs, 100);
+    REQUIRE(cc.on_timeout(1 + 6000 * kUs, 5000 * kUs));
+    REQUIRE(cc.rate_bps() == 100e6);
+    return cc;
+}
+
 } // namespace
 
 TEST_CASE("stamps: 2^shift cycles is the largest power of two not above a microsecond", "[congestion]") {
@@ -182,13 +193,8 @@ TEST_CASE("control law: additive increase per ms, only while the rate limits; lo
 }
 
 TEST_CASE("control law: the flows of a session that time out together cut once", "[congestion]") {
-    CongestionConfig cfg = config();
-    Congestion cc = started(cfg);
-    cc.on_rtt(1, 100 * kUs);
-    cc.sent(1 + 1000 * kUs, 100);
-    // Silent for an RTO: the first flow's timer cuts.
-    CHECK(cc.on_timeout(1 + 6000 * kUs, 5000 * kUs));
-    CHECK(cc.rate_bps() == 100e6);
+    // Silent for an RTO: the first flow's timer cut.
+    Congestion cc = cut_by_timeout();
     // The session's three other flows expire in the same stall: no more.
     for (uint64_t f = 1; f < 4; f++)
         CHECK_FALSE(cc.on_timeout(1 + 6000 * kUs + f * 10 * kUs, 5000 * kUs));
@@ -373,12 +379,8 @@ TEST_CASE("control law: the ACKs of every flow after a silence are not a queue n
 
 TEST_CASE("control law: a timeout whose silence was a descheduled peer is undone by the first sample", "[congestion]") {
     CongestionConfig cfg = config();
-    Congestion cc = started(cfg);
-    cc.on_rtt(1, 100 * kUs);
-    // Sent at 1 ms, then silent: the timeout at 6 ms halves.
-    cc.sent(1 + 1000 * kUs, 100);
-    REQUIRE(cc.on_timeout(1 + 6000 * kUs, 5000 * kUs));
-    REQUIRE(cc.rate_bps() == 100e6);
+    // Sent at 1 ms, then silent: the timeout at 6 ms halved.
+    Congestion cc = cut_by_timeout(cfg);
     // At 7 ms the peer, back from a time slice, echoes the packet of 1 ms:
     // 6 ms old, all of it the silence (6.9 ms since the last sample).
     cc.on_rtt(1 + 7000 * kUs, 6000 * kUs, 1 + 1000 * kUs);
@@ -386,10 +388,7 @@ TEST_CASE("control law: a timeout whose silence was a descheduled peer is undone
 
     // The same silence, but the first sample is of a packet sent after the
     // cut: what was in flight before it is not known to have arrived.
-    Congestion c2 = started(cfg);
-    c2.on_rtt(1, 100 * kUs);
-    c2.sent(1 + 1000 * kUs, 100);
-    REQUIRE(c2.on_timeout(1 + 6000 * kUs, 5000 * kUs));
+    Congestion c2 = cut_by_timeout(cfg);
     c2.on_rtt(1 + 7000 * kUs, 100 * kUs, 1 + 6900 * kUs);
     CHECK(c2.rate_bps() == 100e6);
 
