@@ -9,6 +9,7 @@
 #include <c10/util/Exception.h>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,22 @@ inline RedOp red_of(const c10d::ReduceOp& r, const char* op) {
 
 inline std::string describe(const char* op, const at::Tensor& t, DType d) {
     return std::string(op) + " of " + std::to_string(t.numel()) + " x " + dtype_name(d);
+}
+
+// A new op of kind k on tensor t: its dtype (refused if not one of ours) and
+// its name for messages ("all_reduce of 4096 x float32").
+inline std::unique_ptr<Op> make_op(Kind k, const at::Tensor& t, const char* name) {
+    auto op = std::make_unique<Op>();
+    op->kind = k;
+    op->dtype = dtype_of(t, name);
+    op->what = describe(name, t, op->dtype);
+    return op;
+}
+
+// A collective's root, checked against the world.
+inline int root_of(int64_t root, int n, const char* op) {
+    TORCH_CHECK(root >= 0 && root < n, "tailmark: ", op, ": root ", root, " is not a rank");
+    return static_cast<int>(root);
 }
 
 inline unsigned char* bytes(const at::Tensor& t) { return static_cast<unsigned char*>(t.data_ptr()); }

@@ -65,11 +65,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTailmark::run(std::unique_ptr<Op> op,
 c10::intrusive_ptr<c10d::Work> ProcessGroupTailmark::send(std::vector<at::Tensor>& tensors, int dst, int tag) {
     const at::Tensor& t = single(tensors, "send");
     TORCH_CHECK(dst >= 0 && dst < getSize() && dst != getRank(), "tailmark: send: ", dst, " is not another rank");
-    auto op = std::make_unique<Op>();
-    op->kind = Kind::Send;
+    auto op = make_op(Kind::Send, t, "send");
     op->tag = tag;
-    op->dtype = dtype_of(t, "send");
-    op->what = describe("send", t, op->dtype) + " to rank " + std::to_string(dst);
+    op->what += " to rank " + std::to_string(dst);
     const size_t es = t.element_size(), N = static_cast<size_t>(t.numel());
     const size_t P = pieces_for(N, es);
     op->outs.push_back(OutPart{dst, out_pieces(bytes(t), N, es, P)});
@@ -79,11 +77,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTailmark::send(std::vector<at::Tensor
 c10::intrusive_ptr<c10d::Work> ProcessGroupTailmark::recv(std::vector<at::Tensor>& tensors, int src, int tag) {
     const at::Tensor& t = single(tensors, "recv");
     TORCH_CHECK(src >= 0 && src < getSize() && src != getRank(), "tailmark: recv: ", src, " is not another rank");
-    auto op = std::make_unique<Op>();
-    op->kind = Kind::Send;
+    auto op = make_op(Kind::Send, t, "recv");
     op->tag = tag;
-    op->dtype = dtype_of(t, "recv");
-    op->what = describe("recv", t, op->dtype) + " from rank " + std::to_string(src);
+    op->what += " from rank " + std::to_string(src);
     const size_t es = t.element_size(), N = static_cast<size_t>(t.numel());
     const size_t P = pieces_for(N, es);
     op->ins.push_back(InPart{src, in_pieces(bytes(t), N, es, P)});

@@ -14,11 +14,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTailmark::allreduce(std::vector<at::T
                                                                const c10d::AllreduceOptions& opts) {
     const at::Tensor& t = single(tensors, "all_reduce");
     const int n = getSize(), r = getRank();
-    auto op = std::make_unique<Op>();
-    op->kind = Kind::AllReduce;
-    op->dtype = dtype_of(t, "all_reduce");
+    auto op = make_op(Kind::AllReduce, t, "all_reduce");
     op->red = red_of(opts.reduceOp, "all_reduce");
-    op->what = describe("all_reduce", t, op->dtype);
     const size_t es = t.element_size(), N = static_cast<size_t>(t.numel());
     unsigned char* base = bytes(t);
     if (n > 1) {
@@ -59,12 +56,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTailmark::allreduce(std::vector<at::T
 c10::intrusive_ptr<c10d::Work> ProcessGroupTailmark::broadcast(std::vector<at::Tensor>& tensors,
                                                                const c10d::BroadcastOptions& opts) {
     const at::Tensor& t = single(tensors, "broadcast");
-    const int n = getSize(), r = getRank(), root = static_cast<int>(opts.rootRank);
-    TORCH_CHECK(root >= 0 && root < n, "tailmark: broadcast: root ", root, " is not a rank");
-    auto op = std::make_unique<Op>();
-    op->kind = Kind::Broadcast;
-    op->dtype = dtype_of(t, "broadcast");
-    op->what = describe("broadcast", t, op->dtype);
+    const int n = getSize(), r = getRank(), root = root_of(opts.rootRank, n, "broadcast");
+    auto op = make_op(Kind::Broadcast, t, "broadcast");
     const size_t es = t.element_size(), N = static_cast<size_t>(t.numel());
     unsigned char* base = bytes(t);
     if (n > 1) {
@@ -83,13 +76,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTailmark::broadcast(std::vector<at::T
 c10::intrusive_ptr<c10d::Work> ProcessGroupTailmark::reduce(std::vector<at::Tensor>& tensors,
                                                             const c10d::ReduceOptions& opts) {
     const at::Tensor& t = single(tensors, "reduce");
-    const int n = getSize(), r = getRank(), root = static_cast<int>(opts.rootRank);
-    TORCH_CHECK(root >= 0 && root < n, "tailmark: reduce: root ", root, " is not a rank");
-    auto op = std::make_unique<Op>();
-    op->kind = Kind::Reduce;
-    op->dtype = dtype_of(t, "reduce");
+    const int n = getSize(), r = getRank(), root = root_of(opts.rootRank, n, "reduce");
+    auto op = make_op(Kind::Reduce, t, "reduce");
     op->red = red_of(opts.reduceOp, "reduce");
-    op->what = describe("reduce", t, op->dtype);
     const size_t es = t.element_size(), N = static_cast<size_t>(t.numel());
     unsigned char* base = bytes(t);
     std::vector<at::Tensor> keep;
@@ -155,10 +144,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTailmark::allgather(std::vector<std::
     const int n = getSize(), r = getRank();
     TORCH_CHECK(outputs.size() == 1, "tailmark: all_gather: one list of world_size output tensors");
     check_list(outputs[0], n, t, "all_gather", "tensor_list");
-    auto op = std::make_unique<Op>();
-    op->kind = Kind::AllGather;
-    op->dtype = dtype_of(t, "all_gather");
-    op->what = describe("all_gather", t, op->dtype);
+    auto op = make_op(Kind::AllGather, t, "all_gather");
     const size_t es = t.element_size(), N = static_cast<size_t>(t.numel());
     std::vector<at::Tensor>& outs = outputs[0];
     if (bytes(outs[r]) != bytes(t) && N != 0)
@@ -187,10 +173,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTailmark::_allgather_base(at::Tensor&
     // The input may be the output's own chunk (in place), nothing else of it.
     TORCH_CHECK(!overlaps(output, input) || bytes(input) == chunks[r], "tailmark: ", name,
                 ": the input overlaps the output other than as this rank's chunk");
-    auto op = std::make_unique<Op>();
-    op->kind = Kind::AllGather; // the same plan as all_gather's, on the wire too
-    op->dtype = dtype_of(input, name);
-    op->what = describe(name, input, op->dtype);
+    auto op = make_op(Kind::AllGather, input, name); // the same plan as all_gather's, on the wire too
     if (bytes(input) != chunks[r] && N != 0)
         std::memcpy(chunks[r], bytes(input), N * es);
     ring_all_gather(*op, chunks, N, es);
@@ -242,11 +225,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTailmark::reduce_scatter(std::vector<
     const int n = getSize();
     TORCH_CHECK(inputs.size() == 1, "tailmark: reduce_scatter: one list of world_size input tensors");
     check_list(inputs[0], n, y, "reduce_scatter", "input_list");
-    auto op = std::make_unique<Op>();
-    op->kind = Kind::ReduceScatter;
-    op->dtype = dtype_of(y, "reduce_scatter");
+    auto op = make_op(Kind::ReduceScatter, y, "reduce_scatter");
     op->red = red_of(opts.reduceOp, "reduce_scatter");
-    op->what = describe("reduce_scatter", y, op->dtype);
     const size_t es = y.element_size(), N = static_cast<size_t>(y.numel());
     std::vector<at::Tensor> keep = inputs[0];
     unsigned char* ybase = bytes(y);
@@ -277,11 +257,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTailmark::_reduce_scatter_base(at::Te
         in.push_back(bytes(input) + c * N * es);
     TORCH_CHECK(!overlaps(output, input) || bytes(output) == in[r], "tailmark: ", name,
                 ": the output overlaps the input other than as this rank's chunk");
-    auto op = std::make_unique<Op>();
-    op->kind = Kind::ReduceScatter; // reduce_scatter's plan, on the wire too
-    op->dtype = dtype_of(output, name);
+    auto op = make_op(Kind::ReduceScatter, output, name); // reduce_scatter's plan, on the wire too
     op->red = red_of(opts.reduceOp, name);
-    op->what = describe(name, output, op->dtype);
     unsigned char* ybase = bytes(output);
     std::vector<at::Tensor> keep{input};
     ring_reduce_scatter(*op, in, ybase, N, es, output, keep);

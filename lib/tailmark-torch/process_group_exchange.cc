@@ -13,12 +13,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTailmark::gather(std::vector<std::vec
                                                             std::vector<at::Tensor>& inputs,
                                                             const c10d::GatherOptions& opts) {
     const at::Tensor& t = single(inputs, "gather");
-    const int n = getSize(), r = getRank(), root = static_cast<int>(opts.rootRank);
-    TORCH_CHECK(root >= 0 && root < n, "tailmark: gather: root ", root, " is not a rank");
-    auto op = std::make_unique<Op>();
-    op->kind = Kind::Gather;
-    op->dtype = dtype_of(t, "gather");
-    op->what = describe("gather", t, op->dtype);
+    const int n = getSize(), r = getRank(), root = root_of(opts.rootRank, n, "gather");
+    auto op = make_op(Kind::Gather, t, "gather");
     const size_t es = t.element_size(), N = static_cast<size_t>(t.numel());
     const size_t P = pieces_for(N, es);
     std::vector<at::Tensor> result;
@@ -43,12 +39,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTailmark::scatter(std::vector<at::Ten
                                                              std::vector<std::vector<at::Tensor>>& inputs,
                                                              const c10d::ScatterOptions& opts) {
     const at::Tensor& y = single(outputs, "scatter");
-    const int n = getSize(), r = getRank(), root = static_cast<int>(opts.rootRank);
-    TORCH_CHECK(root >= 0 && root < n, "tailmark: scatter: root ", root, " is not a rank");
-    auto op = std::make_unique<Op>();
-    op->kind = Kind::Scatter;
-    op->dtype = dtype_of(y, "scatter");
-    op->what = describe("scatter", y, op->dtype);
+    const int n = getSize(), r = getRank(), root = root_of(opts.rootRank, n, "scatter");
+    auto op = make_op(Kind::Scatter, y, "scatter");
     const size_t es = y.element_size(), N = static_cast<size_t>(y.numel());
     const size_t P = pieces_for(N, es);
     std::vector<at::Tensor> keep;
@@ -162,10 +154,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTailmark::alltoall_base(at::Tensor& o
     const auto out = splits_of(output, outputSplitSizes, n, "output");
     TORCH_CHECK(in[r].second == out[r].second, "tailmark: ", name, ": this rank's own input split (", in[r].second,
                 " elements) and output split (", out[r].second, ") differ");
-    auto op = std::make_unique<Op>();
-    op->kind = Kind::AllToAll; // all_to_all's plan, on the wire too
-    op->dtype = dtype_of(input, name);
-    op->what = describe(name, input, op->dtype);
+    auto op = make_op(Kind::AllToAll, input, name); // all_to_all's plan, on the wire too
     const size_t es = input.element_size();
     std::vector<std::pair<const unsigned char*, size_t>> send;
     std::vector<std::pair<unsigned char*, size_t>> recv;
