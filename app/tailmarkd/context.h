@@ -151,6 +151,7 @@ struct FlowCtx {
     FailReason remove_why = FailReason::None;
     uint64_t cons_completed = 0, cons_verified = 0, cons_errors = 0; // the consumer's, once it let go
     bool detached = false;
+    bool forgotten = false; // its session was forgotten: the slot is free (registry.cc)
     Sender::FlowView last_send{};
     uint32_t last_acked = 0, last_released = 0, last_gave_up = 0;
     // Messages per second over the last second, for the shell and telemetry

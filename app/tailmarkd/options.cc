@@ -574,6 +574,10 @@ const OptDef kOpts[] = {
      U64_OPT(service, 1, 65535, false)},
     {"sessions", "N", "recv: sender sessions to see through (each --flows x --messages) before --exit-when-done (default 1)",
      U64_OPT(sessions, 1, 4096, false)},
+    {"keep-ended", "N",
+     "recv, service: ended sessions the summary, the shell and telemetry keep (default 256); an older one's counts "
+     "go into the totals, and its flows' memory and registry slots to new flows",
+     U64_OPT(keep_ended, 0, 65536, false)},
     {"keepalive-ms", "MS", "a sender's liveness probe per session while connected (default 1000)",
      U64_OPT(keepalive_ms, 10, 3600000, false)},
     {"idle-sleep-us", "US", "an lcore idle for 1 ms sleeps this long per idle turn (0 = always poll, the default)",
@@ -915,6 +919,7 @@ std::string dump_ini(const Options& o) {
       << "stream-min = " << o.stream_min << "\n"
       << "service = " << o.service << "\n"
       << "sessions = " << o.sessions << "\n"
+      << "keep-ended = " << o.keep_ended << "\n"
       << "keepalive-ms = " << o.keepalive_ms << "\n"
       << "idle-sleep-us = " << o.idle_sleep_us << "\n"
       << "trace-slow-ns = " << o.trace_slow_ns << "\n"

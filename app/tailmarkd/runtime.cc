@@ -924,10 +924,9 @@ bool Runtime::make_unconnected(SetupError& e) {
             }
     }
     a->stage = AppSession::Stage::Live;
-    a->index = 0;
     for (FlowCtx* f : flows_)
         a->flows.push_back(f), f->session = f->send_session = f->recv_session = a.get();
-    app_sessions_.push_back(std::move(a));
+    add_session(std::move(a));
     return true;
 }
 
@@ -1109,8 +1108,6 @@ AcceptDecision Runtime::decide(Session& s, const FlowParams& p) {
     a->data_version = s.params.version;
     a->data_auth = s.params.data_auth;
     a->peer = s.peer;
-    a->index = static_cast<uint32_t>(app_sessions_.size());
-    const size_t first_new = flows_.size();
     std::string err;
     bool ok = true;
     const GroupPlan plan = plan_group(p.max_msg, stride_for_mtu(mtu, p.version));
@@ -1120,21 +1117,15 @@ AcceptDecision Runtime::decide(Session& s, const FlowParams& p) {
             f = flows_[i];
         } else {
             f = socket_new<FlowCtx>(rx_socket_);
-            if (f == nullptr) {
-                ok = false;
-                break;
-            }
-            if (flows_.size() == kMaxRegistry) {
+            if (f == nullptr || !add_flow(f, rte_rdtsc())) {
                 socket_delete(f);
                 ok = false;
                 break;
             }
-            f->index = static_cast<uint32_t>(flows_.size());
             f->gen_id = i;
             f->ring_size = opt_.ring_size;
             f->pkts_per_msg = plan.pkt_count;
             f->fixed_len = p.max_msg < opt_.msg_size ? p.max_msg : 0;
-            flows_.push_back(f); // reserved: the other threads' view stays valid
         }
         f->recv_session = a.get();
         if (opt_.mode == Mode::Recv)
@@ -1143,12 +1134,12 @@ AcceptDecision Runtime::decide(Session& s, const FlowParams& p) {
         ok = make_recv_flow(*f, *a, s, static_cast<uint16_t>(base + i), i, err);
     }
     if (!ok) { // undo: nothing reached an lcore
-        for (FlowCtx* f : a->flows)
+        for (FlowCtx* f : a->flows) {
             free_recv(*f);
-        while (flows_.size() > first_new) {
-            socket_delete(flows_.back());
-            flows_.pop_back();
+            if (opt_.mode != Mode::Loopback) // loopback's flows are its own, made once
+                abandon_flow(*f);
         }
+        publish_flows();
         recv_ids_.unuse(static_cast<uint32_t>(base), p.nflows); // refused: no packet carried them
         TM_LOG(ERR, app, "session from %s: %s", to_string(s.peer).c_str(), err.empty() ? "out of memory" : err.c_str());
         d = AcceptDecision{};
@@ -1157,12 +1148,11 @@ AcceptDecision Runtime::decide(Session& s, const FlowParams& p) {
     }
     for (FlowCtx* f : a->flows)
         post_recv(*f, *a);
-    nflows_.store(static_cast<uint32_t>(flows_.size()), std::memory_order_release);
-    failed_logged_.resize(flows_.size(), false);
+    publish_flows();
     TM_LOG(INFO, app, "session %u from %s (service %u): %u flows, ids %u..%u, MTU %u, data v%u%s%s", s.id,
            to_string(s.peer).c_str(), s.service, p.nflows, base, base + p.nflows - 1, mtu, unsigned(s.params.version),
            s.params.data_auth ? " with --data-auth" : "", s.local_peer ? " (this process: cursors in memory)" : "");
-    app_sessions_.push_back(std::move(a));
+    add_session(std::move(a));
     return d;
 }
 
@@ -1405,9 +1395,7 @@ void Runtime::on_session(Session& s) {
         na->data_version = s.params.version;
         na->data_auth = s.params.data_auth;
         na->peer = s.peer;
-        na->index = static_cast<uint32_t>(app_sessions_.size());
-        a = na.get();
-        app_sessions_.push_back(std::move(na));
+        a = &add_session(std::move(na));
         TM_LOG(INFO, app, "session %u to %s up: %u flows, peer's ids %u.., MTU %u, ring %u, data v%u%s%s", s.id,
                to_string(s.peer).c_str(), s.params.nflows, s.peer_base, s.params.mtu, s.params.ring_size,
                unsigned(s.params.version), s.params.data_auth ? " with --data-auth" : "",
@@ -2002,8 +1990,10 @@ void Runtime::control(uint64_t now) {
                    double(v.cc_base_rtt) * 1e3 / double(tsc_hz_), opt_.cc_target_us);
         }
     }
-    if (now >= next_rates_)
+    if (now >= next_rates_) {
         update_rates(now);
+        forget_ended(now); // once a second too
+    }
     // recv: a session is complete once every flow consumed --messages.
     for (auto& a : app_sessions_) {
         if (a->connector || a->complete || opt_.messages == 0 || a->flows.empty())
@@ -2172,25 +2162,31 @@ Runtime::Totals Runtime::totals() const {
     if (opt_.mode == Mode::Send) {
         t.completed = t.acked;
     } else if (opt_.external_consumer) { // released by the consumer process (which verifies)
-        t.bytes = 0;
+        t.completed += forgotten_.completed;
+        t.bytes = forgotten_.bytes;
         for (const FlowCtx* f : flows_) {
+            if (f->forgotten)
+                continue;
             const uint32_t rel = released_of(*f);
             t.completed += rel;
-            // The bytes of what it released: message i of a flow has the
-            // i-th size of the list, in turn (not the largest times the count).
-            if (plane_.cfg.nsizes == 0) {
-                t.bytes += uint64_t(rel) * opt_.msg_size;
-            } else {
-                uint64_t cycle = 0;
-                for (uint32_t k = 0; k < plane_.cfg.nsizes; k++)
-                    cycle += plane_.cfg.sizes[k];
-                t.bytes += uint64_t(rel / plane_.cfg.nsizes) * cycle;
-                for (uint32_t k = 0; k < rel % plane_.cfg.nsizes; k++)
-                    t.bytes += plane_.cfg.sizes[k];
-            }
+            t.bytes += bytes_released(rel);
         }
     }
     return t;
+}
+
+// Message i of a flow has the i-th size of the list, in turn (not the
+// largest times the count).
+uint64_t Runtime::bytes_released(uint32_t rel) const {
+    if (plane_.cfg.nsizes == 0)
+        return uint64_t(rel) * opt_.msg_size;
+    uint64_t cycle = 0, b = 0;
+    for (uint32_t k = 0; k < plane_.cfg.nsizes; k++)
+        cycle += plane_.cfg.sizes[k];
+    b += uint64_t(rel / plane_.cfg.nsizes) * cycle;
+    for (uint32_t k = 0; k < rel % plane_.cfg.nsizes; k++)
+        b += plane_.cfg.sizes[k];
+    return b;
 }
 
 void Runtime::print_stats(uint64_t now) {
@@ -2223,7 +2219,7 @@ void Runtime::print_stats(uint64_t now) {
     // The fastest session's congestion controller: what paces the sender now.
     double cc_bps = 0, srtt_us = 0;
     for (const FlowCtx* f : flows_) {
-        if (f->send == nullptr && !f->detached && opt_.mode == Mode::Recv)
+        if (f->forgotten || (f->send == nullptr && !f->detached && opt_.mode == Mode::Recv))
             continue;
         const Sender::FlowView v = send_view(*f);
         if (v.cc_rate_bps > cc_bps) {
@@ -2255,13 +2251,57 @@ std::vector<Results::RxLane> Runtime::rx_lanes() const {
     return v;
 }
 
+Results::Flow Runtime::flow_row(const FlowCtx& f) const {
+    Results::Flow x;
+    x.index = f.index;
+    if (f.send != nullptr || f.detached || opt_.mode != Mode::Recv) {
+        const Sender::FlowView v = send_view(f);
+        x.sent = v.sent;
+        if (opt_.mode == Mode::Send) {
+            x.acked = v.acked;
+            x.released = v.released;
+        } else {
+            x.acked = acked_of(f);
+            x.released = released_of(f);
+        }
+        if (v.failed != FailReason::None && opt_.mode != Mode::Recv) {
+            x.state = to_string(v.failed);
+            // What it still owed: its messages not released, the ones
+            // never sent included (--messages 0: those it had taken).
+            // The service's flows carry the applications' messages, not --messages.
+            const uint64_t quota = opt_.messages + f.sends_requested.load(std::memory_order_relaxed);
+            x.failed = opt_.messages && opt_.mode != Mode::Service ? (quota > x.released ? quota - x.released : 0)
+                                                                   : v.failed_msgs;
+        }
+    } else {
+        x.acked = acked_of(f);
+        x.released = released_of(f);
+    }
+    if (opt_.mode == Mode::Recv) {
+        x.sent = 0;
+        x.session = f.session ? f.session->index : 0;
+    }
+    x.gave_up = f.ring ? f.ring->gave_up() : f.last_gave_up;
+    x.latency_samples = f.lat.samples();
+    x.lat_p50_ns = double(f.lat.quantile(0.50)) * 1e9 / double(tsc_hz_);
+    x.lat_p99_ns = double(f.lat.quantile(0.99)) * 1e9 / double(tsc_hz_);
+    if (handoff_) {
+        const uint8_t o = f.recv != nullptr ? rx_owner_[f.recv_id] : f.last_owner;
+        const uint8_t at = f.recv != nullptr ? rx_arrived_[f.recv_id] : f.last_arrived;
+        x.rx_owner = o == RxPlacer::kNoOwner ? -1 : o;
+        x.rx_arrived = at == RxPlacer::kNoOwner ? -1 : at;
+    }
+    return x;
+}
+
 Results Runtime::results() const {
     Results r;
     const Totals t = totals();
     r.mode = opt_.mode;
     r.completion = completion();
     // Service: the flows the applications' sessions opened; their sizes are theirs.
-    r.flows = opt_.mode == Mode::Service ? static_cast<uint32_t>(flows_.size()) : opt_.flows;
+    r.flows = opt_.mode == Mode::Service ? static_cast<uint32_t>(flows_made_) : opt_.flows;
+    r.registry = {flows_made_, flows_.size(), slots_reused_, forgotten_.sessions};
     r.msg_size = opt_.mode == Mode::Service ? 0 : opt_.msg_size;
     r.messages_per_flow = opt_.messages;
     r.messages_sent = t.sent;
@@ -2408,52 +2448,23 @@ Results Runtime::results() const {
     uint64_t sends = 0;
     for (const FlowCtx* f : flows_)
         sends += f->sends_requested.load(std::memory_order_relaxed);
+    r.flows_failed = static_cast<uint32_t>(forgotten_.flows_failed);
+    r.messages_failed = forgotten_.messages_failed;
     for (const FlowCtx* f : flows_) {
-        Results::Flow x;
-        const uint64_t quota = opt_.messages + f->sends_requested.load(std::memory_order_relaxed);
+        if (f->forgotten)
+            continue;
         if (f->send != nullptr || f->detached || opt_.mode != Mode::Recv) {
             const Sender::FlowView v = send_view(*f);
-            x.sent = v.sent;
             if (v.cc_rate_bps / 1e6 > r.cc.rate_mbps) { // the fastest session's controller
                 r.cc.rate_mbps = v.cc_rate_bps / 1e6;
                 r.cc.srtt_us = static_cast<double>(v.cc_srtt) * 1e6 / static_cast<double>(tsc_hz_);
                 r.cc.base_rtt_us = static_cast<double>(v.cc_base_rtt) * 1e6 / static_cast<double>(tsc_hz_);
             }
-            if (opt_.mode == Mode::Send) {
-                x.acked = v.acked;
-                x.released = v.released;
-            } else {
-                x.acked = acked_of(*f);
-                x.released = released_of(*f);
-            }
-            if (v.failed != FailReason::None && opt_.mode != Mode::Recv) {
-                x.state = to_string(v.failed);
-                // What it still owed: its messages not released, the ones
-                // never sent included (--messages 0: those it had taken).
-                // The service's flows carry the applications' messages, not --messages.
-                x.failed = opt_.messages && opt_.mode != Mode::Service
-                               ? (quota > x.released ? quota - x.released : 0)
-                               : v.failed_msgs;
-                r.flows_failed++;
-                r.messages_failed += x.failed;
-            }
-        } else {
-            x.acked = acked_of(*f);
-            x.released = released_of(*f);
         }
-        if (opt_.mode == Mode::Recv) {
-            x.sent = 0;
-            x.session = f->session ? f->session->index : 0;
-        }
-        x.gave_up = f->ring ? f->ring->gave_up() : f->last_gave_up;
-        x.latency_samples = f->lat.samples();
-        x.lat_p50_ns = double(f->lat.quantile(0.50)) * 1e9 / double(tsc_hz_);
-        x.lat_p99_ns = double(f->lat.quantile(0.99)) * 1e9 / double(tsc_hz_);
-        if (handoff_) {
-            const uint8_t o = f->recv != nullptr ? rx_owner_[f->recv_id] : f->last_owner;
-            const uint8_t at = f->recv != nullptr ? rx_arrived_[f->recv_id] : f->last_arrived;
-            x.rx_owner = o == RxPlacer::kNoOwner ? -1 : o;
-            x.rx_arrived = at == RxPlacer::kNoOwner ? -1 : at;
+        const Results::Flow x = flow_row(*f);
+        if (std::strcmp(x.state, "ok") != 0) {
+            r.flows_failed++;
+            r.messages_failed += x.failed;
         }
         r.per_flow.push_back(x);
     }

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <atomic>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
@@ -92,6 +93,12 @@ public:
     // The registry's flows so far: grown by the control thread only, into
     // reserved room, so other threads read flows_[i] for i < flow_count().
     uint32_t flow_count() const { return nflows_.load(std::memory_order_acquire); }
+    // Slot i's flow (i < flow_count()), for those threads: the control thread
+    // may give the slot to a new flow (registry.cc), the old one freed a
+    // second later.
+    FlowCtx& flow_at(uint32_t i) const {
+        return *std::atomic_ref<FlowCtx*>(const_cast<FlowCtx*&>(flows_[i])).load(std::memory_order_acquire);
+    }
 
     Plane& plane() { return plane_; }
     const Plane& plane() const { return plane_; }
@@ -134,6 +141,19 @@ private:
     AppSession* app_session(uint16_t sid);
     FlowParams proposal() const;
     bool make_recv_flow(FlowCtx& f, AppSession& a, Session& s, uint16_t id, uint16_t i, std::string& err);
+    // The registry (registry.cc). add_flow gives f its slot (f->index): a
+    // forgotten flow's, or a new one (false: full); publish_flows shows the
+    // new slots to the other threads. abandon_flow: a flow that never went
+    // live, or one whose session is forgotten; its slot is free.
+    bool add_flow(FlowCtx* f, uint64_t now);
+    void abandon_flow(FlowCtx& f);
+    void publish_flows();
+    size_t registry_room() const { return kMaxRegistry - flows_.size() + free_slots_.size(); }
+    AppSession& add_session(std::unique_ptr<AppSession> a);
+    bool forgettable(const AppSession& a) const;
+    void forget_ended(uint64_t now); // beyond --keep-ended, the oldest ended sessions go
+    Results::Flow flow_row(const FlowCtx& f) const; // a flow's row of the summary
+    uint64_t bytes_released(uint32_t released) const; // the payload of a flow's first `released` messages
     void post_recv(FlowCtx& f, AppSession& a);
     void free_recv(FlowCtx& f);
 
@@ -219,6 +239,13 @@ private:
     std::vector<std::unique_ptr<AppSession>> app_sessions_;
     std::vector<FlowCtx*> flows_;    // the registry (reserved: kMaxRegistry)
     std::atomic<uint32_t> nflows_{0};
+    std::deque<uint32_t> free_slots_; // forgotten flows' slots, oldest first
+    uint64_t flows_made_ = 0, slots_reused_ = 0;
+    uint32_t next_session_index_ = 0;
+    // What the forgotten sessions' flows add to the summary's totals.
+    struct Forgotten {
+        uint64_t sessions = 0, flows_failed = 0, messages_failed = 0, completed = 0, bytes = 0;
+    } forgotten_;
     uint32_t sessions_complete_ = 0;
     bool refused_ = false;
     std::vector<Request> retry_;     // removals the lcores could not do yet

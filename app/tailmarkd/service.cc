@@ -1069,8 +1069,8 @@ AcceptDecision Service::decide(uint16_t port, Session& s, const FlowParams& p) {
     const uint64_t total = flow_stride * p.nflows;
     if (total > (o.svc_max_session_mb << 20))
         return refuse(RefuseReason::NoRoom, o.svc_max_session_mb << 20, total);
-    if (rt_.flows_.size() + p.nflows > kMaxRegistry)
-        return refuse(RefuseReason::NoRoom, kMaxRegistry, rt_.flows_.size() + p.nflows);
+    if (p.nflows > rt_.registry_room())
+        return refuse(RefuseReason::NoRoom, rt_.registry_room(), p.nflows);
     const int base = rt_.recv_ids_.alloc(p.nflows, rte_rdtsc());
     if (base < 0)
         return refuse(RefuseReason::NoRoom, 65536, p.nflows);
@@ -1114,23 +1114,21 @@ AcceptDecision Service::decide(uint16_t port, Session& s, const FlowParams& p) {
     a->data_version = s.params.version;
     a->data_auth = s.params.data_auth;
     a->peer = s.peer;
-    a->index = static_cast<uint32_t>(rt_.app_sessions_.size());
     a->svc = ss.get();
     ss->a = a.get();
     std::string err;
     bool ok = true;
     for (uint16_t i = 0; i < p.nflows && ok; i++) {
         FlowCtx* f = socket_new<FlowCtx>(rt_.rx_socket_);
-        if (f == nullptr) {
+        if (f == nullptr || !rt_.add_flow(f, rte_rdtsc())) {
+            socket_delete(f);
             ok = false;
             break;
         }
-        f->index = static_cast<uint32_t>(rt_.flows_.size());
         f->gen_id = i;
         f->ring_size = p.ring_size;
         f->pkts_per_msg = plan.pkt_count;
         f->recv_session = f->session = a.get();
-        rt_.flows_.push_back(f); // reserved: the other threads' view stays valid
         a->flows.push_back(f);
         f->ring = CompletionRing::create_at(static_cast<uint8_t*>(map) + i * flow_stride, flow_stride,
                                             static_cast<uint16_t>(base + i), p.ring_size, p.max_msg);
@@ -1143,23 +1141,23 @@ AcceptDecision Service::decide(uint16_t port, Session& s, const FlowParams& p) {
                err.empty() ? "out of memory" : err.c_str());
         for (FlowCtx* f : a->flows) {
             rt_.free_recv(*f);
-            f->detached = true;
+            rt_.abandon_flow(*f);
         }
+        rt_.publish_flows();
         rt_.recv_ids_.unuse(static_cast<uint32_t>(base), p.nflows); // refused: no packet carried them
         s.user = nullptr;
         d = AcceptDecision{};
         d.reason = RefuseReason::NoRoom;
-        return d; // the FlowCtx stay in the registry, detached (its entries are never reused)
+        return d;
     }
     for (FlowCtx* f : a->flows)
         rt_.post_recv(*f, *a);
-    rt_.nflows_.store(static_cast<uint32_t>(rt_.flows_.size()), std::memory_order_release);
-    rt_.failed_logged_.resize(rt_.flows_.size(), false);
+    rt_.publish_flows();
     TM_LOG(INFO, app, "service: session %u from %s to port %u (%s): %u flows, ring %u, max %u B, data v%u%s", s.id,
            to_string(s.peer).c_str(), port, app.label().c_str(), p.nflows, p.ring_size, p.max_msg,
            unsigned(s.params.version), s.params.data_auth ? " with --data-auth" : "");
     app.sessions.push_back(ss.get());
-    rt_.app_sessions_.push_back(std::move(a));
+    rt_.add_session(std::move(a));
     std::lock_guard<std::mutex> lk(counters_mu_);
     sessions_.push_back(std::move(ss));
     return d;
@@ -1197,7 +1195,7 @@ void Service::install_send(SvcSession& ss, Session& s, uint64_t now) {
 
         FlowCtx* f = socket_new<FlowCtx>(rt_.tx_socket_);
         auto* sf = static_cast<SvcSendFlow*>(rte_zmalloc_socket("tm_svc_flow", sizeof(SvcSendFlow), 64, rt_.tx_socket_));
-        if (f == nullptr || sf == nullptr || rt_.flows_.size() == kMaxRegistry) {
+        if (f == nullptr || sf == nullptr || !rt_.add_flow(f, now)) {
             socket_delete(f);
             rte_free(sf);
             TM_LOG(ERR, app, "service: session %u: out of memory (flow %u)", s.id, i);
@@ -1227,12 +1225,10 @@ void Service::install_send(SvcSession& ss, Session& s, uint64_t now) {
             std::lock_guard<std::mutex> lk(counters_mu_);
             ss.send.push_back(sf);
         }
-        f->index = static_cast<uint32_t>(rt_.flows_.size());
         f->gen_id = i;
         f->ring_size = ring;
         f->pkts_per_msg = plan.pkt_count;
         f->session = f->send_session = &a;
-        rt_.flows_.push_back(f);
         a.flows.push_back(f);
         if (sf->free_shinfo == nullptr || holds == nullptr) {
             rte_free(holds);
@@ -1286,8 +1282,7 @@ void Service::install_send(SvcSession& ss, Session& s, uint64_t now) {
                  {Request::Op::AddSend, false, FailReason::None, f->send_id, f->index, f->sender, f->send, &a});
         a.pending++;
     }
-    rt_.nflows_.store(static_cast<uint32_t>(rt_.flows_.size()), std::memory_order_release);
-    rt_.failed_logged_.resize(rt_.flows_.size(), false);
+    rt_.publish_flows();
 }
 
 void Service::on_session(Session& s, uint64_t now) {
@@ -1312,11 +1307,9 @@ void Service::on_session(Session& s, uint64_t now) {
         a->data_version = s.params.version;
         a->data_auth = s.params.data_auth;
         a->peer = s.peer;
-        a->index = static_cast<uint32_t>(rt_.app_sessions_.size());
         a->svc = ss;
         a->up_tsc = now; // (tailmark-ctl's up_s)
-        ss->a = a.get();
-        rt_.app_sessions_.push_back(std::move(a));
+        ss->a = &rt_.add_session(std::move(a));
         TM_LOG(INFO, app, "service: session %u to %s up: %u flows, MTU %u, ring %u, data v%u%s%s", s.id, to_string(s.peer).c_str(),
                s.params.nflows, s.params.mtu, s.params.ring_size, unsigned(s.params.version),
                s.params.data_auth ? " with --data-auth" : "", s.local_peer ? " (this daemon)" : "");

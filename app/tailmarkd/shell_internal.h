@@ -15,7 +15,7 @@ namespace tailmark::app {
 struct ShellAccess {
     static const Options& opt(const Runtime& r) { return r.opt_; }
     static uint32_t nflows(const Runtime& r) { return r.flow_count(); }
-    static FlowCtx& flow(const Runtime& r, uint32_t i) { return *r.flows_[i]; }
+    static FlowCtx& flow(const Runtime& r, uint32_t i) { return r.flow_at(i); }
     static Sender::FlowView view(const Runtime& r, const FlowCtx& f) { return r.send_view(f); }
     static bool busy(const Runtime& r) {
         for (const Sender* s : r.senders_)

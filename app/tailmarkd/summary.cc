@@ -113,7 +113,7 @@ bool write_summary_json(const Results& r, const std::string& path, std::string& 
         fprintf(f, "%s\n    {\"flow\": %zu, \"sent\": %lu, \"acked\": %lu, \"released\": %lu, \"failed\": %lu, "
                    "\"state\": \"%s\", \"session\": %u, \"gave_up\": %lu, \"rx_owner\": %d, \"rx_arrived\": %d, "
                    "\"latency_samples\": %lu, \"lat_p50_ns\": %.0f, \"lat_p99_ns\": %.0f}",
-                i ? "," : "", i, x.sent, x.acked, x.released, x.failed, x.state, x.session, x.gave_up, x.rx_owner,
+                i ? "," : "", size_t{x.index}, x.sent, x.acked, x.released, x.failed, x.state, x.session, x.gave_up, x.rx_owner,
                 x.rx_arrived, x.latency_samples, x.lat_p50_ns, x.lat_p99_ns);
     }
     fprintf(f, "\n  ],\n");
@@ -128,6 +128,8 @@ bool write_summary_json(const Results& r, const std::string& path, std::string& 
                 x.complete ? "true" : "false", x.released, x.completed, x.verified, x.verify_errors);
     }
     fprintf(f, "\n  ],\n");
+    fprintf(f, "  \"registry\": {\"flows_made\": %lu, \"slots\": %lu, \"slots_reused\": %lu, \"sessions_forgotten\": %lu},\n",
+            r.registry.flows_made, r.registry.slots, r.registry.slots_reused, r.registry.sessions_forgotten);
     fprintf(f, "  \"session\": {\"tx\": %lu, \"rx\": %lu, \"arp_tx\": %lu, \"arp_rx\": %lu, \"established\": %lu, "
                "\"ended\": %lu, \"refused\": %lu, \"ids_reused\": %lu},\n",
             r.sess.tx, r.sess.rx, r.sess.arp_tx, r.sess.arp_rx, r.sess.established, r.sess.ended, r.sess.refused,

@@ -76,6 +76,7 @@ struct Results {
     // Per flow: messages sent, acknowledged (completed at the receiver) and
     // released (consumed); a failed flow's unreleased messages are failed.
     struct Flow {
+        uint32_t index = 0; // its registry slot: the shell's `show flow F`, telemetry's /tailmark/flow,F
         uint64_t sent = 0, acked = 0, released = 0, failed = 0;
         const char* state = "ok";
         uint32_t session = 0; // recv: the session it belongs to (sessions[])
@@ -89,6 +90,12 @@ struct Results {
         double lat_p50_ns = 0, lat_p99_ns = 0;
     };
     std::vector<Flow> per_flow;
+    // The flow registry (registry.cc): flows made over the run, slots it
+    // holds (per_flow's rows and the forgotten ones' free slots), slots
+    // given to a new flow, and the ended sessions forgotten (--keep-ended).
+    struct Registry {
+        uint64_t flows_made = 0, slots = 0, slots_reused = 0, sessions_forgotten = 0;
+    } registry;
     // Sessions (lib/tailmark/session.h): each, and the control plane's counts.
     struct SessionSummary {
         uint32_t index = 0;

@@ -77,7 +77,7 @@ struct TelemetryAccess {
         const unsigned long id = strtoul(params, &end, 10);
         if (errno != 0 || end == params || *end != '\0' || id >= rt.flow_count())
             return -EINVAL;
-        const FlowCtx& f = *rt.flows_[id];
+        const FlowCtx& f = rt.flow_at(static_cast<uint32_t>(id));
         const bool ext = rt.opt_.external_consumer;
         const Sender::FlowView v = rt.send_view(f);
         bool ok = rte_tel_data_start_dict(d) == 0;
@@ -117,7 +117,7 @@ struct TelemetryAccess {
             rte_tel_data* a = rte_tel_data_alloc();
             ok = ok && a != nullptr && rte_tel_data_start_array(a, RTE_TEL_U64_VAL) == 0;
             for (uint32_t i = 0; ok && i < n; i++) {
-                const FlowCtx& f = *rt.flows_[i];
+                const FlowCtx& f = rt.flow_at(i);
                 const double r = (sent ? f.rate_sent : f.rate_done).load(std::memory_order_relaxed);
                 ok = rte_tel_data_add_array_u64(a, static_cast<uint64_t>(r + 0.5)) == 0;
             }
