@@ -593,7 +593,9 @@ const OptDef kOpts[] = {
      U64_OPT(rto_us, 10, 10000000, false)},
     {"rto-max-us", "US", "retransmission timeout cap in microseconds (default 200000)",
      U64_OPT(rto_max_us, 10, 60000000, false)},
-    {"retry-limit", "N", "retransmission timeouts in a row without progress before a flow fails (default 8)",
+    {"retry-limit", "N",
+     "retransmission timeouts in a row without progress before a flow fails (default: as many as fill "
+     "--peer-timeout-ms, 30 with the defaults)",
      U64_OPT(retry_limit, 0, 1000, false)},
     {"nack-delay-us", "US",
      "receiver: how long a gap may be reordering before it is NACKed, in microseconds (default 200; 0 = no NACKs)",
@@ -677,6 +679,20 @@ Err validate(Options& o) {
     if (o.keepalive_ms * 2 > o.peer_timeout_ms)
         return "--peer-timeout-ms: " + std::to_string(o.peer_timeout_ms) + " must be at least twice --keepalive-ms " +
                std::to_string(o.keepalive_ms);
+    // A flow gives its peer as long as the session does: a peer whose CPU
+    // was taken for a few seconds (an application beside it, a busy host)
+    // keeps its flows. The old default, 8, gave up after about 1 s, so a
+    // receiver stopped for 4 s failed its sender's flows although its
+    // session lived (reliability.sh, case paused).
+    if (o.retry_limit == Options::kRetryLimitAuto) {
+        uint64_t waited = 0, rto = o.rto_us;
+        o.retry_limit = 0;
+        while (waited < o.peer_timeout_ms * 1000 && o.retry_limit < 1000) {
+            waited += rto;
+            rto = rto * 2 < o.rto_max_us ? rto * 2 : o.rto_max_us;
+            o.retry_limit++;
+        }
+    }
     if (o.mode != Mode::Loopback && o.tx_port != o.rx_port)
         return "--rx-port: send and recv modes use one port for data and credits (--tx-port == --rx-port)";
     return {};

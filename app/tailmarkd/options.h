@@ -65,7 +65,10 @@ struct Options {
     uint64_t tx_quantum = 1 << 20; // bytes a flow sends in one round-robin turn (whole messages up to it)
     uint64_t rto_us = 5000;          // first retransmission timeout
     uint64_t rto_max_us = 200000;    // back-off cap
-    uint32_t retry_limit = 8;        // timeouts in a row without progress before a flow fails
+    // Timeouts in a row without progress before a flow fails; by default
+    // (kRetryLimitAuto) as many as fill --peer-timeout-ms (options.cc).
+    static constexpr uint32_t kRetryLimitAuto = UINT32_MAX;
+    uint32_t retry_limit = kRetryLimitAuto;
     uint64_t stream_min = 0;         // receiver: region slots this large or larger placed by streaming stores
     uint64_t nack_delay_us = 200;    // receiver: a gap waits this long (reordering) before its NACK
     bool udp_checksum = true;        // senders fill the UDP checksum (NIC or software), receivers verify non-zero ones

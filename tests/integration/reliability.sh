@@ -108,6 +108,31 @@ for c in "${cases[@]}"; do
             "$(python3 -c "import json;s=json.load(open('$TM_WORK/${name}_send.json'));r=json.load(open('$TM_WORK/${name}_recv.json'));print(f\"retransmitted {s['reliability']['retx_pkts']} packets ({s['reliability']['probes']} probes), NACKs {r['reliability']['nacks_tx']}, drops at the receiver {r['drops_total']}\")")"
 done
 
+# A receiver that gets no CPU for 4 s (SIGSTOP, then SIGCONT), as a daemon
+# whose CPU an application takes may: its peer's timers expire meanwhile,
+# and yet no flow fails (the default --retry-limit gives a peer the session's
+# --peer-timeout-ms, 5 s, before its flows do; with the old limit of 8 the
+# flows failed after 2-3 s) and every message arrives once, exact.
+if [ -z "${TM_ONLY:-}" ] || [[ " $TM_ONLY " == *" paused "* ]]; then
+    tm_start paused_recv 130 ns "$NB" -- $VDEV_B -l 1 -- --mode recv --src-ip $IP_B "${COMMON[@]}"
+    rpid=$TM_PID
+    tm_start paused_send 130 ns "$NA" -- $VDEV_A -l 0 -- --mode send --src-ip $IP_A --dst-ip $IP_B "${COMMON[@]}"
+    spid=$TM_PID
+    sleep 1
+    dpid=$(pgrep -P "$rpid") # the daemon, under tm_start's `timeout`
+    kill -STOP "$dpid"
+    sleep 4
+    kill -CONT "$dpid"
+    wait "$spid"
+    SEND_RC=$?
+    wait "$rpid"
+    RECV_RC=$?
+    delivered paused &&
+        tm_check paused_send "d['reliability']['rto_expired'] > 0" &&
+        tm_log "ok: the receiver stopped for 4 s mid-transfer: $N messages completed once each and verified;" \
+            "$(python3 -c "import json;s=json.load(open('$TM_WORK/paused_send.json'));print(f\"{s['reliability']['rto_expired']} timeouts meanwhile, {s['reliability']['probes']} probes\")")"
+fi
+
 # The kernel drops 2% both ways, independently of tailmark: sender and
 # receiver are joined through a bridge in a third namespace, and netdev
 # ingress chains on the bridge's two ports drop at random. (Not on the
