@@ -42,8 +42,9 @@ tt_show_f() { local r; for r in 0 1 2; do tm_log "--- $1 rank $r"; tail -n 5 "$T
 raised() { grep -m1 '^raised at ' "$TM_WORK/$1.$2.out" 2>/dev/null; }
 
 # expect_raise NAME KILLED_NS RANK WANT...: the rank raised within BOUND_MS of
-# KILLED_NS (date +%s%N just before the kill), and its error contains each
-# WANT (bash regular expressions), and is not the operation timeout.
+# KILLED_NS (date +%s%N just before the kill), its error matches each WANT
+# (a bash regular expression; one that starts with ! must not match), and
+# it is not the operation timeout.
 # Waits for the line until BOUND_MS + 5 s after the kill.
 expect_raise() {
     local name=$1 t0=$2 r=$3 line at ms w bad=""
@@ -60,7 +61,11 @@ expect_raise() {
     ms=$(((at - t0) / 1000000))
     [ "$ms" -le "$BOUND_MS" ] || bad+=" raised $ms ms after the kill (bound $BOUND_MS ms);"
     for w in "$@"; do
-        [[ $line =~ $w ]] || bad+=" the error does not match '$w';"
+        if [ "${w:0:1}" = "!" ]; then
+            [[ $line =~ ${w:1} ]] && bad+=" the error matches '${w:1}';"
+        else
+            [[ $line =~ $w ]] || bad+=" the error does not match '$w';"
+        fi
     done
     [[ $line == *"timed out after"* ]] && bad+=" the operation timeout raised it;"
     if [ -n "$bad" ]; then
@@ -100,7 +105,9 @@ if launch daemon; then
     pkill -KILL -f -- "--file-prefix ${TM_PREFIXES[1]}( |$)"
     expect_raise daemon "$t0" 0 '(to|from) rank 1 '
     expect_raise daemon "$t0" 2 '(to|from) rank 1 '
-    expect_raise daemon "$t0" 1 "the daemon closed the connection \\(${TT_SOCK[1]}\\)"
+    # Its own daemon, not a session with a peer (which it would blame).
+    expect_raise daemon "$t0" 1 "the daemon closed the connection \\(${TT_SOCK[1]}\\)" \
+        '!session (to|from) rank [0-9]+ ended'
     finish daemon 0 2 1
 fi
 kill -INT "${TT_PID[0]}" "${TT_PID[2]}" 2>/dev/null
