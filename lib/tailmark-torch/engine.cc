@@ -20,6 +20,17 @@ int part_for(const std::vector<Part>& parts, int p) {
             return static_cast<int>(k);
     return -1;
 }
+
+// What tm_session_state's st (not 0) says: the session with a peer ended,
+// naming the peer and why; or (st < 0) the channel itself failed, whatever
+// the session: the local daemon went (its socket's path in the error) or
+// broke the protocol, which names the daemon, not the peer.
+std::string session_end(tm_channel* ch, int st, const char* dir, int peer) {
+    if (st < 0)
+        return std::string(": the daemon: ") + tm_last_error(ch);
+    return std::string(": the session ") + dir + " rank " + std::to_string(peer) + " ended (" + tm_end_reason_name(st) +
+           ")";
+}
 } // namespace
 
 namespace {
@@ -324,8 +335,7 @@ void Engine::check_health() {
             if (o.delivered == o.pieces.size())
                 continue;
             if (const int st = tm_session_state(ch_, mesh_->out(o.peer)); st != 0) {
-                brk(me + op->what + ": the session to rank " + std::to_string(o.peer) + " ended (" +
-                    (st > 0 ? tm_end_reason_name(st) : tm_last_error(ch_)) + ")");
+                brk(me + op->what + session_end(ch_, st, "to", o.peer));
                 return;
             }
         }
@@ -333,8 +343,7 @@ void Engine::check_health() {
             if (i.next == i.pieces.size())
                 continue;
             if (const int st = tm_session_state(ch_, mesh_->in(i.peer)); st != 0) {
-                brk(me + op->what + ": the session from rank " + std::to_string(i.peer) + " ended (" +
-                    (st > 0 ? tm_end_reason_name(st) : tm_last_error(ch_)) + ")");
+                brk(me + op->what + session_end(ch_, st, "from", i.peer));
                 return;
             }
         }
