@@ -2131,7 +2131,7 @@ Runtime::Totals Runtime::totals() const {
             t.pkts_local += s->pkts_tx();
         t.tx_dropped += s->tx_dropped();
         t.retx += peek(c.retx_pkts);
-        if (opt_.mode == Mode::Send)
+        if (opt_.mode == Mode::Send || opt_.mode == Mode::Service) // service: the applications' payload sent
             t.bytes += peek(c.bytes_sent);
     }
     for (uint64_t d : drop_totals())
@@ -2162,14 +2162,17 @@ Runtime::Totals Runtime::totals() const {
     if (opt_.mode == Mode::Send) {
         t.completed = t.acked;
     } else if (opt_.external_consumer) { // released by the consumer process (which verifies)
+        const bool sizes_known = opt_.mode != Mode::Service; // the applications' messages have their own
         t.completed += forgotten_.completed;
-        t.bytes = forgotten_.bytes;
+        if (sizes_known)
+            t.bytes = forgotten_.bytes;
         for (const FlowCtx* f : flows_) {
             if (f->forgotten)
                 continue;
             const uint32_t rel = released_of(*f);
             t.completed += rel;
-            t.bytes += bytes_released(rel);
+            if (sizes_known)
+                t.bytes += bytes_released(rel);
         }
     }
     return t;

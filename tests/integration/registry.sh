@@ -12,7 +12,9 @@
 #    reuse, slots would be 240;
 #  - sessions_forgotten 58 (60 ended, 2 kept), and the summary lists the
 #    2 kept sessions and their 8 flows;
-#  - no flow failed, nothing owed.
+#  - no flow failed, nothing owed;
+#  - bytes_payload is the applications' payload sent, 30 x 300000 B (it
+#    read 0 in service mode, as did the stats line's gbps).
 source "$(dirname "$0")/lib.sh"
 tm_require_daemon
 cat_bin=${TAILMARK_CAT:-$TM_SRC/build/app/tailmark-cat/tailmark-cat}
@@ -63,6 +65,7 @@ tm_expect_rc d 0 &&
         "d['registry']['slots'] <= $(((PER + 1) * 2 * FLOWS))" \
         "d['registry']['sessions_forgotten'] == $((ROUNDS * PER * 2 - 2))" \
         "len(d['sessions']) == 2" "len(d['per_flow']) == 2 * $FLOWS" \
-        "d['flows_failed'] == 0" "d['messages_failed'] == 0" &&
+        "d['flows_failed'] == 0" "d['messages_failed'] == 0" \
+        "d['bytes_payload'] == $((ROUNDS * PER)) * 300000" "d['gbps'] > 0" &&
     tm_log "ok: $(python3 -c "import json; print(json.load(open('$TM_WORK/d.json'))['registry'])")"
 tm_finish
