@@ -28,22 +28,12 @@
 #     the earlier launch, acked_messages, goodput_mbps over the last period);
 #  4. latency under load: a bulk flow (64 KiB messages, 2 flows, ring 16)
 #     fills a 100 Mbit/s bottleneck while another session sends 64 B
-#     messages at --rate 1000: their p99 completion latency <= 3 ms. The two
-#     sessions need different --msg-size, which one receiver refuses, so
-#     each has its own receiver process on the receiver's veth (own IP, own
-#     --udp-port and --service: the other's frames are arp_not_ours /
-#     wrong_udp_port there). MISSING in the daemon: a sender-side
-#     completion latency (send to acknowledgement). --mode send records no
-#     latency samples (latency_ns.samples == 0) and no send timestamp
-#     travels on the wire, so the only figure across processes is the
-#     receiver's latency_ns: consumer seeing the completion - rx TSC of the
-#     packet that completed it (head-of-line waits included, the queue at the
-#     bottleneck and the sender's credit waits NOT included). So the check
-#     takes the sender's latency_ns once it has one sample per message;
-#     until then an estimate: the receiver's p99 + the p99 one-way delay of
-#     the small session's packets through the bottleneck, from dumpcap on
-#     the bridge ports (a packet lost there counts as infinite); the figures
-#     go to $TM_WORK/4_lat.json;
+#     messages at --rate 1000: their p99 completion latency <= 3 ms. Both
+#     go into one receiver (--sessions 2; the small session's messages are
+#     smaller than its --msg-size). The latency is the small sender's own
+#     (latency_ns in send mode: a message's submission to its delivery,
+#     heard in the receiver's ACK), so it holds the bottleneck's queue both
+#     ways and the receiver; the figures go to $TM_WORK/4_lat.json;
 #  5. the lossy wire both ways (the fault shim on both processes: drop 2%,
 #     dup 1%, reorder 10%, corrupt 0.5%), 1 MiB messages, otherwise the
 #     default settings, no bottleneck: every message completed once and
@@ -51,6 +41,30 @@
 #     needed.
 #
 #  6. the flows of one session share its rate (issue 41): below.
+#
+# What each case owes to the controller, and what it does with --cc off
+# (CG_EXTRA="--cc off" runs the suite so; scripts/bench.sh --cc too):
+#  - 1a 1b: the controller's work. --cc off floods the 100 Mbit/s queue:
+#    10-12x the packets needed, the 1 MiB case does not finish. Fail.
+#  - 2a 2b: its cost where the sender cannot outrun the path (at 1 Gbit/s
+#    the light sender tops out near the link): --cc off passes them by
+#    design, and a controller that cuts without cause fails them (before
+#    the stall rule they ran at 13-16% under load; --cc-target-us 10 here:
+#    fails).
+#  - 3: the controller's work, but --cc off passes it: each sender is
+#    CPU-bound near half, so the shares hold, while both flood the queue
+#    (6.9x the packets needed, 81% of 200 Mbit/s together). Bounds on those
+#    two (<= 1.15x, >= 85%) would tell them apart, but with the controller
+#    on they failed in runs beside other builds (1.2-1.5x, 70-82%) and
+#    passed on a quiet machine (1.0x, 92%): not asserted until two senders
+#    hold them under load (issue 36, item 3, open).
+#  - 4: the controller's work: --cc off's p99 is 10-12 ms (a full tbf
+#    queue), against the 3 ms bound. Fail.
+#  - 5: loss recovery's, not the controller's (no bottleneck): --cc off
+#    passes. Its ratio bound, 1.10x, is what selective repair achieves
+#    (1.03-1.04x here); repair by timeouts alone fails it.
+#  - 6: the Sender's round robin under a pacer: --cc off has no pacer, so
+#    nothing to starve, and passes; the tree before issue 41 failed it.
 #
 # TM_ONLY="1a 3": a subset (1a 1b 2a 2b 3 4 5 6a 6b).
 source "$(dirname "$0")/lib.sh"
@@ -158,6 +172,8 @@ efficiency() {
     tbf_line mB >"$TM_WORK/${tag}_tbf.txt"
     tm_log "$tag: $(tbf_line mB); $(figures "${tag}_send" "${tag}_recv" "$pkts" "$size" "$bps")"
     TM_RC=$rrc
+    # It saw every message through and left by itself, not by reap's SIGTERM.
+    tm_check "${tag}_recv" "d['exit_reason'] == 'done'"
     if [ -n "$light" ]; then
         tm_expect_rc "${tag}_recv" 0 &&
             tm_check "${tag}_recv" "d['messages_completed'] == d['completion_writes'] == $n" \
@@ -261,6 +277,7 @@ EOF
     TM_RC=$RCR
     tm_expect_rc 3_recv 0 &&
         tm_check 3_recv "d['messages_completed'] == d['messages_verified'] == 2 * $F * $M" "d['verify_errors'] == 0" \
+            "d['exit_reason'] == 'done'" \
             "len(d['sessions']) == 2 and all(s['complete'] and s['verified'] == $F * $M for s in d['sessions'])"
     for x in "a $RCA" "c $RCC"; do
         set -- $x
@@ -373,8 +390,8 @@ print(f\"faults at the receiver {r['fault']}, at the sender {s['fault']}, crc_mi
     [ "$SRC" -eq 0 ] && tm_check 5_send "d['packets_tx'] - d['control_tx'] == $N * $PK + d['reliability']['retx_pkts']"
     tm_check_pair 5_send 5_recv \
         "s['reliability']['retx_pkts'] == r['fault']['arrived_retx']" \
-        "(s['packets_tx'] - s['control_tx']) / ($N * $PK) <= 1.5" ||
-        tm_log "5_lossy: FAIL above: data packets <= 1.5 x needed"
+        "(s['packets_tx'] - s['control_tx']) / ($N * $PK) <= 1.10" ||
+        tm_log "5_lossy: FAIL above: data packets <= 1.10 x needed"
 fi
 
 # --- 6. the flows of one paced session share its rate --------------------------------------
