@@ -1,5 +1,5 @@
 // Replays inputs through a fuzz target without libFuzzer (any compiler); each
-// target's replay binary (fuzz_rx_replay) is this main() with
+// target's replay binary (fuzz_rx_replay, fuzz_ctl_replay) is this main() with
 // the target and its corpus generator (replay.h):
 //
 //   fuzz_X_replay DIR|FILE ...      run every file once (directories: sorted, not recursive)

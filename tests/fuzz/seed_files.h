@@ -1,5 +1,5 @@
 // A target's seed corpus on disk, for its replay binary (replay.h): every
-// generator (corpus_gen.cc) lists its seeds with a check
+// generator (corpus_gen.cc, ctl_corpus_gen.cc) lists its seeds with a check
 // of each one's named outcome, and these write or check the files.
 #pragma once
 

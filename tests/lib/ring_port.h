@@ -1,5 +1,6 @@
 // An ethdev over two rte_rings (rte_eth_from_rings): a Sender's tx queue
-// enqueues on `tx`, which the test reads. Whoever includes it links
+// enqueues on `tx`, which the test reads. Shared by the Sender's unit tests
+// and the control-path fuzz target (tests/fuzz/fuzz_ctl.cc); both link
 // librte_net_ring and librte_bus_vdev.
 #pragma once
 
