@@ -167,10 +167,12 @@ Bytes flip_last(Bytes f) {
 struct In {
     Bytes b;
     explicit In(uint8_t cfg) { b.push_back(cfg); }
+    bool split = false; // every frame from here on in two mbufs
     In& add(const Bytes& f, uint8_t c = 0) {
+        const size_t l = f.size() | (split ? kLenSplit : 0);
         b.push_back(c);
-        b.push_back(static_cast<uint8_t>(f.size() >> 8));
-        b.push_back(static_cast<uint8_t>(f.size()));
+        b.push_back(static_cast<uint8_t>(l >> 8));
+        b.push_back(static_cast<uint8_t>(l));
         b.insert(b.end(), f.begin(), f.end());
         return *this;
     }
@@ -213,6 +215,15 @@ std::vector<Seed> seeds() {
                  {.sent = "retry accept", .accepted = 1, .established = 1}});
     s.push_back({"connect_confirmed", In(L).handshake(true).b,
                  {.sent = "retry accept", .accepted = 1, .confirmed = 1, .established = 1}});
+    {
+        In in(L);
+        in.split = true;
+        s.push_back({"connect_confirmed_chained", in.handshake(true).b,
+                     {.sent = "retry accept", .accepted = 1, .confirmed = 1, .established = 1}});
+        Bytes padded = session(connect_msg());
+        padded.resize(2500); // Ethernet padding past one mbuf's data room: chained
+        s.push_back({"connect_padded_chained", In(L).add(padded).b, {.sent = "retry"}});
+    }
     s.push_back({"connect_deferred_accept", In(L | kCfgDefer).handshake(true).b,
                  {.sent = "retry accept", .accepted = 1, .confirmed = 1, .established = 1}});
     s.push_back({"connect_bad_mac", In(L).add(flip_last(session(connect_msg()))).b, {.drops = {R::ControlBadAuth}}});
@@ -416,6 +427,11 @@ std::vector<Seed> seeds() {
         l2l4(t);
         s.push_back({"ack_delivers_cc", In(L | kCfgCc).add(taken(build_ack(pool(), t, kAckKey, c)), S).b,
                      {.acks = 1, .delivered = 1}});
+    }
+    {
+        In in(L);
+        in.split = true;
+        s.push_back({"ack_delivers_chained", in.add(ack(3, 8), S).b, {.acks = 1, .delivered = 3}});
     }
     s.push_back({"ack_bad_mac", In(L).add(ack(3, 8), S & ~kCtlFixMac).b, {.drops = {R::ControlBadAuth}}});
     {

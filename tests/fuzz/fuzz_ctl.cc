@@ -139,6 +139,29 @@ void sign(Bytes& f, const SipKey& k) {
         wr(f, end - kMacLen, 8, siphash24(k, {f.data() + H, end - kMacLen - H}));
 }
 
+// The frame as the wire hands it over: in mbufs of the pool's data room,
+// chained when it needs more than one; `split`: in two, cut at its middle.
+rte_mbuf* mbuf_of(const Bytes& f, bool split) {
+    rte_mbuf* head = nullptr;
+    size_t done = 0;
+    do {
+        rte_mbuf* m = rte_pktmbuf_alloc(g_pool);
+        if (m == nullptr)
+            env_failure("mbuf alloc");
+        size_t take = std::min<size_t>(rte_pktmbuf_tailroom(m), f.size() - done);
+        if (split && head == nullptr && f.size() > 1)
+            take = std::min(take, f.size() / 2);
+        if (take != 0)
+            memcpy(rte_pktmbuf_append(m, static_cast<uint16_t>(take)), f.data() + done, take);
+        done += take;
+        if (head == nullptr)
+            head = m;
+        else if (rte_pktmbuf_chain(head, m) != 0)
+            env_failure("mbuf chain");
+    } while (done < f.size());
+    return head;
+}
+
 void fix_lengths(Bytes& f) {
     const size_t n = f.size();
     if (n >= UDP)
@@ -412,13 +435,13 @@ void repair_for_table(Table& tb, Bytes& f, uint8_t c) {
 }
 
 // One frame into the table, and everything checked.
-void table_frame(Table& tb, const Bytes& f, uint64_t now) {
+void table_frame(Table& tb, const Bytes& f, bool split, uint64_t now) {
     const auto before = tb.snaps();
     const SessionCounters cb = tb.t->counters();
     const bool arp = is_arp(f);
     const bool auth = !arp && (signed_with(f, kListenKey) || signed_with(f, kConnKey));
     const Endpoint from = src_of(f);
-    tb.t->on_frame(tmtest::mbuf_of(g_pool, f), now);
+    tb.t->on_frame(mbuf_of(f, split), now);
     if (rte_mempool_avail_count(g_pool) != kPoolSize)
         violated("mbufs not returned: %u of %u in the pool after the frame", rte_mempool_avail_count(g_pool),
                  kPoolSize);
@@ -656,11 +679,11 @@ void repair_for_sender(Snd& sd, Bytes& f, uint8_t c) {
         sign(f, kAckKey);
 }
 
-void sender_frame(Snd& sd, const Bytes& f, uint64_t now) {
+void sender_frame(Snd& sd, const Bytes& f, bool split, uint64_t now) {
     const SenderCounters b = sd.s->counters();
     const Sender::FlowView vb = Sender::view(sd.f);
     const uint64_t seen = g_link.peer_ctl_tsc.load(std::memory_order_relaxed);
-    rte_mbuf* m = tmtest::mbuf_of(g_pool, f);
+    rte_mbuf* m = mbuf_of(f, split);
     const DropReason r = sd.s->on_wire_control(m, now);
     rte_pktmbuf_free(m);
     const SenderCounters& a = sd.s->counters();
@@ -811,14 +834,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     while (pos < size) {
         g_record++;
         const uint8_t c = data[pos++];
-        size_t len = 0;
+        uint16_t lenf = 0;
         if (pos + 2 <= size) {
-            len = static_cast<size_t>(data[pos] << 8 | data[pos + 1]);
+            lenf = static_cast<uint16_t>(data[pos] << 8 | data[pos + 1]);
             pos += 2;
         } else {
             pos = size;
         }
-        len = std::min(len, size - pos);
+        const size_t len = std::min<size_t>(lenf & kLenMask, size - pos);
+        const bool split = lenf & kLenSplit;
         f.assign(data + pos, data + pos + len);
         pos += len;
 
@@ -836,12 +860,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                 start_sender(sd, cfg_bits & kCfgCc, now);
             if (!f.empty()) {
                 repair_for_sender(sd, f, c);
-                sender_frame(sd, f, now);
+                sender_frame(sd, f, split, now);
             }
             submit_more(sd);
         } else if (!f.empty()) {
             repair_for_table(tb, f, c);
-            table_frame(tb, f, now);
+            table_frame(tb, f, split, now);
         }
         application(tb, now);
         g_stats.records++;

@@ -9,7 +9,7 @@
 // Input format (everything big-endian):
 //
 //   byte 0          run configuration, kCfg* bits
-//   then records    [ctl: 1 B][len: 2 B][frame: len bytes] ...
+//   then records    [ctl: 1 B][len: 2 B][frame: len & kLenMask bytes] ...
 //
 // Each record is one Ethernet frame from the wire, to the table or (kCtlSender)
 // to the sender; an empty one is no frame, only its time step (and, with
@@ -112,6 +112,12 @@ inline constexpr uint8_t kStepNone = 0;
 inline constexpr uint8_t kStepShort = 1; // +100 us (a tenth of the sender's retransmission timeout)
 inline constexpr uint8_t kStepSec = 2;  // +1 s (a keep-alive)
 inline constexpr uint8_t kStepLong = 3; // +6 s (past the peer, connect and cookie timeouts)
+
+// len field: the low 15 bits are the frame's length. A frame longer than an
+// mbuf's data room (1920 bytes) is chained; kLenSplit chains any frame, cut
+// at its middle.
+inline constexpr uint16_t kLenMask = 0x7FFF;
+inline constexpr uint16_t kLenSplit = 0x8000;
 
 constexpr uint8_t ctl(uint8_t fix, uint8_t step = kStepNone) {
     return static_cast<uint8_t>(fix | (step << kCtlStepShift));
