@@ -1,29 +1,39 @@
 #!/usr/bin/env bash
-# Builds the rx-path libFuzzer target (clang, -fsanitize=fuzzer,address,undefined)
-# in build-fuzz/ and runs it on a copy of the seed corpus (tests/fuzz/corpus).
+# Builds a libFuzzer target (clang, -fsanitize=fuzzer,address,undefined) in
+# build-fuzz/ and runs it on a copy of its seed corpus:
+#   rx   tests/fuzz/fuzz_rx, the data receive path (corpus: tests/fuzz/corpus)
+#   ctl  tests/fuzz/fuzz_ctl, the control packets and the handshake
+#        (corpus: tests/fuzz/corpus_ctl)
 #
-#   scripts/fuzz.sh [SECONDS]        fuzz for SECONDS (default 600), one job
+#   scripts/fuzz.sh [SECONDS] [TARGET]   fuzz TARGET (default rx) for SECONDS
+#                                        (default 600), one job
 #
 # Environment:
 #   FUZZ_BUILD     build directory (default: build-fuzz)
-#   FUZZ_MAX_LEN   -max_len (default 9300: a jumbo frame and change)
+#   FUZZ_MAX_LEN   -max_len (default: rx 9300, a jumbo frame and change;
+#                  ctl 4096, a few control frames)
 #   FUZZ_ARGS      more libFuzzer arguments
 #   TAILMARK_EAL   EAL memory arguments (default: --no-huge -m 512)
 #   FUZZ_NO_PACKAGES=1  install nothing (the meson test fuzz_libfuzzer runs this)
 #
 # Ends with one line, "fuzz: PASS ..." or "fuzz: FAIL ...", and exits with
 # libFuzzer's status (non-zero: crash or invariant violation; the reproducer
-# is in $FUZZ_BUILD/fuzz-run/artifacts/).
+# is in $FUZZ_BUILD/fuzz-run/TARGET/artifacts/).
 set -uo pipefail
 source "$(dirname "$0")/lib/common.sh"
 
 secs=${1:-600}
-if ! [[ $secs =~ ^[0-9]+$ ]] || [ "$secs" -lt 1 ]; then
-    echo "usage: $0 [SECONDS]" >&2
+target=${2:-rx}
+if ! [[ $secs =~ ^[0-9]+$ ]] || [ "$secs" -lt 1 ] || [[ $target != rx && $target != ctl ]]; then
+    echo "usage: $0 [SECONDS] [rx|ctl]" >&2
     exit 2
 fi
 dir=${FUZZ_BUILD:-$TM_ROOT/build-fuzz}
-max_len=${FUZZ_MAX_LEN:-9300}
+case $target in
+rx) corpus=$TM_ROOT/tests/fuzz/corpus; max_len=${FUZZ_MAX_LEN:-9300} ;;
+ctl) corpus=$TM_ROOT/tests/fuzz/corpus_ctl; max_len=${FUZZ_MAX_LEN:-4096} ;;
+esac
+dict=$TM_ROOT/tests/fuzz/fuzz_$target.dict
 
 # Packages: the build's, then clang and its runtime (libFuzzer, sanitizers).
 # FUZZ_NO_PACKAGES=1 (the test fuzz_libfuzzer): installs nothing.
@@ -54,24 +64,26 @@ if [ ! -f "$dir/build.ninja" ]; then
         -Dbuildtype=debugoptimized -Db_lundef=false >"$dir.setup.log" 2>&1 ||
         { cat "$dir.setup.log"; echo "fuzz: FAIL (meson setup)"; exit 1; }
 fi
-ninja -C "$dir" tests/fuzz/fuzz_rx >"$dir.ninja.log" 2>&1 ||
+ninja -C "$dir" "tests/fuzz/fuzz_$target" >"$dir.ninja.log" 2>&1 ||
     { tail -50 "$dir.ninja.log"; echo "fuzz: FAIL (build)"; exit 1; }
-bin=$dir/tests/fuzz/fuzz_rx
+bin=$dir/tests/fuzz/fuzz_$target
 
 # A fresh copy of the seeds: what libFuzzer adds stays out of the source tree.
-run=$dir/fuzz-run
+run=$dir/fuzz-run/$target
 rm -rf "$run"
 mkdir -p "$run/corpus" "$run/artifacts"
-cp "$TM_ROOT"/tests/fuzz/corpus/* "$run/corpus/"
+cp "$corpus"/* "$run/corpus/"
 seeds=$(ls "$run/corpus" | wc -l)
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1:symbolize=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 log=$run/fuzz.log
-tm_say "fuzzing ${secs}s from $seeds seeds; log: $log"
+dict_arg=()
+[ -f "$dict" ] && dict_arg=(-dict="$dict")
+tm_say "fuzzing fuzz_$target ${secs}s from $seeds seeds; log: $log"
 # shellcheck disable=SC2086
 "$bin" -max_total_time="$secs" -max_len="$max_len" -timeout=10 -rss_limit_mb=4096 \
-    -print_final_stats=1 -dict="$TM_ROOT/tests/fuzz/fuzz_rx.dict" \
+    -print_final_stats=1 "${dict_arg[@]}" \
     -artifact_prefix="$run/artifacts/" ${FUZZ_ARGS:-} "$run/corpus" >"$log" 2>&1 &
 pid=$!
 trap 'kill $pid 2>/dev/null' INT TERM
@@ -91,11 +103,11 @@ ft=$(sed -nE 's/.* ft: ([0-9]+).*/\1/p' <<<"$last")
 corp=$(sed -nE 's/.* corp: ([0-9]+\/[0-9a-zA-Z]+).*/\1/p' <<<"$last")
 summary="$(stat number_of_executed_units) execs, $(stat average_exec_per_sec)/s, cov ${cov:-n/a}, ft ${ft:-n/a}, corpus ${corp:-n/a}, peak rss $(stat peak_rss_mb) MB"
 if [ $rc -eq 0 ]; then
-    echo "fuzz: PASS: ${secs}s, $summary, nothing found"
+    echo "fuzz: PASS: fuzz_$target ${secs}s, $summary, nothing found"
 else
     grep -E 'INVARIANT VIOLATED|ERROR: (AddressSanitizer|UndefinedBehaviorSanitizer|libFuzzer|LeakSanitizer)|runtime error' "$log" | head -5
     arts=$(ls "$run"/artifacts/ 2>/dev/null | tr '\n' ' ')
-    echo "fuzz: FAIL (exit $rc): $summary; reproducer: ${arts:-none} in $run/artifacts/" \
+    echo "fuzz: FAIL (exit $rc): fuzz_$target $summary; reproducer: ${arts:-none} in $run/artifacts/" \
          "(replay: $bin FILE; minimise: $bin -minimize_crash=1 -runs=20000 FILE)"
 fi
 exit $rc

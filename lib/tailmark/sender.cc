@@ -426,8 +426,12 @@ DropReason Sender::apply(SendFlow& f, const Control& c, uint64_t now, bool wire)
     if (f.failed != FailReason::None)
         return DropReason::FlowFailed;
     // Nothing beyond what was sent can be acknowledged, nor released beyond
-    // what completed: such a packet is no receiver's of ours.
-    if (before(f.sent, c.acked_upto) || before(c.acked_upto, c.released_upto))
+    // what completed: such a packet is no receiver's of ours. Each cursor
+    // against sent: msg_ids compare modulo 2^32, which orders no more than
+    // half the circle, so released <= acked <= sent checked pairwise let a
+    // released cursor 2^31 ahead of an acked one far behind through, past
+    // sent (fuzz_ctl: repro_ack_released_past_sent).
+    if (before(f.sent, c.acked_upto) || before(f.sent, c.released_upto) || before(c.acked_upto, c.released_upto))
         return DropReason::ControlMalformed;
     link->peer_ctl_tsc.store(now, std::memory_order_relaxed);
     if (before(f.acked, c.acked_upto))

@@ -9,10 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <initializer_list>
-#include <iterator>
 #include <string>
 #include <vector>
 
@@ -20,6 +17,7 @@
 #include <rte_mbuf.h>
 
 #include "fuzz_rx.h"
+#include "seed_files.h"
 #include "tailmark/tx_marker.h"
 #include "tailmark/wire.h"
 
@@ -513,10 +511,6 @@ std::vector<Seed> seeds() {
     return s;
 }
 
-} // namespace
-
-namespace {
-
 std::string file_name(const Seed& sd) {
     return sd.name.rfind("repro_", 0) == 0 ? sd.name : "seed_" + sd.name;
 }
@@ -557,77 +551,36 @@ bool behaves(const Seed& sd) {
     return ok;
 }
 
-Bytes read_file(const std::string& path, bool& found) {
-    std::ifstream in(path, std::ios::binary);
-    found = static_cast<bool>(in);
-    return Bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+std::vector<SeedFile> seed_files() {
+    std::vector<SeedFile> v;
+    for (Seed& sd : seeds()) {
+        const std::string file = file_name(sd);
+        Bytes b = sd.input;
+        v.push_back({file, std::move(b), [sd = std::move(sd)] { return behaves(sd); }});
+    }
+    return v;
 }
+
+RunStats g_total; // replayed inputs, summed (tally)
 
 } // namespace
 
-int write_corpus(const char* dir) {
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    if (ec) {
-        fprintf(stderr, "corpus generator: %s: %s\n", dir, ec.message().c_str());
-        return 2;
-    }
-    int bad = 0;
-    size_t total = 0;
-    const auto all = seeds();
-    for (const Seed& sd : all) {
-        const std::string path = std::string(dir) + "/" + file_name(sd);
-        std::ofstream out(path, std::ios::binary | std::ios::trunc);
-        out.write(reinterpret_cast<const char*>(sd.input.data()), static_cast<std::streamsize>(sd.input.size()));
-        if (!out) {
-            fprintf(stderr, "corpus generator: cannot write %s\n", path.c_str());
-            return 2;
-        }
-        total += sd.input.size();
-        bad += !behaves(sd);
-    }
-    printf("wrote %zu seeds (%zu bytes) to %s; %d did not behave as named\n", all.size(), total, dir, bad);
-    return bad == 0 ? 0 : 1;
+int write_corpus(const char* dir) { return write_seed_files("fuzz_rx_replay", dir, seed_files()); }
+int check_corpus(const char* dir) { return check_seed_files("fuzz_rx_replay", dir, seed_files()); }
+
+void tally() {
+    const RunStats& s = last_stats();
+    g_total.frames += s.frames;
+    g_total.placed += s.placed;
+    g_total.completions += s.completions;
 }
 
-int check_corpus(const char* dir) {
-    int bad = 0;
-    const auto all = seeds();
-    std::vector<std::string> names;
-    for (const Seed& sd : all) {
-        names.push_back(file_name(sd));
-        bool found = false;
-        const std::string path = std::string(dir) + "/" + file_name(sd);
-        const Bytes on_disk = read_file(path, found);
-        if (!found) {
-            fprintf(stderr, "seed %s: %s is missing (regenerate: fuzz_rx_replay --write-corpus %s)\n",
-                    sd.name.c_str(), path.c_str(), dir);
-            bad++;
-        } else if (on_disk != sd.input) {
-            fprintf(stderr, "seed %s: %s differs from what the generator writes (regenerate: fuzz_rx_replay "
-                            "--write-corpus %s)\n",
-                    sd.name.c_str(), path.c_str(), dir);
-            bad++;
-        }
-        bad += !behaves(sd);
-    }
-    // A seed_* file the generator no longer writes names an outcome nobody checks.
-    std::error_code ec;
-    for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
-        const std::string n = e.path().filename().string();
-        if (n.rfind("seed_", 0) == 0 && std::find(names.begin(), names.end(), n) == names.end()) {
-            fprintf(stderr, "%s/%s: no seed of that name in corpus_gen.cc: remove it or generate it\n", dir,
-                    n.c_str());
-            bad++;
-        }
-    }
-    if (ec) {
-        fprintf(stderr, "%s: %s\n", dir, ec.message().c_str());
-        return 2;
-    }
-    printf("fuzz seeds: %zu checked against %s, %d did not behave as named or differ from the corpus\n", all.size(),
-           dir, bad);
-    return bad == 0 ? 0 : 1;
+std::string totals() {
+    char b[128];
+    snprintf(b, sizeof(b), "%llu frames, %llu placed, %llu completions",
+             static_cast<unsigned long long>(g_total.frames), static_cast<unsigned long long>(g_total.placed),
+             static_cast<unsigned long long>(g_total.completions));
+    return b;
 }
 
 } // namespace tmfuzz

@@ -28,21 +28,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
-#include <unistd.h>
-
-#include <rte_eal.h>
-#include <rte_errno.h>
 #include <rte_ip.h>
 #include <rte_mbuf.h>
 #include <rte_ring.h>
 #include <rte_ring_elem.h>
 
+#include "fuzz_eal.h"
 #include "tailmark/completion_ring.h"
 #include "tailmark/crc32c.h"
 #include "tailmark/rx_placer.h"
@@ -73,17 +68,6 @@ uint32_t g_frame_no = 0; // frame number within the current input, for messages
     fprintf(stderr, "\ntailmark fuzz: INVARIANT VIOLATED (frame #%u of the input): ", g_frame_no);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
-    va_end(ap);
-    fflush(stderr);
-    abort();
-}
-
-[[noreturn]] __attribute__((format(printf, 1, 2))) void env_failure(const char* fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "tailmark fuzz: harness set-up failed: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, " (rte_errno %d: %s)\n", rte_errno, rte_strerror(rte_errno));
     va_end(ap);
     fflush(stderr);
     abort();
@@ -472,24 +456,7 @@ extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
     if (done)
         return 0;
     done = true;
-    std::vector<std::string> eal = {argc && *argc > 0 ? (*argv)[0] : "fuzz_rx"};
-    const char* env = getenv("TAILMARK_EAL");
-    std::istringstream in(env ? env : "--no-huge -m 512");
-    bool no_huge = false;
-    for (std::string w; in >> w;) {
-        no_huge = no_huge || w == "--no-huge";
-        eal.push_back(w);
-    }
-    if (!no_huge)
-        eal.push_back("--huge-unlink"); // no hugepage files left behind, even after a crash
-    for (const char* a : {"--no-pci", "--no-telemetry", "-l", "0", "--log-level=lib.eal:error"})
-        eal.push_back(a);
-    eal.push_back("--file-prefix=tm_fuzz_" + std::to_string(getpid()));
-    std::vector<char*> eargv;
-    for (auto& s : eal)
-        eargv.push_back(s.data());
-    if (rte_eal_init(static_cast<int>(eargv.size()), eargv.data()) < 0)
-        env_failure("rte_eal_init (TAILMARK_EAL='%s')", env ? env : "");
+    init_eal(argc && *argc > 0 ? (*argv)[0] : "fuzz_rx");
     g_pool = rte_pktmbuf_pool_create("tm_fuzz_pool", kPoolSize, 0, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
                                      SOCKET_ID_ANY);
     if (g_pool == nullptr)
@@ -501,15 +468,7 @@ extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
         if (g_pkt_rings[k] == nullptr)
             env_failure("packet completion ring");
     }
-    // EAL leaves its runtime directory (/var/run/dpdk/<prefix>) behind; this
-    // process's prefix is its own, so remove it once EAL is done.
-    static std::string runtime_dir = rte_eal_get_runtime_dir();
-    atexit([] {
-        rte_eal_cleanup();
-        std::error_code ec;
-        if (runtime_dir.find("tm_fuzz_") != std::string::npos)
-            std::filesystem::remove_all(runtime_dir, ec);
-    });
+    atexit(cleanup_eal);
     return 0;
 }
 

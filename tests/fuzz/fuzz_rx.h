@@ -24,6 +24,7 @@
 
 #include <rte_mempool.h>
 
+#include "replay.h"
 #include "tailmark/drop_reason.h"
 
 namespace tmfuzz {
@@ -105,15 +106,4 @@ const RunStats& last_stats();
 // The mbuf pool the harness uses (for the seed generator's TxMarker).
 rte_mempool* pool();
 
-// Writes the seed corpus into `dir` and checks that every seed does what its
-// name says (corpus_gen.cc; the replay binary only). Returns 0 when all do.
-int write_corpus(const char* dir);
-// Runs every seed the generator makes, checking that it does what its name
-// says, and that `dir` holds exactly those bytes (and no seed_* file besides).
-// Returns 0 when all do.
-int check_corpus(const char* dir);
-
 } // namespace tmfuzz
-
-extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv);
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);

@@ -1,8 +1,10 @@
-// Replays inputs through the fuzz target without libFuzzer (any compiler):
+// Replays inputs through a fuzz target without libFuzzer (any compiler); each
+// target's replay binary (fuzz_rx_replay, fuzz_ctl_replay) is this main() with
+// the target and its corpus generator (replay.h):
 //
-//   fuzz_rx_replay DIR|FILE ...      run every file once (directories: sorted, not recursive)
-//   fuzz_rx_replay --write-corpus DIR   write the seed corpus, checking each seed
-//   fuzz_rx_replay --check-seeds DIR    check each seed's named outcome, and that DIR holds it
+//   fuzz_X_replay DIR|FILE ...      run every file once (directories: sorted, not recursive)
+//   fuzz_X_replay --write-corpus DIR   write the seed corpus, checking each seed
+//   fuzz_X_replay --check-seeds DIR    check each seed's named outcome, and that DIR holds it
 //
 // An invariant violation aborts (the test fails). Exit status 1 when no input
 // was found, so a wrong path does not pass silently.
@@ -15,11 +17,12 @@
 #include <string>
 #include <vector>
 
-#include "fuzz_rx.h"
+#include "replay.h"
 
 namespace fsys = std::filesystem;
 
 int main(int argc, char** argv) {
+    const std::string tool = fsys::path(argv[0]).filename().string();
     if (argc < 2) {
         fprintf(stderr, "usage: %s DIR|FILE ... | --write-corpus DIR | --check-seeds DIR\n", argv[0]);
         return 2;
@@ -51,33 +54,26 @@ int main(int argc, char** argv) {
         } else if (fsys::is_regular_file(p, ec)) {
             files.push_back(p);
         } else {
-            fprintf(stderr, "fuzz_rx_replay: %s: no such file or directory\n", argv[i]);
+            fprintf(stderr, "%s: %s: no such file or directory\n", tool.c_str(), argv[i]);
             return 1;
         }
     }
     std::sort(files.begin(), files.end());
     if (files.empty()) {
-        fprintf(stderr, "fuzz_rx_replay: no inputs\n");
+        fprintf(stderr, "%s: no inputs\n", tool.c_str());
         return 1;
     }
-    uint64_t frames = 0, completions = 0, placed = 0;
     for (const auto& p : files) {
         std::ifstream in(p, std::ios::binary);
         std::vector<uint8_t> data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
         if (!in.good() && !in.eof()) {
-            fprintf(stderr, "fuzz_rx_replay: cannot read %s\n", p.c_str());
+            fprintf(stderr, "%s: cannot read %s\n", tool.c_str(), p.c_str());
             return 1;
         }
         fprintf(stderr, "replay %s (%zu bytes)\n", p.c_str(), data.size());
         LLVMFuzzerTestOneInput(data.data(), data.size());
-        const tmfuzz::RunStats& s = tmfuzz::last_stats();
-        frames += s.frames;
-        placed += s.placed;
-        completions += s.completions;
+        tmfuzz::tally();
     }
-    printf("fuzz_rx_replay: %zu inputs, %llu frames, %llu placed, %llu completions, no invariant "
-           "violated\n",
-           files.size(), static_cast<unsigned long long>(frames),
-           static_cast<unsigned long long>(placed), static_cast<unsigned long long>(completions));
+    printf("%s: %zu inputs, %s, no invariant violated\n", tool.c_str(), files.size(), tmfuzz::totals().c_str());
     return 0;
 }
