@@ -13,6 +13,9 @@
 # is left aside, see runtime.cc's af_packet_frame).
 # shellcheck shell=bash
 TT_PY=${TAILMARK_PYTHON:-/usr/bin/python3}
+# TT_PYRUN: TT_PY as the command for a script that imports tailmark.torch
+# (under a sanitizer build, with its runtime: TM_SAN_RUN).
+TT_PYRUN=("${TM_SAN_RUN[@]}" "$TT_PY")
 TT_PYPATH=${TAILMARK_PYTHONPATH:-$TM_SRC/build/lib/tailmark-torch}
 TT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
@@ -21,7 +24,7 @@ tt_require() {
         tm_log "torch is not installed for $TT_PY (scripts/test.sh installs python3-torch)"
         exit 1
     fi
-    if ! PYTHONPATH=$TT_PYPATH "$TT_PY" -c 'import tailmark.torch' 2>"$TM_WORK/import.err"; then
+    if ! PYTHONPATH=$TT_PYPATH "${TT_PYRUN[@]}" -c 'import tailmark.torch' 2>"$TM_WORK/import.err"; then
         tm_log "tailmark.torch does not import from $TT_PYPATH: $(tail -3 "$TM_WORK/import.err")"
         exit 1
     fi
@@ -106,7 +109,7 @@ tt_run() {
         ip netns exec "${TT_NS[r]}" env RANK=$r WORLD_SIZE=$TT_N TT_STORE="$store" \
             TAILMARK_SOCKET="${TT_SOCK[r]}" TT_KIP="${TT_KIP[r]}" TT_MASTER="${TT_KIP[0]}" \
             GLOO_SOCKET_IFNAME=eth0 PYTHONPATH="$TT_PYPATH" OMP_NUM_THREADS=1 \
-            timeout -k 5 "$tmo" "$TT_PY" "$script" "$@" >"$TM_WORK/$name.$r.out" 2>&1 &
+            timeout -k 5 "$tmo" "${TT_PYRUN[@]}" "$script" "$@" >"$TM_WORK/$name.$r.out" 2>&1 &
         pids[r]=$!
     done
     for ((r = 0; r < TT_N; r++)); do
