@@ -191,10 +191,17 @@ efficiency() {
     # is 96% (1454 payload bytes per 1512-byte frame); with --cc off the
     # light sender fills it (95.9%, tbf dropping nothing), so the CPU is not
     # the limit there and the 85% tests the controller.
-    local gp="r['messages_completed'] == $n and r['bytes_payload'] * 8 / r['elapsed_s'] >= 0.85 * $bps"
+    # A sanitizer build (TM_SAN_SLOW times slower): the goodput bound over
+    # TM_SAN_SLOW and the packets' excess over what the messages need
+    # (0.15) times it. Measured under ASan+UBSan: at 1 Gbit/s the CPU is
+    # the limit, 310-472 Mbit/s (31-47%; the release build 954-957); at
+    # 100 Mbit/s with the machine busy (other builds on both vCPUs) 1a sent
+    # 1.217 x the packets at 84.8% and 1b 81.5% (the release build, as busy:
+    # 1.023, 91.5% and 92.0%), on a quiet machine 93.1% and 94.5%.
+    local gp="r['messages_completed'] == $n and r['bytes_payload'] * 8 / r['elapsed_s'] >= 0.85 * $bps / $TM_SAN_SLOW"
     tm_check_pair "${tag}_send" "${tag}_recv" \
-        "(s['packets_tx'] - s['control_tx']) / ($n * $pkts) <= 1.15" "$gp" ||
-        tm_log "$tag: FAIL above: packets ratio <= 1.15 and goodput >= 85% of $rate"
+        "(s['packets_tx'] - s['control_tx']) / ($n * $pkts) <= 1 + 0.15 * $TM_SAN_SLOW" "$gp" ||
+        tm_log "$tag: FAIL above: packets ratio <= 1 + 0.15 x $TM_SAN_SLOW and goodput >= 85% of $rate / $TM_SAN_SLOW"
 }
 
 if only 1a; then efficiency 1a_100m_1m 100mbit 100e6 1048576 24; fi    # 48 MiB: ~4 s
@@ -352,9 +359,14 @@ EOF
     TM_RC=$SRC
     tm_expect_rc 4_small_send 0 && tm_check 4_small_send "d['messages_acked'] == $SM" "d['flows_failed'] == 0"
     tm_check 4_recv "d['verify_errors'] == 0"
+    # The p99 bound times TM_SAN_SLOW under a sanitizer: ASan+UBSan measured
+    # 5.0 ms on a quiet machine, 23.1 ms with other builds on both vCPUs
+    # (the release build, as busy: 2.5 ms; the 64 B sender came out 1.97 s
+    # late against 0.01 s).
     tm_check 4_lat "d['samples'] == $SM" "d['small_at_recv'] is not None" \
-        "d['small_at_recv']['verified'] == $SM and d['small_at_recv']['verify_errors'] == 0" "d['p99_ns'] <= 3e6" ||
-        tm_log "4_lat: FAIL above: p99 completion latency of the 64 B session <= 3 ms"
+        "d['small_at_recv']['verified'] == $SM and d['small_at_recv']['verify_errors'] == 0" \
+        "d['p99_ns'] <= 3e6 * $TM_SAN_SLOW" ||
+        tm_log "4_lat: FAIL above: p99 completion latency of the 64 B session <= 3 ms x $TM_SAN_SLOW"
 fi
 
 # --- 5. the lossy wire, both ways ----------------------------------------------------------

@@ -26,14 +26,10 @@ BUILD=${TAILMARK_BUILD_ROOT:-$TM_SRC/build}
 unset LD_LIBRARY_PATH PYTHONPATH PKG_CONFIG_PATH
 # A sanitizer build (scripts/test.sh --sanitize) packages instrumented
 # binaries: programs built against its library link the sanitizer too (as
-# client_install does), and the system's Python loads its runtime first.
-SAN=$(meson introspect --buildoptions "$BUILD" 2>/dev/null | python3 -c \
-    "import json,sys; print([o['value'] for o in json.load(sys.stdin) if o['name'] == 'b_sanitize'][0])" 2>/dev/null)
-san=() py_pre=()
-if [ -n "$SAN" ] && [ "$SAN" != none ]; then
-    san=("-fsanitize=$SAN")
-    py_pre=(env "LD_PRELOAD=$(cc -print-file-name=libasan.so)" ASAN_OPTIONS=detect_leaks=0)
-fi
+# client_install does), and the system's Python loads its runtime first
+# (TM_SAN_RUN).
+san=()
+[ "${TAILMARK_SANITIZE:-none}" != none ] && san=("-fsanitize=$TAILMARK_SANITIZE")
 PKGS=(tailmarkd libtailmark-client0 libtailmark-client-dev python3-tailmark)
 MA=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 
@@ -151,7 +147,7 @@ grep -Eq "libtailmark-client.so.0 => (/usr)?/lib/$MA/libtailmark-client.so.0 " "
 [ "$TM_FAILS" -eq "$fails" ] && tm_log "ok: hello_send.c, hello_recv.c built with '$flags'"
 
 # tailmark.torch from the system's Python, its backend registered.
-"${py_pre[@]}" /usr/bin/python3 -I -c '
+"${TM_SAN_RUN[@]}" /usr/bin/python3 -I -c '
 import torch.distributed as dist
 import tailmark.torch
 print(tailmark.torch.__file__, tailmark.torch.BACKEND, hasattr(dist.Backend, "TAILMARK"))' >"$TM_WORK/py.out" 2>&1

@@ -132,7 +132,8 @@ TEST_CASE("version 2: every build path tags every packet, the tag after the head
                 CHECK(p.tag == expected_tag(f, kTagKey));
                 CHECK(p.payload_off == kFrameOverhead + kTagLen);
                 CHECK(p.hdr.pay_len == plan.len_of(i));
-                std::memcpy(got.data() + p.hdr.offset, f.data() + p.payload_off, p.hdr.pay_len);
+                if (p.hdr.pay_len != 0) // a 0-byte message: got.data() is null
+                    std::memcpy(got.data() + p.hdr.offset, f.data() + p.payload_off, p.hdr.pay_len);
                 if (p.is_last())
                     CHECK(p.trailer.crc32c == crc32c(data));
             }

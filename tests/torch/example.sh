@@ -52,7 +52,7 @@ run() {
     for k in 0 1; do
         ip netns exec "${TT_NS[k]}" env TAILMARK_SOCKET="${TT_SOCK[k]}" PYTHONPATH="$TT_PYPATH" \
             OMP_NUM_THREADS=1 GLOO_SOCKET_IFNAME=eth0 \
-            timeout -k 5 300 "$TT_PY" -m torch.distributed.run --nnodes 2 --nproc_per_node 4 --node_rank $k \
+            timeout -k 5 300 "${TT_PYRUN[@]}" -m torch.distributed.run --nnodes 2 --nproc_per_node 4 --node_rank $k \
             --master_addr "${TT_KIP[0]}" --master_port $PORT --redirects 1 --tee 1 --log_dir "$TM_WORK/$name.$k.logs" \
             "$EXAMPLE" --steps $STEPS "$@" >"$TM_WORK/$name.$k.out" 2>&1 &
         pids[k]=$!

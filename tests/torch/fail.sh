@@ -30,7 +30,7 @@ launch() {
         ip netns exec "${TT_NS[r]}" env RANK=$r WORLD_SIZE=3 TT_STORE="$TM_WORK/$name.store" \
             TAILMARK_SOCKET="${TT_SOCK[r]}" TT_MARK="$TM_WORK/$name.mark" TT_TIMEOUT=$TIMEOUT \
             PYTHONPATH="$TT_PYPATH" OMP_NUM_THREADS=1 \
-            timeout -k 5 $((TIMEOUT + 60)) "$TT_PY" "$TT_DIR/fail.py" >"$TM_WORK/$name.$r.out" 2>&1 &
+            timeout -k 5 $((TIMEOUT + 60)) "${TT_PYRUN[@]}" "$TT_DIR/fail.py" >"$TM_WORK/$name.$r.out" 2>&1 &
         RP[r]=$!
     done
     running() { [ -f "$TM_WORK/$name.mark.0" ] && [ -f "$TM_WORK/$name.mark.1" ] && [ -f "$TM_WORK/$name.mark.2" ]; }

@@ -66,7 +66,7 @@ run() {
     shift 3
     PORT=$((PORT + 1))
     ip netns exec "$NS" env TAILMARK_SOCKET="$SOCK" PYTHONPATH="$TT_PYPATH" OMP_NUM_THREADS=1 GLOO_SOCKET_IFNAME=eth0 \
-        timeout -k 5 "${RUN_TIMEOUT:-600}" "$TT_PY" -m torch.distributed.run --nnodes 1 --nproc_per_node "$n" \
+        timeout -k 5 "${RUN_TIMEOUT:-600}" "${TT_PYRUN[@]}" -m torch.distributed.run --nnodes 1 --nproc_per_node "$n" \
         --redirects 1 --tee 1 --log_dir "$TM_WORK/$name.logs" \
         --master_addr 127.0.0.1 --master_port $PORT "$script" "$@" >"$TM_WORK/$name.out" 2>&1
     RC=$?

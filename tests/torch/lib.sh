@@ -13,6 +13,9 @@
 # is left aside, see runtime.cc's af_packet_frame).
 # shellcheck shell=bash
 TT_PY=${TAILMARK_PYTHON:-/usr/bin/python3}
+# TT_PYRUN: TT_PY as the command for a script that imports tailmark.torch
+# (under a sanitizer build, with its runtime: TM_SAN_RUN).
+TT_PYRUN=("${TM_SAN_RUN[@]}" "$TT_PY")
 TT_PYPATH=${TAILMARK_PYTHONPATH:-$TM_SRC/build/lib/tailmark-torch}
 TT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
@@ -21,7 +24,7 @@ tt_require() {
         tm_log "torch is not installed for $TT_PY (scripts/test.sh installs python3-torch)"
         exit 1
     fi
-    if ! PYTHONPATH=$TT_PYPATH "$TT_PY" -c 'import tailmark.torch' 2>"$TM_WORK/import.err"; then
+    if ! PYTHONPATH=$TT_PYPATH "${TT_PYRUN[@]}" -c 'import tailmark.torch' 2>"$TM_WORK/import.err"; then
         tm_log "tailmark.torch does not import from $TT_PYPATH: $(tail -3 "$TM_WORK/import.err")"
         exit 1
     fi
@@ -65,6 +68,18 @@ tt_mesh() {
     else
         vdev_extra=",framecnt=4096"
     fi
+    # A sanitizer build: the receivers' NACK delay (the daemon's default,
+    # 200 us, doubling with each repeat up to 64 times) times TM_SAN_SLOW.
+    # Its daemons drain their af_packet rings that many times slower, so a
+    # gap's NACK was repeated before the retransmission it asked for could
+    # arrive, and the duplicates overflowed the ring again: at 3 ranks, in
+    # 3 of 5 torch_ops runs under ASan+UBSan, rank 1 retransmitted up to
+    # 497 k packets (the release build: 82 k), rank 2 dropped 104 k of them
+    # outside its window and 80 k as duplicates or completed, and a session
+    # ended by --retry-limit or --peer-timeout-ms with both daemons alive.
+    # At 3200 us: 15 k retransmitted, 77 NACKs (10317 before), no failure.
+    local nack_opt=()
+    if [ "$TM_SAN_SLOW" -gt 1 ]; then nack_opt=(--nack-delay-us $((200 * TM_SAN_SLOW))); fi
     for ((r = 0; r < n; r++)); do
         TT_SOCK[r]=$TM_WORK/r$r.sock
         # Two vCPUs: the daemons take turns on them (their busy loops are
@@ -81,7 +96,7 @@ tt_mesh() {
         tm_start d$r 900 ns "${TT_NS[r]}" -- --vdev=net_af_packet0,iface=eth0$vdev_extra -l $((r % 2)) -- \
             --mode service --src-ip "${TT_IP[r]}" --control-socket "${TT_SOCK[r]}" --secret "$TM_SECRET" "${mtu_opt[@]}" \
             --stats-period 0 --peer-timeout-ms 5000 --idle-sleep-us ${TT_IDLE_SLEEP_US:-50} \
-            --cc-target-us ${TT_CC_TARGET_US:-20000} --retry-limit ${TT_RETRY_LIMIT:-12}
+            --cc-target-us ${TT_CC_TARGET_US:-20000} --retry-limit ${TT_RETRY_LIMIT:-12} "${nack_opt[@]}"
         TT_PID[r]=$TM_PID
     done
     for ((r = 0; r < n; r++)); do
@@ -106,7 +121,7 @@ tt_run() {
         ip netns exec "${TT_NS[r]}" env RANK=$r WORLD_SIZE=$TT_N TT_STORE="$store" \
             TAILMARK_SOCKET="${TT_SOCK[r]}" TT_KIP="${TT_KIP[r]}" TT_MASTER="${TT_KIP[0]}" \
             GLOO_SOCKET_IFNAME=eth0 PYTHONPATH="$TT_PYPATH" OMP_NUM_THREADS=1 \
-            timeout -k 5 "$tmo" "$TT_PY" "$script" "$@" >"$TM_WORK/$name.$r.out" 2>&1 &
+            timeout -k 5 "$tmo" "${TT_PYRUN[@]}" "$script" "$@" >"$TM_WORK/$name.$r.out" 2>&1 &
         pids[r]=$!
     done
     for ((r = 0; r < TT_N; r++)); do
