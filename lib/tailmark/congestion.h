@@ -22,7 +22,9 @@
 // The control law (Swift-like, per interval of max(interval, srtt)): with
 // q = the interval's smallest RTT sample - the path's base RTT,
 //   q > target:           rate *= 1 - min(max_md, beta * (q - target) / rtt)
-//   a loss and q > target/2: rate *= 1 - loss_md
+//   a loss and q > target/2, or NACKs for over a tenth of what the
+//   window sent:          rate *= 1 - loss_md
+//   a loss in a window whose delay is not to be trusted: the rate holds
 //   slow start ends at the first sample with a queue over target/2, and
 //   the rate goes back to the one before the last doubling
 //   else (rate-limited):  slow start: rate *= 2; then rate += ai per ms
@@ -98,7 +100,11 @@ public:
     // An RTT sample of a packet sent at `sent` (tests: sent = now - rtt).
     CcEvent on_rtt(uint64_t now, uint64_t rtt, uint64_t sent);
     CcEvent on_rtt(uint64_t now, uint64_t rtt) { return on_rtt(now, rtt, now - rtt); }
-    void on_loss() { win_loss_ = true; }
+    // A NACK: `bytes` of frames reported missing (the packets it asks for).
+    void on_loss(uint64_t bytes) {
+        win_loss_ = true;
+        win_lost_ += bytes;
+    }
     // A retransmission timeout of `rto` cycles: half the rate, if the path
     // fell silent: packets went out and no RTT sample came for a whole rto
     // since the first of them (true: cut). A paced session at a low rate is
@@ -136,6 +142,7 @@ private:
     // the cap of a window in which the feedback stopped (see cut_to).
     static constexpr uint64_t kBestWindowUs = 10000;
     static constexpr uint64_t kStallUs = 1000; // 5 ACK feedback periods
+    static constexpr uint64_t kHeavyLoss = 10; // NACKed bytes over 1/kHeavyLoss of a window's: congestion
     double deliv_best_ = 0, deliv_prev_ = 0;
     uint64_t deliv_roll_ = 0;
     uint64_t stall_ = 0;   // cycles between samples that make a window's figure untrusted
@@ -166,6 +173,7 @@ private:
     static constexpr uint64_t kSpanUs = 100;
     uint64_t win_first_ = 0, span_ = 0;
     bool win_loss_ = false;
+    uint64_t win_lost_ = 0; // bytes the window's NACKs asked for (repeats counted again)
 };
 
 } // namespace tailmark

@@ -412,6 +412,21 @@ uint32_t Sender::take_completions(SendCompletion* out, uint32_t max) {
 
 // --- control intake -------------------------------------------------------------
 
+namespace {
+// The frames a NACK asks for, in bytes, for congestion control's loss
+// figure (a range of count 0 runs to its group's end).
+uint64_t nacked_bytes(const SendFlow& f, const Nack& n) {
+    const OutMsg& o = f.out[n.msg_id & f.mask];
+    const uint32_t group = o.msg_id == n.msg_id ? o.pkt_count : 0;
+    uint64_t pkts = 0;
+    for (uint32_t i = 0; i < n.nranges && i < kMaxNackRanges; i++) {
+        const NackRange& r = n.ranges[i];
+        pkts += r.count != 0 ? r.count : (group > r.first ? group - r.first : 1);
+    }
+    return pkts * (f.spec.tx.stride + f.spec.tx.overhead());
+}
+} // namespace
+
 DropReason Sender::apply(SendFlow& f, const Control& c, uint64_t now, bool wire) {
     SessionLink* link = f.spec.link;
     if (link == nullptr || !f.spec.reliable)
@@ -446,7 +461,7 @@ DropReason Sender::apply(SendFlow& f, const Control& c, uint64_t now, bool wire)
             on_cc_event(f.cc->on_echo(now, c.echo, c.hold_ns));
         }
         if (c.nack)
-            f.cc->on_loss();
+            f.cc->on_loss(nacked_bytes(f, c.n));
     }
     if (c.nack) {
         if (!push_job(c.n))
