@@ -20,6 +20,7 @@
 #include <rte_ethdev.h>
 
 #include "config_file.h"
+#include "tailmark/session.h"
 #include "tailmark/tx_marker.h"
 
 namespace tailmark::app {
@@ -441,8 +442,23 @@ const OptDef kOpts[] = {
          o.dst_mac_set = e.empty();
          return e;
      }},
-    {"src-ip", "IPV4", "this process's IPv4 address (default 198.18.0.1)",
-     [](Options& o, std::string_view v) { return parse_ip(v, o.src_ip); }},
+    {"src-ip", "IPV4[/LEN]", "this process's IPv4 address, and with /LEN its subnet (default 198.18.0.1)",
+     [](Options& o, std::string_view v) -> Err {
+         const size_t slash = v.find('/');
+         if (slash == std::string_view::npos) {
+             o.src_prefix = 0;
+             return parse_ip(v, o.src_ip);
+         }
+         uint64_t len;
+         if (Err e = parse_range(v.substr(slash + 1), 1, 32, len, false); !e.empty())
+             return "the prefix length: " + e;
+         o.src_prefix = static_cast<uint8_t>(len);
+         return parse_ip(v.substr(0, slash), o.src_ip);
+     }},
+    {"gateway", "IPV4",
+     "the router for peers outside --src-ip's subnet (which it then needs: IP/LEN); its MAC by ARP (default: none, "
+     "every peer on the link)",
+     [](Options& o, std::string_view v) { return parse_ip(v, o.gateway); }},
     {"dst-ip", "IPV4", "the peer's IPv4 address (default 198.18.0.2)",
      [](Options& o, std::string_view v) { return parse_ip(v, o.dst_ip); }},
     {"udp-port", "PORT", "UDP destination port of every tailmark packet (default 47474)",
@@ -693,6 +709,14 @@ Err validate(Options& o) {
             o.retry_limit++;
         }
     }
+    if (o.gateway != 0) {
+        if (o.src_prefix == 0)
+            return "--gateway: give --src-ip as IP/LEN, so that the peers on the link are known";
+        const uint32_t mask = o.src_netmask();
+        if ((o.gateway & mask) != (o.src_ip & mask) || o.gateway == o.src_ip)
+            return "--gateway: " + ip_to_string(o.gateway) + " is not another address of --src-ip's subnet " +
+                   ip_to_string(o.src_ip & mask) + "/" + std::to_string(o.src_prefix);
+    }
     if (o.mode != Mode::Loopback && o.tx_port != o.rx_port)
         return "--rx-port: send and recv modes use one port for data and credits (--tx-port == --rx-port)";
     return {};
@@ -867,12 +891,7 @@ std::string dump_ini(const Options& o) {
         }
         return r;
     };
-    auto ip = [](uint32_t a) {
-        char b[INET_ADDRSTRLEN];
-        in_addr x{htonl(a)};
-        inet_ntop(AF_INET, &x, b, sizeof(b));
-        return std::string(b);
-    };
+    auto ip = ip_to_string;
     auto mac = [](const rte_ether_addr& m) {
         char b[RTE_ETHER_ADDR_FMT_SIZE];
         rte_ether_format_addr(b, sizeof(b), &m);
@@ -903,8 +922,13 @@ std::string dump_ini(const Options& o) {
         s << "src-mac = " << mac(o.src_mac) << "\n";
     if (o.dst_mac_set)
         s << "dst-mac = " << mac(o.dst_mac) << "\n";
-    s << "src-ip = " << ip(o.src_ip) << "\n"
-      << "dst-ip = " << ip(o.dst_ip) << "\n"
+    s << "src-ip = " << ip(o.src_ip);
+    if (o.src_prefix != 0)
+        s << "/" << unsigned{o.src_prefix};
+    s << "\n";
+    if (o.gateway != 0)
+        s << "gateway = " << ip(o.gateway) << "\n";
+    s << "dst-ip = " << ip(o.dst_ip) << "\n"
       << "udp-port = " << o.udp_port << "\n";
     if (o.key_set)
         s << "key = " << key << "\n";

@@ -43,6 +43,11 @@ struct Options {
     rte_ether_addr src_mac{}, dst_mac{};
     uint32_t src_ip = 0xC6120001; // 198.18.0.1 (RFC 2544 benchmarking range)
     uint32_t dst_ip = 0xC6120002; // 198.18.0.2
+    // Routed peers: --src-ip's /LEN (0: not given) is the local subnet; a
+    // peer outside it is reached through --gateway, whose MAC ARP resolves.
+    uint8_t src_prefix = 0;
+    uint32_t gateway = 0; // 0: every peer is on the link
+    uint32_t src_netmask() const { return src_prefix == 0 ? 0 : ~uint32_t{0} << (32 - src_prefix); }
     uint16_t udp_port = kDefaultUdpPort;
     // The flows' completion key. Not given (key_set false), each session's
     // acceptor draws one (sessions do not share a well-known key); this value

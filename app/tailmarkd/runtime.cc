@@ -653,6 +653,8 @@ bool Runtime::make_engines(SetupError& e) {
     if (opt_.mode == Mode::Loopback && opt_.dst_mac_set)
         tc.rx_mac = opt_.dst_mac;
     tc.self = {opt_.src_ip, opt_.udp_port};
+    tc.netmask = opt_.src_netmask();
+    tc.gateway = opt_.gateway;
     tc.hz = tsc_hz_;
     tc.keepalive_us = opt_.keepalive_ms * 1000;
     tc.peer_timeout_us = opt_.peer_timeout_ms * 1000;
@@ -1458,7 +1460,14 @@ void Runtime::on_session(Session& s) {
             exit_reason_ = "no_answer";
             break;
         case SessionEnd::ArpFailed:
-            fprintf(stderr, "tailmarkd: %s did not answer ARP (give --dst-mac, or check the link)\n", peer.c_str());
+            if (const uint32_t hop = sessions_->next_hop(s.peer.ip); hop != s.peer.ip)
+                fprintf(stderr, "tailmarkd: the gateway %s (towards %s) did not answer ARP (check --gateway, or the link)\n",
+                        ip_to_string(hop).c_str(), peer.c_str());
+            else
+                fprintf(stderr,
+                        "tailmarkd: %s did not answer ARP (check the link; a peer on another subnet needs --src-ip "
+                        "IP/LEN and --gateway, or --dst-mac)\n",
+                        peer.c_str());
             exit_reason_ = "arp_failed";
             break;
         default:

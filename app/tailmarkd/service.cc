@@ -42,12 +42,6 @@ constexpr uint64_t kHuge = 2ull << 20;
 constexpr int kMaxFds = 4;
 constexpr uint64_t kCloseFlushUs = 50000;      // a closing receiver's last ACK: waited for at most this
 
-std::string ip_str(uint32_t ip) {
-    char b[20];
-    snprintf(b, sizeof(b), "%u.%u.%u.%u", ip >> 24, (ip >> 16) & 255, (ip >> 8) & 255, ip & 255);
-    return b;
-}
-
 uint32_t pow2_at_least(uint64_t n) {
     uint32_t p = 1;
     while (p < n && p < (1u << 31))
@@ -971,7 +965,7 @@ void Service::on_connect(SvcApp& app, const tm_msg_connect& m, uint64_t now) {
     ss->sid = s->id;
     app.sessions.push_back(ss.get());
     TM_LOG(INFO, app, "service: %s connecting to %s:%u (session %u, %u flows, ring %u, max %u B)", app.label().c_str(),
-           ip_str(ss->peer.ip).c_str(), m.service, s->id, m.nflows, m.ring_size, m.max_msg);
+           ip_to_string(ss->peer.ip).c_str(), m.service, s->id, m.nflows, m.ring_size, m.max_msg);
     std::lock_guard<std::mutex> lk(counters_mu_);
     sessions_.push_back(std::move(ss));
 }
@@ -1339,12 +1333,15 @@ void Service::on_session(Session& s, uint64_t now) {
                 break;
             case SessionEnd::NoAnswer:
                 err = ETIMEDOUT;
-                why = "no answer from " + ip_str(s.peer.ip) + " port " + std::to_string(ss->port) +
+                why = "no answer from " + ip_to_string(s.peer.ip) + " port " + std::to_string(ss->port) +
                       " (is an application listening there, with the same secret?)";
                 break;
             case SessionEnd::ArpFailed:
                 err = EHOSTUNREACH;
-                why = ip_str(s.peer.ip) + " did not answer ARP";
+                if (const uint32_t hop = rt_.sessions_->next_hop(s.peer.ip); hop != s.peer.ip)
+                    why = "the gateway " + ip_to_string(hop) + " did not answer ARP";
+                else
+                    why = ip_to_string(s.peer.ip) + " did not answer ARP (on another subnet? the daemon needs --gateway)";
                 break;
             default:
                 break;
@@ -1639,7 +1636,7 @@ StatusSnapshot Service::status_snapshot(uint64_t now) const {
     st.abi_minor = kChannelAbiMinor;
     st.mode = to_string(o.mode);
     st.control_socket = path_;
-    st.local_ip = ip_str(o.src_ip);
+    st.local_ip = ip_to_string(o.src_ip);
     st.udp_port = o.udp_port;
     st.mtu = o.mtu;
     st.zero_copy = zero_copy_;

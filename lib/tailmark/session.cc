@@ -15,11 +15,13 @@
 
 namespace tailmark {
 
-std::string to_string(const Endpoint& e) {
-    char b[32];
-    snprintf(b, sizeof(b), "%u.%u.%u.%u:%u", e.ip >> 24, (e.ip >> 16) & 255, (e.ip >> 8) & 255, e.ip & 255, e.port); // set-up only
+std::string ip_to_string(uint32_t ip) {
+    char b[16];
+    snprintf(b, sizeof(b), "%u.%u.%u.%u", ip >> 24, (ip >> 16) & 255, (ip >> 8) & 255, ip & 255); // set-up only
     return b;
 }
+
+std::string to_string(const Endpoint& e) { return ip_to_string(e.ip) + ":" + std::to_string(e.port); }
 
 uint32_t FlowParams::key_of(uint16_t index) const {
     for (const KeyOverride& o : overrides)
@@ -296,13 +298,13 @@ Session* SessionTable::connect(const Endpoint& peer, uint16_t service, const Sip
         send_connect(*s, now);
     } else {
         rte_ether_addr m;
-        if (arp_.lookup(peer.ip, m)) {
+        if (arp_.lookup(next_hop(peer.ip), m)) {
             s->peer_mac = m;
             s->state = SessionState::Connecting;
             send_connect(*s, now);
         } else {
             s->state = SessionState::Resolving;
-            arp_.want(peer.ip, now);
+            arp_.want(next_hop(peer.ip), now);
         }
     }
     return s;
@@ -811,11 +813,11 @@ void SessionTable::poll(uint64_t now) {
         switch (s.state) {
         case SessionState::Resolving: {
             rte_ether_addr mac;
-            if (arp_.lookup(s.peer.ip, mac)) {
+            if (arp_.lookup(next_hop(s.peer.ip), mac)) {
                 s.peer_mac = mac;
                 s.state = SessionState::Connecting;
                 send_connect(s, now);
-            } else if (arp_.failed(s.peer.ip)) {
+            } else if (arp_.failed(next_hop(s.peer.ip))) {
                 end(s, SessionEnd::ArpFailed, now);
             }
             break;

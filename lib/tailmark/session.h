@@ -57,6 +57,7 @@ struct Endpoint {
     bool operator==(const Endpoint&) const = default;
 };
 std::string to_string(const Endpoint& e); // "198.18.0.2:47474"
+std::string ip_to_string(uint32_t ip);     // host order: "198.18.0.2"
 
 // What a session's flows are: proposed by the connector, agreed by both.
 struct FlowParams {
@@ -173,6 +174,11 @@ public:
         uint64_t peer_timeout_us = 5000000;    // nothing authentic for this long: the peer is gone
         uint64_t arp_retry_us = 200000;
         uint32_t arp_tries = 10;
+        // Routed peers: a peer outside self.ip's subnet (netmask, host
+        // order) is reached through the gateway, whose MAC ARP resolves
+        // (gateway 0: every peer is on the link).
+        uint32_t netmask = 0;
+        uint32_t gateway = 0;
         uint32_t max_sessions = 1024;
         uint64_t cookie_period_us = 2000000;   // a RETRY token is good for one to two of these
         // Data versions: a connector offers max_version; an acceptor takes the
@@ -218,6 +224,10 @@ public:
     const SessionCounters& counters() const { return ctr_; }
     const Config& config() const { return cfg_; }
     ArpResolver& arp() { return arp_; }
+    // The address whose MAC a packet to `ip` goes to: ip itself, or the gateway.
+    uint32_t next_hop(uint32_t ip) const {
+        return cfg_.gateway != 0 && (ip & cfg_.netmask) != (cfg_.self.ip & cfg_.netmask) ? cfg_.gateway : ip;
+    }
 
 private:
     struct Listener {
