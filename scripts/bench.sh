@@ -19,6 +19,10 @@
 #                               processes over a veth pair, 4 KiB .. 1 MiB,
 #                               the drivers interleaved (build/bench/kernel.md,
 #                               kernel.json; root)
+#   scripts/bench.sh --cat      only tailmark-cat between two service daemons
+#                               on a veth pair, --flows 1 against --flows 4,
+#                               interleaved rounds (build/bench/cat.md,
+#                               cat.json; root)
 #   scripts/bench.sh --stages   only the rx lcore's cycle account per stage at
 #                               64 B and 64 KiB: perf (cpu-clock) on a
 #                               -Dstage_profile build (build/bench/stages.md,
@@ -58,6 +62,7 @@ torch=0
 cc=0
 stages=0
 kernel=0
+catb=0
 while [ $# -gt 0 ]; do
     case $1 in
     --quick) quick=1 ;;
@@ -68,7 +73,8 @@ while [ $# -gt 0 ]; do
     --cc) cc=1 ;;
     --stages) stages=1 ;;
     --kernel) kernel=1 ;;
-    *) echo "usage: scripts/bench.sh [--quick] [--instructions] [--compare REV] [--report REV] [--torch] [--cc] [--stages] [--kernel]" >&2; exit 2 ;;
+    --cat) catb=1 ;;
+    *) echo "usage: scripts/bench.sh [--quick] [--instructions] [--compare REV] [--report REV] [--torch] [--cc] [--stages] [--kernel] [--cat]" >&2; exit 2 ;;
     esac
     shift
 done
@@ -115,6 +121,11 @@ fi
 if [ $kernel -eq 1 ]; then
     source "$TM_ROOT/scripts/lib/bench_kernel.sh"
     bench_kernel "$out"
+    exit $?
+fi
+if [ $catb -eq 1 ]; then
+    source "$TM_ROOT/scripts/lib/bench_cat.sh"
+    bench_cat "$out"
     exit $?
 fi
 if [ $stages -eq 1 ]; then
