@@ -159,6 +159,13 @@ NFT
     tm_start "${name}_recv" 45 ns "$NB" -- --vdev=net_af_packet0,iface=vethB,framecnt=4096 -l 1 -- --mode recv \
         --src-ip 198.18.0.2 "${common[@]}"
     local rpid=$TM_PID
+    # The sender starts once the receiver's port is up: every frame must
+    # arrive (sender_checks), and an ARP request sent before it was up
+    # was lost (seen under --sanitize, whose daemons start slowly).
+    # shellcheck disable=SC2317
+    RECV_ERR=$TM_WORK/${name}_recv.err # tm_await has a `name` of its own
+    recv_up() { grep -q "^tailmark.app: mode recv" "$RECV_ERR" 2>/dev/null; }
+    tm_await "${name}_recv" "$rpid" 30 recv_up "the receiver never came up"
     tm_run "${name}_send" 45 ns "$NA" -- --vdev=net_af_packet0,iface=vethA,framecnt=4096 -l 0 -- --mode send \
         --src-ip 198.18.0.1 --dst-ip 198.18.0.2 "${common[@]}"
     SEND_RC=$TM_RC
