@@ -88,15 +88,16 @@ tt_mesh() {
         # far above congestion control's 500 us queue target, with no queue
         # anywhere (a bridge, no bottleneck): the target goes above the
         # scheduler's delay, or the controller takes it for congestion.
-        # The retry budget likewise: one CI run (session 7) failed a 2-rank
-        # 32 MiB send at the default 8 expiries (0.9 s of back-off) with both
-        # daemons alive and answering; an af_packet ring overflows while its
-        # daemon waits for a CPU. 12 expiries are 1.7 s, still well inside
-        # --peer-timeout-ms, which is what declares a rank dead here.
+        # The retry budget is the daemon's default: as many expiries as fill
+        # --peer-timeout-ms, which is what declares a rank dead here. (12
+        # expiries, 1.7 s, once stood in for the old default of 8, which a
+        # CI run's 2-rank 32 MiB send outlived with both daemons alive; under
+        # --sanitize, 12 ended a 16 M-element all_reduce at 2 and 3 ranks
+        # with both daemons alive, in 2 of 2 torch_ops runs.)
         tm_start d$r 900 ns "${TT_NS[r]}" -- --vdev=net_af_packet0,iface=eth0$vdev_extra -l $((r % 2)) -- \
             --mode service --src-ip "${TT_IP[r]}" --control-socket "${TT_SOCK[r]}" --secret "$TM_SECRET" "${mtu_opt[@]}" \
             --stats-period 0 --peer-timeout-ms 5000 --idle-sleep-us ${TT_IDLE_SLEEP_US:-50} \
-            --cc-target-us ${TT_CC_TARGET_US:-20000} --retry-limit ${TT_RETRY_LIMIT:-12} "${nack_opt[@]}"
+            --cc-target-us ${TT_CC_TARGET_US:-20000} ${TT_RETRY_LIMIT:+--retry-limit $TT_RETRY_LIMIT} "${nack_opt[@]}"
         TT_PID[r]=$TM_PID
     done
     for ((r = 0; r < n; r++)); do
