@@ -17,16 +17,10 @@ bench_cat() {
     local cat_bin=$TM_BUILD/app/tailmark-cat/tailmark-cat raw=$out/cat_raw
     rm -rf "$raw"
     mkdir -p "$raw"
-    ip netns add $na && ip netns add $nb || return 1
     local pa='' pb=''
     # shellcheck disable=SC2064
     trap "kill -INT \$pa \$pb 2>/dev/null; wait \$pa \$pb 2>/dev/null; ip netns del $na 2>/dev/null; ip netns del $nb 2>/dev/null" RETURN
-    ip link add vethA netns $na type veth peer name vethB netns $nb || return 1
-    for n in $na $nb; do
-        ip netns exec $n sysctl -qw net.ipv6.conf.all.disable_ipv6=1
-        ip -n $n link set lo up
-    done
-    ip -n $na link set vethA up && ip -n $nb link set vethB up || return 1
+    tm_veth_netns $na $nb || return 1
     local mem=()
     read -r -a mem <<<"${TAILMARK_EAL_MEM---no-huge -m 1024}"
     local secret=00112233445566778899aabbccddeeff

@@ -136,3 +136,17 @@ tm_daemon() {
     elif [ -x "$dir/app/tailmarkd" ]; then echo "$dir/app/tailmarkd"
     else return 1; fi
 }
+
+# tm_veth_netns NA NB: two network namespaces joined by a veth pair, vethA in
+# NA and vethB in NB, up, IPv6 off (the benchmarks' two-process set-up; the
+# caller deletes the namespaces).
+tm_veth_netns() {
+    local n
+    ip netns add "$1" && ip netns add "$2" || return 1
+    ip link add vethA netns "$1" type veth peer name vethB netns "$2" || return 1
+    for n in "$1" "$2"; do
+        ip netns exec "$n" sysctl -qw net.ipv6.conf.all.disable_ipv6=1
+        ip -n "$n" link set lo up
+    done
+    ip -n "$1" link set vethA up && ip -n "$2" link set vethB up
+}
