@@ -11,6 +11,11 @@
 #                               bus bandwidth, 64 KiB .. 256 MiB, 2 ranks in
 #                               namespaces (build/bench/torch.md, torch.json,
 #                               torch-allreduce.png)
+#   scripts/bench.sh --torch-algo
+#                               only tailmark.torch's all_reduce algorithms:
+#                               the ring against recursive doubling, latency
+#                               4 B .. 4 MiB at 2, 3 and 4 ranks, interleaved
+#                               (build/bench/torch-algo.md, torch-algo.json)
 #   scripts/bench.sh --cc       only congestion control: the tbf bottleneck
 #                               cases of tests/integration/congestion.sh with
 #                               --cc on and off (build/bench/cc.md, cc.json,
@@ -59,6 +64,7 @@ instructions=0
 compare=
 report=
 torch=0
+torch_algo=0
 cc=0
 stages=0
 kernel=0
@@ -70,11 +76,12 @@ while [ $# -gt 0 ]; do
     --compare) compare=${2:-}; shift ;;
     --report) report=${2:-}; shift ;;
     --torch) torch=1 ;;
+    --torch-algo) torch_algo=1 ;;
     --cc) cc=1 ;;
     --stages) stages=1 ;;
     --kernel) kernel=1 ;;
     --cat) catb=1 ;;
-    *) echo "usage: scripts/bench.sh [--quick] [--instructions] [--compare REV] [--report REV] [--torch] [--cc] [--stages] [--kernel] [--cat]" >&2; exit 2 ;;
+    *) echo "usage: scripts/bench.sh [--quick] [--instructions] [--compare REV] [--report REV] [--torch] [--torch-algo] [--cc] [--stages] [--kernel] [--cat]" >&2; exit 2 ;;
     esac
     shift
 done
@@ -111,6 +118,11 @@ daemon=$(tm_daemon) || { tm_say "tailmarkd was not built"; exit 1; }
 if [ $torch -eq 1 ]; then
     source "$TM_ROOT/scripts/lib/bench_torch.sh"
     bench_torch "$out"
+    exit $?
+fi
+if [ $torch_algo -eq 1 ]; then
+    source "$TM_ROOT/scripts/lib/bench_torch_algo.sh"
+    bench_torch_algo "$out"
     exit $?
 fi
 if [ $cc -eq 1 ]; then

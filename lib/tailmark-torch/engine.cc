@@ -207,16 +207,25 @@ bool Engine::pump_out(Op& op, int pi) {
     return moved;
 }
 
+bool Engine::in_ready(const Op& op, const InPart& part) const {
+    const size_t j = part.next;
+    return (part.after_in < 0 || op.ins[part.after_in].next > j) &&
+           (part.after_out < 0 || op.outs[part.after_out].next > j);
+}
+
 bool Engine::pump_in(Op& op, int pi) {
     InPart& part = op.ins[pi];
     bool moved = false;
     while (part.next < part.pieces.size()) {
+        // Not yet: the piece stays in the receive ring (its sender waits).
+        if (!in_ready(op, part))
+            break;
         tm_message m{};
         const int r = tm_recv(ch_, mesh_->in(part.peer), 0, &m);
         if (r == 0)
             break;
-        const std::string me = "tailmark (rank " + std::to_string(rank_) + "): ";
         if (r < 0) {
+            const std::string me = "tailmark (rank " + std::to_string(rank_) + "): ";
             brk(me + op.what + ": receiving from rank " + std::to_string(part.peer) + " failed: " +
                 tm_last_error(ch_));
             return true;
@@ -228,6 +237,7 @@ bool Engine::pump_in(Op& op, int pi) {
         if (m.len < sizeof h || h.magic != PieceHeader::kMagic || h.kind != static_cast<uint8_t>(op.kind) ||
             h.seq != part.seq || h.index != part.next || h.count != part.pieces.size() || h.bytes != piece.len ||
             m.len != sizeof h + piece.len || h.tag != op.tag) {
+            const std::string me = "tailmark (rank " + std::to_string(rank_) + "): ";
             const std::string got = m.len < sizeof h || h.magic != PieceHeader::kMagic
                                         ? "a message of " + std::to_string(m.len) + " bytes that is no piece"
                                         : std::string(kind_name(static_cast<Kind>(h.kind))) + " #" +
@@ -244,7 +254,7 @@ bool Engine::pump_in(Op& op, int pi) {
         const auto* in = static_cast<const unsigned char*>(m.data) + sizeof h;
         if (piece.len != 0) {
             if (piece.a != nullptr)
-                reduce_into(op.dtype, op.red, piece.dst, piece.a, in, piece.len);
+                reduce_into(op.dtype, op.red, piece.dst, piece.a, in, piece.len, part.in_left);
             else
                 std::memcpy(piece.dst, in, piece.len);
         }

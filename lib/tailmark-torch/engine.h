@@ -59,6 +59,7 @@ private:
     void brk(const std::string& why);
     void stop(); // joins the thread (idempotent), then fails what is pending
     bool ready(const Op& op, const OutPart& part) const;
+    bool in_ready(const Op& op, const InPart& part) const;
 
     std::unique_ptr<Mesh> mesh_;
     tm_channel* ch_;

@@ -22,6 +22,20 @@ PYBIND11_MODULE(_c, m) {
         py::call_guard<py::gil_scoped_release>(),
         "A tailmark process group (what torch.distributed.init_process_group('tailmark') makes)");
     m.def(
+        "set_allreduce",
+        [](const c10::intrusive_ptr<c10d::ProcessGroup>& pg, const std::string& algo) {
+            auto* t = dynamic_cast<tailmark::torch_backend::ProcessGroupTailmark*>(pg.get());
+            if (t == nullptr)
+                throw py::type_error("tailmark: set_allreduce: not a tailmark process group");
+            try {
+                t->set_allreduce(tailmark::torch_backend::allreduce_algo_of(algo));
+            } catch (const std::invalid_argument& e) {
+                throw py::value_error(std::string("tailmark: set_allreduce: ") + e.what());
+            }
+        },
+        py::arg("group"), py::arg("algorithm"),
+        "all_reduce's algorithm on this group from now on: 'ring', 'rd' (recursive doubling) or 'auto' (by size)");
+    m.def(
         "shutdown", [] { tailmark::torch_backend::Engine::shutdown_all(); },
         py::call_guard<py::gil_scoped_release>(),
         "Stops every tailmark process group's thread, failing what is pending (registered with atexit)");

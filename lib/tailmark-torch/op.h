@@ -45,6 +45,18 @@ struct OutPart {
 struct InPart {
     int peer;
     std::vector<InPiece> pieces;
+    // Piece j may be taken only once the op's ins[after_in] has taken piece
+    // j and outs[after_out] has sent piece j (< 0: no such condition):
+    // recursive doubling reduces in place, so a step's piece waits for the
+    // step before's (the order of the combinations) and for this rank's own
+    // piece of the step to have gone (the bytes it overwrites).
+    int after_in = -1;
+    int after_out = -1;
+    // The received bytes are the left operand: dst = in (op) a. Every rank
+    // of a pair then computes lower rank's (op) higher rank's, bit for bit
+    // alike, even for NaNs' payloads and min/max of signed zeros.
+    bool in_left = false;
+    // Engine state.
     uint64_t seq = 0;
     size_t next = 0;       // pieces taken
 };

@@ -11,7 +11,8 @@ namespace tailmark::torch_backend {
 
 // New kinds go at the end: the values are on the wire.
 enum class Kind : uint8_t {
-    Hello = 1, Send, Broadcast, AllReduce, AllGather, ReduceScatter, Barrier, Reduce, Gather, Scatter, AllToAll
+    Hello = 1, Send, Broadcast, AllReduce, AllGather, ReduceScatter, Barrier, Reduce, Gather, Scatter, AllToAll,
+    AllReduceRd // all_reduce by recursive doubling: ranks that chose different algorithms get an error
 };
 
 inline const char* kind_name(Kind k) {
@@ -27,6 +28,7 @@ inline const char* kind_name(Kind k) {
     case Kind::Gather: return "gather";
     case Kind::Scatter: return "scatter";
     case Kind::AllToAll: return "all_to_all";
+    case Kind::AllReduceRd: return "all_reduce (recursive doubling)";
     }
     return "?";
 }

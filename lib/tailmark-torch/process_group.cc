@@ -5,6 +5,8 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <stdexcept>
 
 namespace tailmark::torch_backend {
 
@@ -36,6 +38,13 @@ ProcessGroupTailmark::ProcessGroupTailmark(const c10::intrusive_ptr<c10d::Store>
         const std::vector<uint8_t> v = store->get(k);
         return std::string(v.begin(), v.end());
     };
+    if (const char* a = std::getenv("TAILMARK_ALLREDUCE"); a != nullptr && *a != '\0') {
+        try {
+            allreduce_algo_.store(allreduce_algo_of(a));
+        } catch (const std::invalid_argument& e) {
+            TORCH_CHECK(false, "tailmark: TAILMARK_ALLREDUCE=", a, ": ", e.what());
+        }
+    }
     engine_ = std::make_unique<Engine>(std::make_unique<Mesh>(rank, size, rv, mo), timeout);
 }
 

@@ -10,12 +10,25 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
 namespace tailmark::torch_backend {
+
+// all_reduce's algorithm: the ring, recursive doubling, or by size (auto:
+// recursive doubling up to rd_max_bytes(n), the ring above).
+enum class AllreduceAlgo : uint8_t { Auto, Ring, Rd };
+// "ring", "rd", "auto"; anything else throws std::invalid_argument naming it.
+AllreduceAlgo allreduce_algo_of(const std::string& name);
+const char* allreduce_algo_name(AllreduceAlgo a);
+// auto's threshold at n ranks, in bytes of tensor (docs/torch.md has the
+// measurement it comes from).
+size_t rd_max_bytes(int n);
 
 class TailmarkWork : public c10d::Work {
 public:
@@ -43,6 +56,12 @@ public:
                                                          int size, std::chrono::milliseconds timeout);
 
     const std::string getBackendName() const override { return "tailmark"; }
+
+    // TAILMARK_ALLREDUCE (default auto) when the group is made; then this,
+    // which tailmark.torch.set_allreduce calls. Every rank must choose alike
+    // (or get an error naming both algorithms' operations).
+    void set_allreduce(AllreduceAlgo a) { allreduce_algo_.store(a, std::memory_order_relaxed); }
+    AllreduceAlgo allreduce_algo() const { return allreduce_algo_.load(std::memory_order_relaxed); }
 
     c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                              const c10d::BroadcastOptions& opts) override;
@@ -82,6 +101,9 @@ private:
     // and the flat forms alike: the gathered output's chunk c is at
     // chunks[c] (this rank's already in place); the input's chunk c to
     // reduce at in[c], this rank's sum into y. N elements a chunk.
+    // all_reduce by recursive doubling (process_group_collectives.cc), in
+    // place over base's N elements of es bytes.
+    void rd_all_reduce(Op& op, unsigned char* base, size_t N, size_t es) const;
     void ring_all_gather(Op& op, const std::vector<unsigned char*>& chunks, size_t N, size_t es) const;
     void ring_reduce_scatter(Op& op, const std::vector<const unsigned char*>& in, unsigned char* y, size_t N,
                              size_t es, const at::Tensor& like, std::vector<at::Tensor>& keep) const;
@@ -91,6 +113,7 @@ private:
                   const std::vector<std::pair<unsigned char*, size_t>>& recv, size_t es) const;
 
     std::unique_ptr<Engine> engine_;
+    std::atomic<AllreduceAlgo> allreduce_algo_{AllreduceAlgo::Auto};
 };
 
 } // namespace tailmark::torch_backend

@@ -7,18 +7,91 @@
 
 #include <algorithm>
 #include <cstring>
+#include <stdexcept>
+#include <string>
 
 namespace tailmark::torch_backend {
+
+AllreduceAlgo allreduce_algo_of(const std::string& name) {
+    if (name == "auto")
+        return AllreduceAlgo::Auto;
+    if (name == "ring")
+        return AllreduceAlgo::Ring;
+    if (name == "rd")
+        return AllreduceAlgo::Rd;
+    throw std::invalid_argument("all_reduce's algorithm is ring, rd (recursive doubling) or auto, not '" + name + "'");
+}
+
+const char* allreduce_algo_name(AllreduceAlgo a) {
+    switch (a) {
+    case AllreduceAlgo::Auto: return "auto";
+    case AllreduceAlgo::Ring: return "ring";
+    case AllreduceAlgo::Rd: return "rd";
+    }
+    return "?";
+}
+
+size_t rd_max_bytes(int n) {
+    (void)n;
+    return size_t{64} << 10;
+}
+
+void ProcessGroupTailmark::rd_all_reduce(Op& op, unsigned char* base, size_t N, size_t es) const {
+    const int n = getSize(), r = getRank();
+    // m: the largest power of two <= n. Ranks m.. (the extra ones) fold in
+    // first: rank m + i sends its tensor to rank i, which combines it with
+    // its own, and takes the result from rank i last. Ranks 0..m-1 exchange
+    // their whole tensor with r ^ 1, r ^ 2, ..., r ^ m/2, combining what
+    // arrives in place, the lower rank's operand on the left: after the
+    // step with r ^ d, the ranks of each aligned block of 2d hold the same
+    // bits. Every step is P pieces of at most a message's payload, and
+    // piece j of a step goes once piece j of the step before was combined,
+    // so the steps pipeline piece by piece as the ring's do.
+    int m = 1;
+    while (m * 2 <= n)
+        m *= 2;
+    const size_t P = pieces_for(N, es);
+    if (r >= m) {
+        op.outs.push_back(OutPart{r - m, out_pieces(base, N, es, P)});
+        InPart in{r - m, in_pieces(base, N, es, P)};
+        in.after_out = 0; // the result overwrites what this rank sends
+        op.ins.push_back(std::move(in));
+        return;
+    }
+    auto combine = [&](int peer, int after_in, int after_out) {
+        InPart in{peer, in_pieces(base, N, es, P)};
+        for (auto& p : in.pieces)
+            p.a = p.dst; // dst = dst (op) in, in place
+        in.after_in = after_in;
+        in.after_out = after_out;
+        in.in_left = peer < r;
+        op.ins.push_back(std::move(in));
+        return static_cast<int>(op.ins.size()) - 1;
+    };
+    int prev = -1; // the in part whose piece j a step's piece j waits for
+    if (r + m < n)
+        prev = combine(r + m, -1, -1);
+    for (int d = 1; d < m; d <<= 1) {
+        op.outs.push_back(OutPart{r ^ d, out_pieces(base, N, es, P), prev, 0});
+        prev = combine(r ^ d, prev, static_cast<int>(op.outs.size()) - 1);
+    }
+    if (r + m < n)
+        op.outs.push_back(OutPart{r + m, out_pieces(base, N, es, P), prev, 0});
+}
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTailmark::allreduce(std::vector<at::Tensor>& tensors,
                                                                const c10d::AllreduceOptions& opts) {
     const at::Tensor& t = single(tensors, "all_reduce");
     const int n = getSize(), r = getRank();
-    auto op = make_op(Kind::AllReduce, t, "all_reduce");
-    op->red = red_of(opts.reduceOp, "all_reduce");
     const size_t es = t.element_size(), N = static_cast<size_t>(t.numel());
+    const AllreduceAlgo algo = allreduce_algo();
+    const bool rd = algo == AllreduceAlgo::Rd || (algo == AllreduceAlgo::Auto && N * es <= rd_max_bytes(n));
+    auto op = make_op(rd ? Kind::AllReduceRd : Kind::AllReduce, t, "all_reduce");
+    op->red = red_of(opts.reduceOp, "all_reduce");
     unsigned char* base = bytes(t);
-    if (n > 1) {
+    if (n > 1 && rd) {
+        rd_all_reduce(*op, base, N, es);
+    } else if (n > 1) {
         // The ring: 2(n-1) steps; in step s this rank sends chunk r-s and
         // takes chunk r-s-1 (summed in the first n-1 steps, copied after).
         // Each chunk goes as P pieces of at most a message's payload, and

@@ -27,10 +27,10 @@ inline size_t dtype_size(DType t) {
 }
 
 namespace detail {
-// dst[i] = a[i] (op) in[i]; dst may equal a. `in` need not be aligned (it
-// follows a 64-byte header in the receive slot), so it is read by memcpy,
-// which the compiler turns into plain loads.
-template <typename T>
+// dst[i] = a[i] (op) in[i] (InLeft: in[i] (op) a[i]); dst may equal a.
+// `in` need not be aligned (it follows a 64-byte header in the receive
+// slot), so it is read by memcpy, which the compiler turns into plain loads.
+template <bool InLeft, typename T>
 void reduce_typed(RedOp op, T* dst, const T* a, const unsigned char* in, size_t n) {
     constexpr size_t kBlock = 256;
     T tmp[kBlock];
@@ -39,13 +39,16 @@ void reduce_typed(RedOp op, T* dst, const T* a, const unsigned char* in, size_t 
         std::memcpy(tmp, in + i * sizeof(T), m * sizeof(T));
         switch (op) {
         case RedOp::Min:
-            for (size_t j = 0; j < m; j++) dst[i + j] = std::min(a[i + j], tmp[j]);
+            for (size_t j = 0; j < m; j++)
+                dst[i + j] = InLeft ? std::min(tmp[j], a[i + j]) : std::min(a[i + j], tmp[j]);
             break;
         case RedOp::Max:
-            for (size_t j = 0; j < m; j++) dst[i + j] = std::max(a[i + j], tmp[j]);
+            for (size_t j = 0; j < m; j++)
+                dst[i + j] = InLeft ? std::max(tmp[j], a[i + j]) : std::max(a[i + j], tmp[j]);
             break;
         default:
-            for (size_t j = 0; j < m; j++) dst[i + j] = static_cast<T>(a[i + j] + tmp[j]);
+            for (size_t j = 0; j < m; j++)
+                dst[i + j] = static_cast<T>(InLeft ? tmp[j] + a[i + j] : a[i + j] + tmp[j]);
             break;
         }
     }
@@ -57,27 +60,39 @@ void divide_typed(T* dst, size_t n, int by) {
 }
 } // namespace detail
 
-// dst = a (op) in, over `bytes` bytes of elements of type t.
-inline void reduce_into(DType t, RedOp op, void* dst, const void* a, const void* in, size_t bytes) {
+namespace detail {
+template <bool InLeft>
+void reduce_dispatch(DType t, RedOp op, void* dst, const void* a, const void* in, size_t bytes) {
     const auto* src = static_cast<const unsigned char*>(in);
     switch (t) {
     case DType::F32:
-        detail::reduce_typed(op, static_cast<float*>(dst), static_cast<const float*>(a), src, bytes / 4);
+        reduce_typed<InLeft>(op, static_cast<float*>(dst), static_cast<const float*>(a), src, bytes / 4);
         break;
     case DType::F64:
-        detail::reduce_typed(op, static_cast<double*>(dst), static_cast<const double*>(a), src, bytes / 8);
+        reduce_typed<InLeft>(op, static_cast<double*>(dst), static_cast<const double*>(a), src, bytes / 8);
         break;
     case DType::BF16:
-        detail::reduce_typed(op, static_cast<c10::BFloat16*>(dst), static_cast<const c10::BFloat16*>(a), src,
+        reduce_typed<InLeft>(op, static_cast<c10::BFloat16*>(dst), static_cast<const c10::BFloat16*>(a), src,
                              bytes / 2);
         break;
     case DType::I32:
-        detail::reduce_typed(op, static_cast<int32_t*>(dst), static_cast<const int32_t*>(a), src, bytes / 4);
+        reduce_typed<InLeft>(op, static_cast<int32_t*>(dst), static_cast<const int32_t*>(a), src, bytes / 4);
         break;
     case DType::I64:
-        detail::reduce_typed(op, static_cast<int64_t*>(dst), static_cast<const int64_t*>(a), src, bytes / 8);
+        reduce_typed<InLeft>(op, static_cast<int64_t*>(dst), static_cast<const int64_t*>(a), src, bytes / 8);
         break;
     }
+}
+} // namespace detail
+
+// dst = a (op) in (in_left: in (op) a), over `bytes` bytes of elements of
+// type t.
+inline void reduce_into(DType t, RedOp op, void* dst, const void* a, const void* in, size_t bytes,
+                        bool in_left = false) {
+    if (in_left)
+        detail::reduce_dispatch<true>(t, op, dst, a, in, bytes);
+    else
+        detail::reduce_dispatch<false>(t, op, dst, a, in, bytes);
 }
 
 // The average's one division (integers truncate, as torch's `//` would not:

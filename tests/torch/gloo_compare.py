@@ -18,7 +18,9 @@ How results compare with gloo's:
     arithmetic, so any two-rank reduction order is gloo's; bfloat16's sum is
     float32's rounded once (c10::BFloat16 adds in float), as gloo's float32
     sum rounded is; halving is exact.
-  * sums of n >= 3 ranks: the rings add in different orders. Any order of
+  * sums of n >= 3 ranks: the rings add in different orders (and
+    recursive doubling in a third: at 3 ranks (x0 + x2) + x1, at 4
+    (x0 + x1) + (x2 + x3)). Any order of
     recursive summation errs by at most (n-1) u S from the exact sum, with
     S = sum_i |x_i| over the ranks and u = eps/2 (Higham, Accuracy and
     Stability, 4.2), so two orders differ by at most
@@ -36,6 +38,9 @@ reference is gloo's nearest: all_reduce of the concatenated inputs, all_gather
 concatenated, all_to_all_single on the concatenation. gloo's all_gather of
 0 elements dies of SIGFPE: that case's reference is the inputs themselves.
 
+all_reduce runs pinned to each algorithm, the ring and recursive doubling
+(tailmark.torch.set_allreduce), and every rank's result is checked bit for
+bit against every other's.
 Also: every op with async_op=True, its future's value the output tensors
 themselves; reduce leaves non-root tensors unchanged (gloo leaves partial
 sums there: printed); batch_isend_irecv and tags; the error paths. Last,
@@ -50,6 +55,7 @@ import zlib
 import torch
 import torch.distributed as dist
 
+import tailmark.torch as tt
 from common import init
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16,
@@ -109,6 +115,21 @@ def exact(what, got, want):
         fail(f"{what}: {bad.numel()} of {got.numel()} elements differ, first at {i}: "
              f"{got.flatten()[i].item()!r} against gloo's {want.flatten()[i].item()!r}")
     stats["bitwise"] += 1
+
+
+def same_everywhere(what, t):
+    """Every rank holds t's very bits (gathered over gloo)."""
+    stats["identical"] = stats.get("identical", 0) + 1
+    if t.numel() == 0:  # gloo's all_gather of 0 elements: SIGFPE
+        return
+    u = t.contiguous().view(torch.uint8)
+    outs = [torch.empty_like(u) for _ in range(world)]
+    dist.all_gather(outs, u, group=gloo)
+    for r in range(world):
+        if not torch.equal(outs[r], outs[0]):
+            i = (outs[r] != outs[0]).nonzero()[0].item() // t.element_size()
+            fail(f"{what}: rank {r}'s result differs from rank 0's, first at element {i}: "
+                 f"{outs[r].view(t.dtype)[i].item()!r} against {outs[0].view(t.dtype)[i].item()!r}")
 
 
 def bounded(what, got, want, bound):
@@ -186,12 +207,18 @@ def run_case(name, dt, n):
     # all_reduce and reduce, every reduce op
     for red in REDS:
         x = data(rank, key("ar" + red), n, dt)
-        t = x.clone()
-        check_future(f"all_reduce {red} {tag}", dist.all_reduce(t, op=REDS[red], async_op=True), [t])
         g, gop = gloo_reduced(x, red)
         dist.all_reduce(g, op=gop, group=gloo)
-        compare_reduced(f"all_reduce {red} {tag}", t, gloo_finish(g, red, dt), red, dt,
-                        absum_of(key("ar" + red), n, dt))
+        # Each algorithm pinned (auto picks one of the two by size): the
+        # ranks' results bit for bit alike, and against gloo's.
+        for algo in ("ring", "rd"):
+            tt.set_allreduce(algo)
+            t = x.clone()
+            check_future(f"all_reduce ({algo}) {red} {tag}", dist.all_reduce(t, op=REDS[red], async_op=True), [t])
+            same_everywhere(f"all_reduce ({algo}) {red} {tag}", t)
+            compare_reduced(f"all_reduce ({algo}) {red} {tag}", t, gloo_finish(g, red, dt), red, dt,
+                            absum_of(key("ar" + red), n, dt))
+        tt.set_allreduce("auto")
         root = (n + len(red)) % world
         x = data(rank, key("rd" + red), n, dt)
         t = x.clone()
@@ -381,6 +408,14 @@ def error_paths():
     expect_error("all_to_all_single, splits of the wrong sum",
                  lambda: dist.all_to_all_single(torch.zeros(2 * n), torch.zeros(2 * n), [2] * n, [1] * n),
                  "tailmark: all_to_all_single: the input split sizes add up to")
+    # all_reduce's algorithm: only ring, rd or auto
+    try:
+        tt.set_allreduce("tree")
+        fail("set_allreduce('tree'): no error")
+    except ValueError as e:
+        if "ring, rd (recursive doubling) or auto, not 'tree'" not in str(e):
+            fail(f"set_allreduce('tree'): the error does not name the choices: {e}")
+        stats["errors"] = stats.get("errors", 0) + 1
     # the group lives on after all of them
     t = torch.ones(3)
     dist.all_reduce(t)
@@ -434,7 +469,8 @@ def main():
     if "nobreak" not in sys.argv[4:]:
         tags_out_of_order()
     print(f"ok gloo_compare: {stats['cases']} comparisons ({stats['bitwise']} bit for bit, {stats['bounded']} within "
-          f"the bound, {stats['differ']} elements not bit-equal), {stats.get('errors', 0)} refusals; gloo left partial "
+          f"the bound, {stats['differ']} elements not bit-equal; {stats.get('identical', 0)} all_reduce results alike on every "
+          f"rank, bit for bit), {stats.get('errors', 0)} refusals; gloo left partial "
           f"sums in {stats.get('gloo_clobbered', 0)} of this rank's non-root reduce tensors, which tailmark left unchanged "
           f"({time.perf_counter() - t0:.1f} s)", flush=True)
     dist.destroy_process_group()

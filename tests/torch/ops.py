@@ -10,8 +10,12 @@ import time
 import torch
 import torch.distributed as dist
 
+import tailmark.torch as tt
 from common import init
 
+# all_reduce also runs pinned to the ring and to recursive doubling, besides
+# auto, at counts up to this (4 MiB of float32: above every world's threshold).
+PINNED_MAX = (1 << 20) + 7
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16,
           "int32": torch.int32, "int64": torch.int64}
 
@@ -80,16 +84,21 @@ def main():
             mine = fill(bufs.get(MINE, n, dt), 1, 1, rank + 1)
             t = bufs.get(WORK, n, dt)
             want = bufs.get(WANT, n, dt)
-            # all_reduce: sum, min, max; then avg of world * values (exact)
-            for op, red, w in (("sum", dist.ReduceOp.SUM, (world, tri)),
-                               ("min", dist.ReduceOp.MIN, (1, 1)),
-                               ("max", dist.ReduceOp.MAX, (1, world))):
-                t.copy_(mine)
-                dist.all_reduce(t, op=red)
-                expect_equal(f"all_reduce {op} {tag}", t, fill(want, 1, *w))
-            fill(t, 1, world, (rank + 1) * world)
-            dist.all_reduce(t, op=dist.ReduceOp.AVG)
-            expect_equal(f"all_reduce avg {tag}", t, fill(want, 1, world, tri))
+            # all_reduce: sum, min, max; then avg of world * values (exact).
+            # By size (auto), then pinned to each algorithm up to PINNED_MAX
+            # elements (both sides of auto's threshold); above, auto only.
+            for algo in ("auto", "ring", "rd") if n <= PINNED_MAX else ("auto",):
+                tt.set_allreduce(algo)
+                for op, red, w in (("sum", dist.ReduceOp.SUM, (world, tri)),
+                                   ("min", dist.ReduceOp.MIN, (1, 1)),
+                                   ("max", dist.ReduceOp.MAX, (1, world))):
+                    t.copy_(mine)
+                    dist.all_reduce(t, op=red)
+                    expect_equal(f"all_reduce ({algo}) {op} {tag}", t, fill(want, 1, *w))
+                fill(t, 1, world, (rank + 1) * world)
+                dist.all_reduce(t, op=dist.ReduceOp.AVG)
+                expect_equal(f"all_reduce ({algo}) avg {tag}", t, fill(want, 1, world, tri))
+            tt.set_allreduce("auto")
             # broadcast from every root
             for root in range(world):
                 if rank == root:

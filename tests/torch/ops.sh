@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Every operation (send/recv, broadcast, all_reduce sum/avg/min/max,
+# Every operation (send/recv, broadcast, all_reduce sum/avg/min/max (by
+# size, and up to 1 M + 7 elements pinned to the ring and to recursive
+# doubling),
 # all_gather, reduce_scatter, barrier) in every dtype (float32, float64,
 # bfloat16, int32, int64) at element counts 1, 1023, 4096, 1M+7 and 16M,
 # with 2 ranks and with 3: ranks in their own namespaces, each with its own
