@@ -17,13 +17,13 @@
 #include <rte_errno.h>
 #include <rte_pdump.h>
 
+#include "bench/summary.h"
 #include "eal_files.h"
 #include "options.h"
 #include "preflight.h"
 #include "runtime.h"
 #include "shell.h"
 #include "signals.h"
-#include "summary.h"
 #include "telemetry.h"
 #include "tailmark/log.h"
 

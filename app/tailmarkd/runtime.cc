@@ -19,7 +19,8 @@
 #include <rte_random.h>
 #include <rte_ring_elem.h>
 
-#include "generator.h"
+#include "bench/generator.h"
+#include "bench/source.h"
 #include "service.h"
 #include "signals.h"
 #include "tailmark/log.h"

@@ -19,13 +19,13 @@
 
 #include <rte_lcore.h>
 
+#include "bench/summary.h"
 #include "context.h"
 #include "drivers/fault_shim.h"
 #include "drivers/mempool.h"
 #include "drivers/port.h"
 #include "drivers/replay_pool.h"
 #include "options.h"
-#include "summary.h"
 #include "tailmark/flow_ids.h"
 
 namespace tailmark::app {
