@@ -22,7 +22,6 @@
 #include "bench/generator.h"
 #include "bench/source.h"
 #include "service.h"
-#include "signals.h"
 #include "tailmark/log.h"
 
 namespace tailmark::app {
@@ -90,7 +89,7 @@ FailReason fail_reason(SessionEnd e) {
 
 } // namespace
 
-Runtime::Runtime(const Options& opt) : opt_(opt) {}
+Runtime::Runtime(const Options& opt, StopRequest& stop) : opt_(opt), stop_(stop) {}
 
 Runtime::~Runtime() {
     teardown();
@@ -1908,11 +1907,11 @@ bool Runtime::drained() const {
 }
 
 void Runtime::control(uint64_t now) {
-    const int q = g_quit_requests.load(std::memory_order_acquire);
+    const int q = stop_.requests();
     if (q >= 2) {
         stop(now, "signal");
     } else if (q == 1 && plane_.phase_now() == Phase::Run && !closing_) {
-        const int sig = g_last_signal.load(); // 0: the shell's quit (or the end of its input)
+        const int sig = stop_.last_signal(); // 0: the shell's quit (or the end of its input)
         if (sig != 0)
             TM_LOG(NOTICE, app, "signal %d", sig);
         else

@@ -26,6 +26,7 @@
 #include "drivers/port.h"
 #include "drivers/replay_pool.h"
 #include "options.h"
+#include "stop_request.h"
 #include "tailmark/flow_ids.h"
 
 namespace tailmark::app {
@@ -60,7 +61,8 @@ struct AppSession {
 
 class Runtime {
 public:
-    explicit Runtime(const Options& opt);
+    // `stop`: where signals and the shell ask the run to end (main's).
+    Runtime(const Options& opt, StopRequest& stop);
     ~Runtime(); // teardown()
     Runtime(const Runtime&) = delete;
     Runtime& operator=(const Runtime&) = delete;
@@ -102,6 +104,7 @@ public:
 
     Plane& plane() { return plane_; }
     const Plane& plane() const { return plane_; }
+    StopRequest& stop_request() { return stop_; }
 
 private:
     friend struct TelemetryAccess; // telemetry.cc: read-only views for the telemetry thread
@@ -183,6 +186,7 @@ private:
     uint32_t acked_of(const FlowCtx& f) const;
 
     Options opt_;
+    StopRequest& stop_;
     Plane plane_;
     SipKey secret_;
     // ports and pools
