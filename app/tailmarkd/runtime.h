@@ -24,6 +24,7 @@
 #include "drivers/fault_shim.h"
 #include "drivers/mempool.h"
 #include "drivers/port.h"
+#include "drivers/port_plan.h"
 #include "drivers/replay_pool.h"
 #include "options.h"
 #include "stop_request.h"
@@ -112,7 +113,6 @@ private:
     friend class Service;          // service.cc: sessions and flows opened for applications
     bool plan_lcores(SetupError& e);
     bool open_ports(SetupError& e);
-    bool open_local_loop(SetupError& e);
     bool make_engines(SetupError& e);
     bool make_registry(SetupError& e);
     bool make_unconnected(SetupError& e);
