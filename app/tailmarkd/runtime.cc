@@ -16,7 +16,7 @@
 
 #include "bench/generator.h"
 #include "bench/source.h"
-#include "service.h"
+#include "service/service.h"
 #include "tailmark/log.h"
 
 namespace tailmark::app {

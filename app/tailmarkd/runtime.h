@@ -57,7 +57,7 @@ struct AppSession {
     uint64_t up_tsc = 0, down_tsc = 0;
     bool complete = false;       // recv: every flow consumed --messages
     bool floor_said = false;     // send: the congestion-control floor warning was logged
-    void* svc = nullptr;         // --mode service: the application's session (service.cc)
+    void* svc = nullptr;         // --mode service: the application's session (service/)
 };
 
 class Runtime {
@@ -110,7 +110,7 @@ public:
 private:
     friend struct TelemetryAccess; // telemetry.cc: read-only views for the telemetry thread
     friend struct ShellAccess;     // shell.cc: the interactive shell's views and controls
-    friend class Service;          // service.cc: sessions and flows opened for applications
+    friend class Service;          // service/: sessions and flows opened for applications
     bool plan_lcores(SetupError& e);
     bool open_ports(SetupError& e);
     bool make_engines(SetupError& e);

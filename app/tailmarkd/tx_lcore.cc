@@ -14,7 +14,7 @@
 
 #include "bench/replay.h"
 #include "context.h"
-#include "service.h"
+#include "service/service.h"
 
 namespace tailmark::app {
 

@@ -2,7 +2,7 @@
 // (libtailmark-client) and a running tailmarkd --mode service: what crosses
 // the Unix socket, and the layout of the memory both map. A public header of
 // the client library (installed beside client.h, C++ only), because both
-// ends build against it: the library, the daemon (app/tailmarkd/service.*),
+// ends build against it: the library, the daemon (app/tailmarkd/service/),
 // tailmark-ctl, and anyone who speaks the channel without the library. No
 // DPDK here.
 //
