@@ -8,9 +8,10 @@
 // For each flow 0..N-1 it attaches to the completion ring (memzone
 // tailmark_ring_<flow>, lib/tailmark/consumer.h), polls the flags in msg_id
 // order, verifies every byte of each message in place against the built-in
-// generator (app/tailmarkd/generator.cc), and releases the slot, which hands
-// the credit back to the sender. It stops after M messages per flow (0: until
-// SIGINT/SIGTERM); a consumer started later resumes at the released cursor.
+// generator (app/tailmarkd/bench/generator.cc, the daemon's benchmark
+// harness), and releases the slot, which hands the credit back to the
+// sender. It stops after M messages per flow (0: until SIGINT/SIGTERM); a
+// consumer started later resumes at the released cursor.
 // Exit 0 when every message consumed verified (and M were consumed per flow).
 #include <atomic>
 #include <cerrno>

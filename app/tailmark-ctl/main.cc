@@ -1,5 +1,5 @@
 // tailmark-ctl: ask a running `tailmarkd --mode service` how it is doing,
-// over its control socket (TM_MSG_STATUS, lib/tailmark-client/channel_abi.h).
+// over its control socket (TM_MSG_STATUS, <tailmark/channel_abi.h>).
 // Plain sockets and the channel's header: no DPDK, no client library.
 //
 //   tailmark-ctl [--socket PATH | --instance NAME] [--json] [--interval S [--count N]] [WHAT]
@@ -29,7 +29,7 @@
 #include <utility>
 #include <vector>
 
-#include "tailmark-client/channel_abi.h"
+#include "tailmark/channel_abi.h"
 
 namespace {
 

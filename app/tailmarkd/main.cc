@@ -17,13 +17,13 @@
 #include <rte_errno.h>
 #include <rte_pdump.h>
 
+#include "bench/summary.h"
 #include "eal_files.h"
 #include "options.h"
 #include "preflight.h"
 #include "runtime.h"
 #include "shell.h"
 #include "signals.h"
-#include "summary.h"
 #include "telemetry.h"
 #include "tailmark/log.h"
 
@@ -119,7 +119,10 @@ int main(int argc, char** argv) {
         return 1;
     }
     block_async_signals_on_lcore(); // after EAL created its control threads, which take them
-    if (!install_signal_handlers()) {
+    // The run's stop request: signals, the shell and this function ask on it,
+    // the Runtime reads it. Static: the handlers may run until the process ends.
+    static StopRequest stop;
+    if (!install_signal_handlers(stop)) {
         fprintf(stderr, "tailmarkd: sigaction: %s\n", strerror(errno));
         const std::string runtime_dir = rte_eal_get_runtime_dir();
         rte_eal_cleanup();
@@ -130,7 +133,7 @@ int main(int argc, char** argv) {
 
     int rc = 0;
     {
-        Runtime rt(opt);
+        Runtime rt(opt, stop);
         SetupError e;
         if (!rt.setup(e)) {
             fprintf(stderr, "tailmarkd: %s\n", e.message.c_str());
@@ -139,13 +142,14 @@ int main(int argc, char** argv) {
         } else {
             telemetry_attach(rt); // /tailmark/* for dpdk-telemetry.py; a refusal is logged, not fatal
             std::string shell_err;
-            const bool shell_ok = shell_start(rt, opt, shell_err); // -i, --cmdline-file: the shell thread
+            Shell shell;
+            const bool shell_ok = shell.start(rt, opt, shell_err); // -i, --cmdline-file: the shell thread
             if (!shell_ok) {
                 fprintf(stderr, "tailmarkd: %s\n", shell_err.c_str());
-                g_quit_requests.store(2); // the run stops at once
+                stop.now(); // the run stops at once
             }
             rt.run(); // returns with every lcore joined
-            shell_stop(); // the prompt ends and the terminal is restored before the summary
+            shell.stop(); // the prompt ends and the terminal is restored before the summary
             const Results r = rt.results();
             print_summary(r, stdout);
             if (!opt.summary_json.empty()) {

@@ -20,7 +20,7 @@
 namespace tailmark::app {
 
 // Service: no generator; applications open sessions and flows at run time
-// through the control socket (libtailmark-client, app/tailmarkd/service.h).
+// through the control socket (libtailmark-client, app/tailmarkd/service/).
 enum class Mode : uint8_t { Loopback, Send, Recv, Service };
 const char* to_string(Mode m);
 const char* to_string(CompletionMode m);

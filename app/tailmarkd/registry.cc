@@ -10,7 +10,7 @@
 #include <cstring>
 
 #include "runtime.h"
-#include "service.h"
+#include "service/service.h"
 
 namespace tailmark::app {
 

@@ -6,12 +6,7 @@
 #include <cstring>
 #include <new>
 
-#ifdef TAILMARK_HAVE_VDEV_INIT
-#include <rte_bus_vdev.h>
-#endif
 #include <rte_cycles.h>
-#include <rte_dev.h>
-#include <rte_devargs.h>
 #include <rte_errno.h>
 #include <rte_launch.h>
 #include <rte_malloc.h>
@@ -19,29 +14,14 @@
 #include <rte_random.h>
 #include <rte_ring_elem.h>
 
-#include "generator.h"
-#include "service.h"
-#include "signals.h"
+#include "bench/generator.h"
+#include "bench/source.h"
+#include "service/service.h"
 #include "tailmark/log.h"
 
 namespace tailmark::app {
 
 namespace {
-
-// net_af_packet's socket ring frame size (its framesz devarg; 2048 by
-// default), 0 for other drivers. The PMD copies whole frames of up to that
-// size into one mbuf, and refuses a pool whose mbufs cannot hold one. DPDK
-// 22.11's af_packet reports a 1518-byte maximum frame whatever framesz is,
-// and ethdev then refuses a larger MTU, yet its rx and tx move frames up to
-// framesz: jumbo frames over a veth (ip link set ... mtu 9000) take
-// framesz=9216 and --mtu 9000, with ethdev left at its default.
-uint32_t af_packet_frame(const rte_eth_dev_info& i) {
-    if (i.driver_name == nullptr || strcmp(i.driver_name, "net_af_packet") != 0)
-        return 0;
-    const rte_devargs* da = i.device != nullptr ? rte_dev_devargs(i.device) : nullptr;
-    const char* f = da != nullptr && da->args != nullptr ? strstr(da->args, "framesz=") : nullptr;
-    return f != nullptr ? static_cast<uint32_t>(strtoul(f + 8, nullptr, 10)) : 2048;
-}
 
 constexpr uint64_t kTxStallUs = 250000;     // give up a partial burst after 250 ms without progress
 constexpr uint64_t kAckMinUs = 20;          // recv: ACK a moved cursor within 20 us
@@ -64,13 +44,6 @@ std::string lcore_list() {
     return s;
 }
 
-uint32_t round_pow2_minus1(uint64_t n) {
-    uint64_t p = 1;
-    while (p - 1 < n)
-        p <<= 1;
-    return static_cast<uint32_t>(p - 1);
-}
-
 std::string mac_str(const rte_ether_addr& m) {
     char b[RTE_ETHER_ADDR_FMT_SIZE];
     rte_ether_format_addr(b, sizeof(b), &m);
@@ -89,7 +62,7 @@ FailReason fail_reason(SessionEnd e) {
 
 } // namespace
 
-Runtime::Runtime(const Options& opt) : opt_(opt) {}
+Runtime::Runtime(const Options& opt, StopRequest& stop) : opt_(opt), stop_(stop) {}
 
 Runtime::~Runtime() {
     teardown();
@@ -152,219 +125,38 @@ bool Runtime::plan_lcores(SetupError& e) {
     return true;
 }
 
+// Ports, pools and flow steering: planned and opened by drivers/port_plan.h.
 bool Runtime::open_ports(SetupError& e) {
-    // The embedded default: loopback on net_ring0 when no port was given.
-#ifdef TAILMARK_HAVE_VDEV_INIT
-    if (rte_eth_dev_count_avail() == 0 && opt_.mode == Mode::Loopback) {
-        TM_LOG(NOTICE, app, "no ports: creating net_ring0 (loopback)");
-        if (rte_vdev_init("net_ring0", nullptr) != 0) {
-            e = {1, "no ports, and net_ring0 could not be created: pass --vdev=..."};
-            return false;
-        }
-    }
-#endif
-    rte_eth_dev_info txi, rxi;
-    std::string err;
-    if (!drivers::Port::info(opt_.tx_port, txi, err)) {
-        e = {2, "--tx-port: " + err};
-        return false;
-    }
-    if (!drivers::Port::info(opt_.rx_port, rxi, err)) {
-        e = {2, "--rx-port: " + err};
-        return false;
-    }
-    const bool same = opt_.tx_port == opt_.rx_port;
-    const std::string rx_driver = rxi.driver_name ? rxi.driver_name : "";
-    const auto R = static_cast<uint16_t>(rx_lcores_.size());
-    const auto T = static_cast<uint16_t>(tx_lcores_.size());
-    // Flow steering. net_ring loops tx queue q back to rx queue q, so in
-    // loopback each flow is sent on the queue of the rx lcore that owns it.
-    // Elsewhere, with several rx lcores: RSS where the port's hash can be
-    // computed here (a flow is then placed where the hash sends it), else
-    // hand-off (flows dealt to rx lcores; one that gets another's data
-    // passes it on through a ring: af_packet's fanout, a tap's queues).
-    steer_by_queue_ = opt_.mode == Mode::Loopback && same && rx_driver == "net_ring";
-    uint16_t rx_nrxq = R, rx_ntxq = 1, tx_nrxq = 1;
-    if (steer_by_queue_) {
-        tx_nq_ = R;
-        rx_ntxq = R;
-        if (T > R)
-            TM_LOG(WARNING, app, "net_ring loopback uses one tx queue per rx lcore: %u of the %u tx lcores idle",
-                   T - R, T);
-    } else {
-        tx_nq_ = T;
-        if (R > 1 && opt_.mode != Mode::Send) {
-            const uint64_t want = RTE_ETH_RSS_NONFRAG_IPV4_UDP | RTE_ETH_RSS_IPV4;
-            if ((rxi.flow_type_rss_offloads & want) == 0 || rxi.reta_size == 0)
-                handoff_ = true;
-            else
-                rss_ = true;
-        }
-    }
-    if (same)
-        rx_ntxq = tx_nq_;
-    // What the ports cannot do is a configuration error (exit 2), caught
-    // before anything is opened.
-    auto queues_fit = [&](const rte_eth_dev_info& i, uint16_t port, uint16_t nrx, uint16_t ntx) {
-        if (nrx > i.max_rx_queues) {
-            e = {2, "--rx-lcores: port " + std::to_string(port) + " (" + i.driver_name + ") has " +
-                        std::to_string(i.max_rx_queues) + " rx queue(s), " + std::to_string(nrx) + " needed"};
-            return false;
-        }
-        if (ntx > i.max_tx_queues) {
-            e = {2, "--tx-lcores: port " + std::to_string(port) + " (" + i.driver_name + ") has " +
-                        std::to_string(i.max_tx_queues) + " tx queue(s), " + std::to_string(ntx) + " needed"};
-            return false;
-        }
-        if (opt_.mtu < i.min_mtu || opt_.mtu > i.max_mtu) {
-            e = {2, "--mtu: " + std::to_string(opt_.mtu) + " is outside port " + std::to_string(port) + "'s [" +
-                        std::to_string(i.min_mtu) + ", " + std::to_string(i.max_mtu) + "]"};
-            return false;
-        }
-        return true;
-    };
-    if (same ? !queues_fit(rxi, opt_.rx_port, rx_nrxq, rx_ntxq)
-             : !queues_fit(txi, opt_.tx_port, tx_nrxq, tx_nq_) || !queues_fit(rxi, opt_.rx_port, rx_nrxq, rx_ntxq))
-        return false;
-
-    // Pools: one per NUMA socket in use, every frame in one segment.
-    tx_socket_ = drivers::port_socket(opt_.tx_port);
-    rx_socket_ = drivers::port_socket(opt_.rx_port);
-    const uint32_t tx_ring = af_packet_frame(txi), rx_ring = af_packet_frame(rxi); // 0: not af_packet
-    const uint32_t room = std::max({uint32_t(RTE_MBUF_DEFAULT_DATAROOM), RTE_ALIGN_CEIL(opt_.mtu + kEthLen + 4, 64u),
-                                    tx_ring, rx_ring});
-    const uint64_t queues = same ? uint64_t(rx_nrxq) + rx_ntxq : uint64_t(tx_nrxq) + tx_nq_ + rx_nrxq + rx_ntxq;
-    const uint64_t want = queues * 1024 * 2 + uint64_t(rte_lcore_count()) * 512 + 8192;
-    for (int sock : {tx_socket_, rx_socket_}) {
-        bool have = false;
-        for (auto& p : pools_)
-            have = have || p->socket() == sock;
-        if (have)
-            continue;
-        auto pool = drivers::Mempool::create("tm_pool_s" + std::to_string(sock), round_pow2_minus1(want),
-                                             room, sock, err);
-        if (!pool) {
-            e = {1, err + " (raise EAL -m)"};
-            return false;
-        }
-        pools_.push_back(std::move(pool));
-    }
-    for (auto& p : pools_) {
-        if (p->socket() == tx_socket_ && tx_pool_ == nullptr)
-            tx_pool_ = p->get();
-        if (p->socket() == rx_socket_ && rx_pool_ == nullptr)
-            rx_pool_ = p->get();
-    }
-    if (tx_pool_ == nullptr)
-        tx_pool_ = pools_.front()->get();
-    if (rx_pool_ == nullptr)
-        rx_pool_ = pools_.front()->get();
-
-    drivers::PortSetup ps;
-    ps.mtu = opt_.mtu;
-    // af_packet past its reported maximum: frames up to its ring's frame
-    // size move (af_packet_frame); the interface's MTU is the user's to set.
-    const uint32_t frame = opt_.mtu + kEthLen;
-    if (frame > txi.max_rx_pktlen && frame > rxi.max_rx_pktlen && tx_ring != 0 && rx_ring != 0) {
-        const uint32_t ring = std::min(tx_ring, rx_ring);
-        // The ring frame also holds the tpacket header and the sockaddr (80
-        // B before the frame). Measured over veths: frames arrive whole only
-        // with framesz a multiple of 512 (9014-byte frames: 9216 and 9728
-        // carry them, 9104-9200 cut every one short; 4014-byte: 4096 and
-        // 4608, not 4352).
-        if (ring < frame + 80 || ring % 512 != 0) {
-            e = {2, "--mtu: " + std::to_string(opt_.mtu) + " needs net_af_packet's framesz >= " +
-                        std::to_string(RTE_ALIGN_CEIL(frame + 80, 512u)) + ", in steps of 512 (it is " +
-                        std::to_string(ring) + ")"};
-            return false;
-        }
-        ps.ethdev_mtu = false;
-        TM_LOG(NOTICE, app, "--mtu %u: net_af_packet reports a %u-byte maximum frame, its socket ring takes "
-               "%u; ethdev left at its MTU, the interface's MTU bounds what arrives", opt_.mtu,
-               rxi.max_rx_pktlen, ring);
-    }
-    ps.l4_checksum = opt_.udp_checksum;
-    ps.rss = rss_;
-    if (same) {
-        ps.nb_rxq = rx_nrxq;
-        ps.nb_txq = rx_ntxq;
-        ps.pool = rx_pool_;
-        tx_port_ = drivers::Port::open(opt_.tx_port, ps, err);
-        if (!tx_port_) {
-            e = {1, err};
-            return false;
-        }
-        rx_port_ = tx_port_.get();
-    } else {
-        ps.nb_rxq = tx_nrxq;
-        ps.nb_txq = tx_nq_;
-        ps.rss = false;
-        ps.pool = tx_pool_;
-        tx_port_ = drivers::Port::open(opt_.tx_port, ps, err);
-        if (!tx_port_) {
-            e = {1, err};
-            return false;
-        }
-        ps.nb_rxq = rx_nrxq;
-        ps.nb_txq = rx_ntxq;
-        ps.rss = rss_;
-        ps.pool = rx_pool_;
-        rx_port_owned_ = drivers::Port::open(opt_.rx_port, ps, err);
-        if (!rx_port_owned_) {
-            e = {1, err};
-            return false;
-        }
-        rx_port_ = rx_port_owned_.get();
-    }
-    if (rss_ && !rx_port_->rss_active()) {
-        // The port hashes, but where to cannot be computed here.
-        TM_LOG(NOTICE, app, "port %u: RSS key or RETA unreadable; rx lcores hand each other their flows' data",
-               opt_.rx_port);
-        rss_ = false;
-        handoff_ = true;
-    }
-    return opt_.mode != Mode::Service || open_local_loop(e);
-}
-
-// --mode service: applications of this daemon that connect to each other
-// (by its address, or a loopback one) exchange their messages through
-// memory, never the wire. An in-process loopback ethdev carries them:
-// net_ring, whose tx queue r arrives on rx queue r, one queue per rx lcore,
-// which that lcore polls beside its port queue. The protocol is the same
-// (placement, CRC, completion, the cursors in memory instead of ACKs): only
-// the port differs. Without the vdev bus (no rte_vdev_init), they go out of
-// the port as before, which only a port that loops back carries.
-bool Runtime::open_local_loop(SetupError& e) {
-#ifdef TAILMARK_HAVE_VDEV_INIT
-    static constexpr const char* kName = "net_ring_tmlocal";
-    static constexpr uint16_t kQueues = 16; // net_ring's queues when it makes its own rings
-    const auto R = static_cast<uint16_t>(rx_lcores_.size());
-    if (R > kQueues) {
-        TM_LOG(WARNING, app, "%u rx lcores: the in-memory loopback has %u queues; sessions between applications of "
-               "this daemon go out of the port", R, kQueues);
-        return true;
-    }
-    uint16_t id = 0;
-    if (rte_vdev_init(kName, nullptr) != 0 || rte_eth_dev_get_port_by_name(kName, &id) != 0) {
-        e = {1, std::string("cannot create the in-memory loopback ") + kName + ": " + rte_strerror(rte_errno)};
-        return false;
-    }
-    drivers::PortSetup ps;
-    ps.nb_rxq = ps.nb_txq = R;
-    ps.mtu = opt_.mtu;
-    ps.pool = rx_pool_; // never drawn from: the rings hand over the senders' mbufs
-    std::string err;
-    local_port_ = drivers::Port::open(id, ps, err);
-    if (!local_port_) {
-        e = {1, "the in-memory loopback: " + err};
-        return false;
-    }
-    TM_LOG(INFO, app, "sessions between applications of this daemon: in memory (port %u, %u queues)", id, R);
-#else
-    (void)e;
-    TM_LOG(WARNING, app, "no vdev bus: sessions between applications of this daemon go out of the port");
-#endif
-    return true;
+    drivers::PortNeeds n;
+    n.tx_port = opt_.tx_port;
+    n.rx_port = opt_.rx_port;
+    n.tx_lcores = static_cast<uint16_t>(tx_lcores_.size());
+    n.rx_lcores = static_cast<uint16_t>(rx_lcores_.size());
+    n.mtu = opt_.mtu;
+    n.loopback = opt_.mode == Mode::Loopback;
+    n.send_only = opt_.mode == Mode::Send;
+    n.l4_checksum = opt_.udp_checksum;
+    n.local_loop = opt_.mode == Mode::Service;
+    drivers::PortSet ps;
+    drivers::PortError pe;
+    const bool ok = drivers::open_ports(n, ps, pe);
+    // Kept, opened or not: teardown() closes the ports, then frees the pools.
+    pools_ = std::move(ps.pools);
+    tx_pool_ = ps.tx_pool;
+    rx_pool_ = ps.rx_pool;
+    tx_port_ = std::move(ps.tx_port);
+    rx_port_owned_ = std::move(ps.rx_port_owned);
+    rx_port_ = ps.rx_port;
+    local_port_ = std::move(ps.local_port);
+    tx_socket_ = ps.tx_socket;
+    rx_socket_ = ps.rx_socket;
+    tx_nq_ = ps.tx_nq;
+    steer_by_queue_ = ps.steer_by_queue;
+    rss_ = ps.rss;
+    handoff_ = ps.handoff;
+    if (!ok)
+        e = {pe.exit_code, pe.message};
+    return ok;
 }
 
 // The engines: a Sender per tx queue, a Receiver per rx queue, the consumer
@@ -1916,11 +1708,11 @@ bool Runtime::drained() const {
 }
 
 void Runtime::control(uint64_t now) {
-    const int q = g_quit_requests.load(std::memory_order_acquire);
+    const int q = stop_.requests();
     if (q >= 2) {
         stop(now, "signal");
     } else if (q == 1 && plane_.phase_now() == Phase::Run && !closing_) {
-        const int sig = g_last_signal.load(); // 0: the shell's quit (or the end of its input)
+        const int sig = stop_.last_signal(); // 0: the shell's quit (or the end of its input)
         if (sig != 0)
             TM_LOG(NOTICE, app, "signal %d", sig);
         else

@@ -19,13 +19,15 @@
 
 #include <rte_lcore.h>
 
+#include "bench/summary.h"
 #include "context.h"
 #include "drivers/fault_shim.h"
 #include "drivers/mempool.h"
 #include "drivers/port.h"
+#include "drivers/port_plan.h"
 #include "drivers/replay_pool.h"
 #include "options.h"
-#include "summary.h"
+#include "stop_request.h"
 #include "tailmark/flow_ids.h"
 
 namespace tailmark::app {
@@ -55,12 +57,13 @@ struct AppSession {
     uint64_t up_tsc = 0, down_tsc = 0;
     bool complete = false;       // recv: every flow consumed --messages
     bool floor_said = false;     // send: the congestion-control floor warning was logged
-    void* svc = nullptr;         // --mode service: the application's session (service.cc)
+    void* svc = nullptr;         // --mode service: the application's session (service/)
 };
 
 class Runtime {
 public:
-    explicit Runtime(const Options& opt);
+    // `stop`: where signals and the shell ask the run to end (main's).
+    Runtime(const Options& opt, StopRequest& stop);
     ~Runtime(); // teardown()
     Runtime(const Runtime&) = delete;
     Runtime& operator=(const Runtime&) = delete;
@@ -102,14 +105,14 @@ public:
 
     Plane& plane() { return plane_; }
     const Plane& plane() const { return plane_; }
+    StopRequest& stop_request() { return stop_; }
 
 private:
     friend struct TelemetryAccess; // telemetry.cc: read-only views for the telemetry thread
     friend struct ShellAccess;     // shell.cc: the interactive shell's views and controls
-    friend class Service;          // service.cc: sessions and flows opened for applications
+    friend class Service;          // service/: sessions and flows opened for applications
     bool plan_lcores(SetupError& e);
     bool open_ports(SetupError& e);
-    bool open_local_loop(SetupError& e);
     bool make_engines(SetupError& e);
     bool make_registry(SetupError& e);
     bool make_unconnected(SetupError& e);
@@ -183,6 +186,7 @@ private:
     uint32_t acked_of(const FlowCtx& f) const;
 
     Options opt_;
+    StopRequest& stop_;
     Plane plane_;
     SipKey secret_;
     // ports and pools

@@ -21,71 +21,61 @@
 #include <rte_ring_elem.h>
 
 #include "shell_internal.h"
-#include "signals.h"
 
 namespace tailmark::app {
 
-Runtime* g_shell_rt = nullptr;
-std::vector<uint64_t> g_shell_requested;
+ShellState* g_shell = nullptr;
 
 namespace {
 
-const Options* g_opt = nullptr;
-std::thread g_thread;
-pthread_t g_tid;
-std::atomic<bool> g_started{false};
-std::atomic<bool> g_thread_done{false};
-std::atomic<cmdline*> g_cl{nullptr}; // the prompt, for the signal handler
-cmdline* g_stdin_cl = nullptr;       // freed by shell_stop (cmdline_stdin_exit)
-struct sigaction g_old_int, g_old_term, g_old_usr1;
-bool g_handlers = false;
-
-// SIGINT/SIGTERM: the daemon's handler (counts the request), then the prompt quits.
+// SIGINT/SIGTERM: the daemon's handler (a stop request), then the prompt quits.
 void chain(const struct sigaction& old, int sig) {
     if (old.sa_handler != SIG_IGN && old.sa_handler != SIG_DFL)
         old.sa_handler(sig);
 }
 void on_quit_signal(int sig) {
-    chain(sig == SIGINT ? g_old_int : g_old_term, sig);
-    if (cmdline* cl = g_cl.load(std::memory_order_acquire))
+    ShellState& sh = *g_shell; // set before the handlers, cleared after them
+    chain(sig == SIGINT ? sh.old_int : sh.old_term, sig);
+    if (cmdline* cl = sh.cl.load(std::memory_order_acquire))
         cmdline_quit(cl);
 }
-// SIGUSR1, sent to the shell thread only by shell_stop: interrupts its read().
+// SIGUSR1, sent to the shell thread only by Shell::stop: interrupts its read().
 void on_wake(int) {}
 
-bool install_handlers() {
+bool install_handlers(ShellState& sh) {
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = 0; // no SA_RESTART: a blocked read() returns EINTR
     sa.sa_handler = on_quit_signal;
-    if (sigaction(SIGINT, &sa, &g_old_int) != 0)
+    if (sigaction(SIGINT, &sa, &sh.old_int) != 0)
         return false;
-    if (sigaction(SIGTERM, &sa, &g_old_term) != 0) {
-        sigaction(SIGINT, &g_old_int, nullptr);
+    if (sigaction(SIGTERM, &sa, &sh.old_term) != 0) {
+        sigaction(SIGINT, &sh.old_int, nullptr);
         return false;
     }
     sa.sa_handler = on_wake;
-    if (sigaction(SIGUSR1, &sa, &g_old_usr1) != 0) {
-        sigaction(SIGINT, &g_old_int, nullptr);
-        sigaction(SIGTERM, &g_old_term, nullptr);
+    if (sigaction(SIGUSR1, &sa, &sh.old_usr1) != 0) {
+        sigaction(SIGINT, &sh.old_int, nullptr);
+        sigaction(SIGTERM, &sh.old_term, nullptr);
         return false;
     }
-    g_handlers = true;
+    sh.handlers = true;
     return true;
 }
 
-void restore_handlers() {
-    if (!g_handlers)
+void restore_handlers(ShellState& sh) {
+    if (!sh.handlers)
         return;
-    sigaction(SIGINT, &g_old_int, nullptr);
-    sigaction(SIGTERM, &g_old_term, nullptr);
-    sigaction(SIGUSR1, &g_old_usr1, nullptr);
-    g_handlers = false;
+    sigaction(SIGINT, &sh.old_int, nullptr);
+    sigaction(SIGTERM, &sh.old_term, nullptr);
+    sigaction(SIGUSR1, &sh.old_usr1, nullptr);
+    sh.handlers = false;
 }
 
-void shell_main() {
-    const Options& opt = *g_opt;
+void shell_main(ShellState& sh) {
+    const Options& opt = *sh.opt;
+    StopRequest& stop = sh.rt->stop_request();
     if (!opt.cmdline_file.empty()) {
         // cmdline_file_new's cmdline has no output (s_out -1): the parser's
         // own errors (Command not found, Bad arguments) and the echo of each
@@ -104,71 +94,82 @@ void shell_main() {
             fflush(stdout);
         }
     }
-    if (opt.interactive && g_quit_requests.load(std::memory_order_acquire) == 0) {
+    if (opt.interactive && stop.requests() == 0) {
         cmdline* cl = cmdline_stdin_new(shell_context(), "tailmark> ");
         if (cl == nullptr) {
             fprintf(stderr, "tailmarkd: -i: cannot start the shell on stdin\n");
         } else {
-            g_stdin_cl = cl;
-            g_cl.store(cl, std::memory_order_release);
-            cmdline_interact(cl); // until quit, EOF, a signal, or shell_stop
+            sh.stdin_cl = cl;
+            sh.cl.store(cl, std::memory_order_release);
+            cmdline_interact(cl); // until quit, EOF, a signal, or Shell::stop
         }
         // quit, EOF (a pipe's end, ctrl-D): the same clean shutdown as SIGTERM.
-        int zero = 0;
-        g_quit_requests.compare_exchange_strong(zero, 1, std::memory_order_acq_rel);
+        stop.drain();
     }
-    g_thread_done.store(true, std::memory_order_release);
+    sh.thread_done.store(true, std::memory_order_release);
 }
 
 } // namespace
 
-bool shell_start(Runtime& rt, const Options& opt, std::string& err) {
+Shell::Shell() : st_(std::make_unique<ShellState>()) {}
+
+Shell::~Shell() {
+    stop();
+    if (g_shell == st_.get())
+        g_shell = nullptr;
+}
+
+bool Shell::start(Runtime& rt, const Options& opt, std::string& err) {
     if (!opt.interactive && opt.cmdline_file.empty())
         return true;
-    g_shell_rt = &rt;
-    g_opt = &opt;
+    ShellState& sh = *st_;
+    sh.rt = &rt;
+    sh.opt = &opt;
+    g_shell = &sh;
     if (opt.interactive && !opt.stats_period_set)
         rt.set_stats_period(0); // no stats lines under the prompt unless asked (--stats-period, set stats-period)
-    if (!shell_attach_channels(err))
+    if (!shell_attach_channels(sh, err))
         return false;
     if (opt.interactive)
         rt.plane().gen_on.store(0, std::memory_order_relaxed); // -i: the generator waits for `start`
-    if (!install_handlers()) {
+    if (!install_handlers(sh)) {
         err = std::string("-i: sigaction: ") + strerror(errno);
-        shell_detach_channels();
+        shell_detach_channels(sh);
         return false;
     }
-    g_thread_done.store(false);
-    g_thread = std::thread([] {
-        shell_main();
+    sh.thread_done.store(false);
+    sh.thread = std::thread([&sh] {
+        shell_main(sh);
     });
-    g_tid = g_thread.native_handle();
-    g_started.store(true);
+    sh.tid = sh.thread.native_handle();
+    sh.started.store(true);
     return true;
 }
 
-void shell_stop() {
-    if (!g_started.exchange(false))
+void Shell::stop() {
+    ShellState& sh = *st_;
+    if (!sh.started.exchange(false))
         return;
     // The thread may block in read() on the terminal or a pipe: quit the
     // prompt and interrupt the read until it is out (a wake-up sent while it
     // was between reads is lost, hence the repeat).
-    while (!g_thread_done.load(std::memory_order_acquire)) {
-        if (cmdline* cl = g_cl.load(std::memory_order_acquire))
+    while (!sh.thread_done.load(std::memory_order_acquire)) {
+        if (cmdline* cl = sh.cl.load(std::memory_order_acquire))
             cmdline_quit(cl);
-        pthread_kill(g_tid, SIGUSR1);
+        pthread_kill(sh.tid, SIGUSR1);
         rte_delay_us_sleep(10000);
     }
-    g_thread.join();
-    g_cl.store(nullptr, std::memory_order_release);
-    restore_handlers();
-    if (g_stdin_cl != nullptr) {
-        cmdline_stdin_exit(g_stdin_cl); // the terminal's settings back, and freed
-        g_stdin_cl = nullptr;
+    sh.thread.join();
+    sh.cl.store(nullptr, std::memory_order_release);
+    restore_handlers(sh);
+    if (sh.stdin_cl != nullptr) {
+        cmdline_stdin_exit(sh.stdin_cl); // the terminal's settings back, and freed
+        sh.stdin_cl = nullptr;
         printf("\n");
     }
-    shell_detach_channels();
-    g_shell_rt = nullptr;
+    shell_detach_channels(sh);
+    sh.rt = nullptr;
+    g_shell = nullptr;
 }
 
 } // namespace tailmark::app

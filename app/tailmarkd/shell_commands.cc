@@ -22,7 +22,6 @@
 #include <rte_ring_elem.h>
 
 #include "shell_internal.h"
-#include "signals.h"
 
 namespace tailmark::app {
 
@@ -33,7 +32,8 @@ constexpr double kStopWaitS = 2.0;       // `stop`: wait this long for in-flight
 constexpr double kWaitDefaultS = 10.0;   // `wait idle` without a timeout
 
 using A = ShellAccess;
-Runtime& rt() { return *g_shell_rt; }
+ShellState& sh() { return *g_shell; }
+Runtime& rt() { return *sh().rt; }
 const Options& opt() { return A::opt(rt()); }
 
 // Commands print to stdout, as testpmd's do (a command file's cmdline has no
@@ -80,10 +80,10 @@ bool idle() {
     const Options& o = opt();
     if (A::busy(rt()))
         return false;
-    for (uint32_t i = 0; i < nflows() && i < g_shell_requested.size(); i++) {
+    for (uint32_t i = 0; i < nflows() && i < sh().requested.size(); i++) {
         const FlowCtx& f = A::flow(rt(), i);
         const uint64_t ss = f.sends_sent.load(std::memory_order_acquire);
-        if (ss != g_shell_requested[i])
+        if (ss != sh().requested[i])
             return false;
         const Sender::FlowView v = A::view(rt(), f);
         const uint32_t sent = v.submitted;
@@ -104,7 +104,7 @@ bool wait_idle(double secs) {
     const uint64_t hz = rte_get_tsc_hz();
     const uint64_t end = rte_rdtsc() + static_cast<uint64_t>(secs * double(hz));
     while (!idle()) {
-        if (rte_rdtsc() >= end || g_quit_requests.load() != 0 || plane().phase_now() == Phase::Stop)
+        if (rte_rdtsc() >= end || rt().stop_request().requests() != 0 || plane().phase_now() == Phase::Stop)
             return false;
         rte_delay_us_sleep(1000);
     }
@@ -353,7 +353,7 @@ void cmd_show_flow_parsed(void* res, cmdline* cl, void*) {
         const uint64_t ss = f.sends_sent.load(std::memory_order_acquire);
         const uint32_t in_flight = opt().mode == Mode::Recv ? 0 : sent - completed;
         const uint64_t retx = v.retx_pkts;
-        const uint64_t requested = i < g_shell_requested.size() ? g_shell_requested[i] : 0;
+        const uint64_t requested = i < sh().requested.size() ? sh().requested[i] : 0;
         OUT("flow %u: sent=%u completed=%u consumed=%u in_flight=%u retransmits=%" PRIu64 " send_requested=%" PRIu64
             " send_queued=%" PRIu64 " rate_sent=%.0f/s rate_done=%.0f/s\n",
             i, sent, completed, consumed, in_flight, retx, requested, requested - ss,
@@ -571,7 +571,7 @@ void cmd_send_parsed(void* res, cmdline* cl, void*) {
         OUT("error: send: COUNT must be at least 1\n");
         return;
     }
-    if (plane().phase_now() != Phase::Run || g_quit_requests.load() != 0) {
+    if (plane().phase_now() != Phase::Run || rt().stop_request().requests() != 0) {
         OUT("error: send: the daemon is shutting down\n");
         return;
     }
@@ -581,8 +581,8 @@ void cmd_send_parsed(void* res, cmdline* cl, void*) {
             kSendQueueDepth - 1);
         return;
     }
-    g_shell_requested[r->flow] += r->count;
-    f.sends_requested.store(g_shell_requested[r->flow], std::memory_order_release);
+    sh().requested[r->flow] += r->count;
+    f.sends_requested.store(sh().requested[r->flow], std::memory_order_release);
     OUT("flow %u: %u message(s) of %u B queued%s\n", r->flow, r->count, r->size,
         plane().tx_paused.load() ? " (stopped: they go out after `start`)" : "");
 }
@@ -759,8 +759,7 @@ struct cmd_quit_result {
 cmdline_parse_token_string_t cmd_quit_quit = TOKEN_STRING_INITIALIZER(cmd_quit_result, quit, "quit");
 void cmd_quit_parsed(void*, cmdline* cl, void*) {
     OUT("quitting: no new messages, draining those in flight, then the summary\n");
-    int zero = 0; // as SIGTERM: the control loop drains and stops
-    g_quit_requests.compare_exchange_strong(zero, 1, std::memory_order_acq_rel);
+    rt().stop_request().drain(); // as SIGTERM: the control loop drains and stops
     cmdline_quit(cl);
 }
 cmdline_parse_inst_t cmd_quit = {
@@ -783,21 +782,21 @@ cmdline_parse_ctx_t* shell_context() {
     return g_ctx;
 }
 
-bool shell_attach_channels(std::string& err) {
-    const Options& o = opt();
-    g_shell_requested.assign(o.flows, 0);
+bool shell_attach_channels(ShellState& sh, std::string& err) {
+    const Options& o = A::opt(*sh.rt);
+    sh.requested.assign(o.flows, 0);
     if (o.mode == Mode::Recv)
         return true; // nothing to send
-    const int socket = A::tx_socket(rt());
+    const int socket = A::tx_socket(*sh.rt);
     for (uint32_t i = 0; i < o.flows; i++) {
-        FlowCtx& f = A::flow(rt(), i);
+        FlowCtx& f = A::flow(*sh.rt, i);
         char name[RTE_RING_NAMESIZE];
         snprintf(name, sizeof(name), "tm_send_%u", i);
         f.send_q = rte_ring_create_elem(name, sizeof(uint64_t), kSendQueueDepth, socket,
                                         RING_F_SP_ENQ | RING_F_SC_DEQ);
         if (f.send_q == nullptr) {
             err = std::string("-i: the send ring of flow ") + std::to_string(i) + ": " + rte_strerror(rte_errno);
-            shell_detach_channels();
+            shell_detach_channels(sh);
             return false;
         }
         if (o.mode == Mode::Loopback) { // the consumer checks each message's length
@@ -805,7 +804,7 @@ bool shell_attach_channels(std::string& err) {
                                                                socket));
             if (f.sizes == nullptr) {
                 err = "-i: out of memory (message length records)";
-                shell_detach_channels();
+                shell_detach_channels(sh);
                 return false;
             }
             // msg_id 0..N-1 of the generator have --msg-size until recorded otherwise.
@@ -816,11 +815,11 @@ bool shell_attach_channels(std::string& err) {
     return true;
 }
 
-void shell_detach_channels() {
-    if (g_shell_rt == nullptr)
+void shell_detach_channels(ShellState& sh) {
+    if (sh.rt == nullptr)
         return;
-    for (uint32_t i = 0; i < A::nflows(rt()) && i < opt().flows; i++) {
-        FlowCtx& f = A::flow(rt(), i);
+    for (uint32_t i = 0; i < A::nflows(*sh.rt) && i < A::opt(*sh.rt).flows; i++) {
+        FlowCtx& f = A::flow(*sh.rt, i);
         rte_ring_free(f.send_q);
         f.send_q = nullptr;
         rte_free(f.sizes);

@@ -2,19 +2,20 @@
 
 #include <pthread.h>
 
+#include <atomic>
 #include <csignal>
 #include <cstring>
 
 namespace tailmark::app {
 
-std::atomic<int> g_quit_requests{0};
-std::atomic<int> g_last_signal{0};
-static_assert(std::atomic<int>::is_always_lock_free);
-
 namespace {
+// Where the handler's requests go: a handler takes no argument.
+std::atomic<StopRequest*> g_stop{nullptr};
+static_assert(std::atomic<StopRequest*>::is_always_lock_free);
+
 void on_signal(int sig) {
-    g_last_signal.store(sig, std::memory_order_relaxed);
-    g_quit_requests.fetch_add(1, std::memory_order_release);
+    if (StopRequest* s = g_stop.load(std::memory_order_acquire))
+        s->signal(sig);
 }
 } // namespace
 
@@ -27,7 +28,8 @@ void block_async_signals_on_lcore() {
     pthread_sigmask(SIG_BLOCK, &s, nullptr);
 }
 
-bool install_signal_handlers() {
+bool install_signal_handlers(StopRequest& stop) {
+    g_stop.store(&stop, std::memory_order_release);
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_signal;

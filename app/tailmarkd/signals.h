@@ -1,17 +1,16 @@
 // SIGINT/SIGTERM: installed with sigaction, without SA_RESTART. The handler
-// only counts the request in an atomic (async-signal-safe); the control loop
-// turns the first into a drain and the second into an immediate stop.
+// only makes a request on the daemon's StopRequest (async-signal-safe); the
+// control loop turns the first into a drain and the second into an
+// immediate stop.
 #pragma once
 
-#include <atomic>
+#include "stop_request.h"
 
 namespace tailmark::app {
 
-extern std::atomic<int> g_quit_requests;
-extern std::atomic<int> g_last_signal;
-
-// False (errno set) when sigaction fails.
-bool install_signal_handlers();
+// False (errno set) when sigaction fails. The handlers request on `stop`,
+// which outlives them (main's).
+bool install_signal_handlers(StopRequest& stop);
 
 // Blocks SIGIO and the real-time signals in the calling lcore thread.
 // net_tap asks the kernel for a signal (F_SETOWN + F_SETSIG: SIGRTMIN+1 in

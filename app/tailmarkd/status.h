@@ -1,6 +1,6 @@
 // The service's status, as tailmark-ctl asks for it (TM_MSG_STATUS,
-// lib/tailmark-client/channel_abi.h): a snapshot the control loop fills
-// (Service::status_snapshot, service.cc) and its JSON (status.cc). The JSON
+// <tailmark/channel_abi.h>): a snapshot the control loop fills
+// (Service::status_snapshot, service/ctl_status.cc) and its JSON (status.cc). The JSON
 // schema is docs/operating.md's "tailmark-ctl": change it only by adding
 // fields, or raise kStatusSchema.
 #pragma once

@@ -12,7 +12,7 @@
 
 #include "context.h"
 #include "runtime.h"
-#include "service.h"
+#include "service/service.h"
 #include "tailmark/log.h"
 
 namespace tailmark::app {

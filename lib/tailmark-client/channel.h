@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "arena.h"
-#include "channel_abi.h"
+#include "tailmark/channel_abi.h"
 #include "doorbell.h"
 #include "fd.h"
 #include "last_error.h"

@@ -10,7 +10,7 @@
 
 #include <cstdint>
 
-#include "channel_abi.h"
+#include "tailmark/channel_abi.h"
 #include "fd.h"
 #include "last_error.h"
 #include "mapping.h"

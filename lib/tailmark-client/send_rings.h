@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "channel_abi.h"
+#include "tailmark/channel_abi.h"
 #include "last_error.h"
 #include "mapping.h"
 #include "spsc_ring.h"

@@ -15,7 +15,7 @@
 #include <deque>
 #include <span>
 
-#include "channel_abi.h"
+#include "tailmark/channel_abi.h"
 #include "fd.h"
 #include "last_error.h"
 

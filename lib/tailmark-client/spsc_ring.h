@@ -9,7 +9,7 @@
 #include <cerrno>
 #include <cstdint>
 
-#include "channel_abi.h"
+#include "tailmark/channel_abi.h"
 
 namespace tailmark::client {
 

@@ -1,6 +1,7 @@
 // --mode service: applications attach over a Unix socket
-// (lib/tailmark-client/channel_abi.h) and send and receive their own
-// messages through this daemon's data plane, with no DPDK of their own.
+// (<tailmark/channel_abi.h>, the client library's public header) and send
+// and receive their own messages through this daemon's data plane, with no
+// DPDK of their own.
 //
 // The control loop (main lcore) runs it all but the data path: the socket
 // (accept, requests, events), the applications' memory (their arena mapped
@@ -28,7 +29,7 @@
 
 #include "context.h"
 #include "svc_counters.h"
-#include "tailmark-client/channel_abi.h"
+#include "tailmark/channel_abi.h"
 
 namespace tailmark::app {
 

@@ -1,4 +1,5 @@
 // Results of a run: the summary JSON (--summary-json) and the human summary.
+// With the benchmark harness (bench/): scripts/bench.sh reads the JSON.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,7 @@
-// consumer role. For each flow it owns, in msg_id order:
+// consumer role: the benchmark's verifying consumer, the application of the
+// flows' completion rings when the daemon consumes them itself (no
+// --consumer-lcores none, no --mode service). For each flow it owns, in
+// msg_id order:
 //   message mode: poll the slot's flag (acquire), take the latency sample,
 //                 verify every byte of the region against the generator,
 //                 release the slot;
