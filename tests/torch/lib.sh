@@ -7,6 +7,8 @@
 # kernel neither owns nor answers ARP for.
 # Sets TT_NS[r], TT_SOCK[r], TT_IP[r] (tailmark), TT_KIP[r] (kernel),
 # TT_PID[r] (the daemon's `timeout`).
+# TT_PEER_TIMEOUT_MS: the daemons' --peer-timeout-ms (5000), for the bounds
+# that derive from it.
 # TT_MTU (default 1500): the veths' and the bridge's MTU, both backends'
 # link; above 1500 the daemons take --mtu TT_MTU and af_packet socket ring
 # frames large enough for it (framesz; the PMD's reported 1518-byte maximum
@@ -18,6 +20,7 @@ TT_PY=${TAILMARK_PYTHON:-/usr/bin/python3}
 TT_PYRUN=("${TM_SAN_RUN[@]}" "$TT_PY")
 TT_PYPATH=${TAILMARK_PYTHONPATH:-$TM_SRC/build/lib/tailmark-torch}
 TT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+TT_PEER_TIMEOUT_MS=5000
 
 tt_require() {
     if ! "$TT_PY" -c 'import torch.distributed' 2>/dev/null; then
@@ -95,7 +98,7 @@ tt_mesh() {
         # --peer-timeout-ms, which is what declares a rank dead here.
         tm_start d$r 900 ns "${TT_NS[r]}" -- --vdev=net_af_packet0,iface=eth0$vdev_extra -l $((r % 2)) -- \
             --mode service --src-ip "${TT_IP[r]}" --control-socket "${TT_SOCK[r]}" --secret "$TM_SECRET" "${mtu_opt[@]}" \
-            --stats-period 0 --peer-timeout-ms 5000 --idle-sleep-us ${TT_IDLE_SLEEP_US:-50} \
+            --stats-period 0 --peer-timeout-ms "$TT_PEER_TIMEOUT_MS" --idle-sleep-us ${TT_IDLE_SLEEP_US:-50} \
             --cc-target-us ${TT_CC_TARGET_US:-20000} --retry-limit ${TT_RETRY_LIMIT:-12} "${nack_opt[@]}"
         TT_PID[r]=$TM_PID
     done
