@@ -1,12 +1,17 @@
 # Shared by the torch suites: source it after tests/integration/lib.sh.
-# tt_mesh N: N ranks, each in its own network namespace with its own
+# tt_mesh N [PER]: N network namespaces ("nodes"), each with its own
 # `tailmarkd --mode service` on net_af_packet over a veth whose other end
-# is a port of one bridge (in a namespace of its own). Every rank's veth
-# also carries a kernel address (10.77.0.R+1/24: gloo's TCP, for the
-# comparisons); tailmark's address is another (198.18.1.R+1), which the
+# is a port of one bridge (in a namespace of its own), and PER ranks
+# (default 1) in each, which share its daemon: TT_N = N x PER ranks, rank r
+# in node r / PER (as torchrun numbers them). Every node's veth also
+# carries a kernel address (10.77.0.K+1/24: gloo's TCP, for the
+# comparisons); tailmark's address is another (198.18.1.K+1), which the
 # kernel neither owns nor answers ARP for.
-# Sets TT_NS[r], TT_SOCK[r], TT_IP[r] (tailmark), TT_KIP[r] (kernel),
-# TT_PID[r] (the daemon's `timeout`).
+# Sets TT_NODES (N), TT_PER, TT_N, and per node K: TT_NS[K], TT_SOCK[K],
+# TT_IP[K] (tailmark), TT_KIP[K] (kernel), TT_PID[K] (the daemon's
+# `timeout`); with PER 1, node K is rank K.
+# TT_PEER_TIMEOUT_MS: the daemons' --peer-timeout-ms (5000), for the bounds
+# that derive from it.
 # TT_MTU (default 1500): the veths' and the bridge's MTU, both backends'
 # link; above 1500 the daemons take --mtu TT_MTU and af_packet socket ring
 # frames large enough for it (framesz; the PMD's reported 1518-byte maximum
@@ -18,6 +23,7 @@ TT_PY=${TAILMARK_PYTHON:-/usr/bin/python3}
 TT_PYRUN=("${TM_SAN_RUN[@]}" "$TT_PY")
 TT_PYPATH=${TAILMARK_PYTHONPATH:-$TM_SRC/build/lib/tailmark-torch}
 TT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+TT_PEER_TIMEOUT_MS=5000
 
 tt_require() {
     if ! "$TT_PY" -c 'import torch.distributed' 2>/dev/null; then
@@ -32,7 +38,9 @@ tt_require() {
 
 tt_mesh() {
     local n=$1 r
-    TT_N=$n
+    TT_NODES=$n
+    TT_PER=${2:-1}
+    TT_N=$((n * TT_PER))
     TT_MESHES=$((${TT_MESHES:-0} + 1)) # a script may build one after another
     TT_BR=tm_tb${TT_MESHES}_$$
     TM_NETNS+=("$TT_BR")
@@ -96,7 +104,7 @@ tt_mesh() {
         # with both daemons alive, in 2 of 2 torch_ops runs.)
         tm_start d$r 900 ns "${TT_NS[r]}" -- --vdev=net_af_packet0,iface=eth0$vdev_extra -l $((r % 2)) -- \
             --mode service --src-ip "${TT_IP[r]}" --control-socket "${TT_SOCK[r]}" --secret "$TM_SECRET" "${mtu_opt[@]}" \
-            --stats-period 0 --peer-timeout-ms 5000 --idle-sleep-us ${TT_IDLE_SLEEP_US:-50} \
+            --stats-period 0 --peer-timeout-ms "$TT_PEER_TIMEOUT_MS" --idle-sleep-us ${TT_IDLE_SLEEP_US:-50} \
             --cc-target-us ${TT_CC_TARGET_US:-20000} ${TT_RETRY_LIMIT:+--retry-limit $TT_RETRY_LIMIT} "${nack_opt[@]}"
         TT_PID[r]=$TM_PID
     done
@@ -109,18 +117,19 @@ tt_mesh() {
 }
 
 # tt_run NAME TIMEOUT SCRIPT ARGS...: the script once per rank, each in its
-# rank's namespace, with RANK, WORLD_SIZE, TT_STORE (a FileStore path: the
-# rendezvous), TAILMARK_SOCKET and the kernel address (TT_KIP). Waits for
-# all; sets TT_RC[r]; output in $TM_WORK/NAME.r.out.
+# node's namespace, with RANK, WORLD_SIZE, TT_STORE (a FileStore path: the
+# rendezvous), its node's daemon's TAILMARK_SOCKET and kernel address
+# (TT_KIP). Waits for all; sets TT_RC[r]; output in $TM_WORK/NAME.r.out.
 tt_run() {
-    local name=$1 tmo=$2 script=$3 r
+    local name=$1 tmo=$2 script=$3 r k
     shift 3
     local store=$TM_WORK/$name.store
     rm -f "$store"
     local pids=()
     for ((r = 0; r < TT_N; r++)); do
-        ip netns exec "${TT_NS[r]}" env RANK=$r WORLD_SIZE=$TT_N TT_STORE="$store" \
-            TAILMARK_SOCKET="${TT_SOCK[r]}" TT_KIP="${TT_KIP[r]}" TT_MASTER="${TT_KIP[0]}" \
+        k=$((r / TT_PER))
+        ip netns exec "${TT_NS[k]}" env RANK=$r WORLD_SIZE=$TT_N TT_STORE="$store" \
+            TAILMARK_SOCKET="${TT_SOCK[k]}" TT_KIP="${TT_KIP[k]}" TT_MASTER="${TT_KIP[0]}" \
             GLOO_SOCKET_IFNAME=eth0 PYTHONPATH="$TT_PYPATH" OMP_NUM_THREADS=1 \
             timeout -k 5 "$tmo" "${TT_PYRUN[@]}" "$script" "$@" >"$TM_WORK/$name.$r.out" 2>&1 &
         pids[r]=$!
