@@ -187,7 +187,7 @@ void Service::on_connect(SvcApp& app, const tm_msg_connect& m, uint64_t now) {
     ss->sid = s->id;
     app.sessions.push_back(ss.get());
     TM_LOG(INFO, app, "service: %s connecting to %s:%u (session %u, %u flows, ring %u, max %u B)", app.label().c_str(),
-           ip_str(ss->peer.ip).c_str(), m.service, s->id, m.nflows, m.ring_size, m.max_msg);
+           ip_to_string(ss->peer.ip).c_str(), m.service, s->id, m.nflows, m.ring_size, m.max_msg);
     std::lock_guard<std::mutex> lk(counters_mu_);
     sessions_.push_back(std::move(ss));
 }

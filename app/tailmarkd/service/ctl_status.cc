@@ -15,7 +15,7 @@ StatusSnapshot Service::status_snapshot(uint64_t now) const {
     st.abi_minor = kChannelAbiMinor;
     st.mode = to_string(o.mode);
     st.control_socket = path_;
-    st.local_ip = ip_str(o.src_ip);
+    st.local_ip = ip_to_string(o.src_ip);
     st.udp_port = o.udp_port;
     st.mtu = o.mtu;
     st.zero_copy = zero_copy_;

@@ -45,12 +45,6 @@ constexpr uint64_t kHuge = 2ull << 20;
 constexpr int kMaxFds = 4;
 constexpr uint64_t kCloseFlushUs = 50000;      // a closing receiver's last ACK: waited for at most this
 
-inline std::string ip_str(uint32_t ip) {
-    char b[20];
-    snprintf(b, sizeof(b), "%u.%u.%u.%u", ip >> 24, (ip >> 16) & 255, (ip >> 8) & 255, ip & 255);
-    return b;
-}
-
 inline uint32_t pow2_at_least(uint64_t n) {
     uint32_t p = 1;
     while (p < n && p < (1u << 31))

@@ -306,12 +306,15 @@ void Service::on_session(Session& s, uint64_t now) {
                 break;
             case SessionEnd::NoAnswer:
                 err = ETIMEDOUT;
-                why = "no answer from " + ip_str(s.peer.ip) + " port " + std::to_string(ss->port) +
+                why = "no answer from " + ip_to_string(s.peer.ip) + " port " + std::to_string(ss->port) +
                       " (is an application listening there, with the same secret?)";
                 break;
             case SessionEnd::ArpFailed:
                 err = EHOSTUNREACH;
-                why = ip_str(s.peer.ip) + " did not answer ARP";
+                if (const uint32_t hop = rt_.sessions_->next_hop(s.peer.ip); hop != s.peer.ip)
+                    why = "the gateway " + ip_to_string(hop) + " did not answer ARP";
+                else
+                    why = ip_to_string(s.peer.ip) + " did not answer ARP (on another subnet? the daemon needs --gateway)";
                 break;
             default:
                 break;
