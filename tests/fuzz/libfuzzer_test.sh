@@ -4,7 +4,7 @@
 # build-asan/ runs and by scripts/fuzz.sh) with clang (-Dfuzzer=true), builds
 # each of FUZZ_TARGETS (default: rx ctl; tests/fuzz/fuzz_rx and fuzz_ctl,
 # -fsanitize=fuzzer,address,undefined) and fuzzes it for FUZZ_SECONDS
-# (default 20) from a copy of its seed corpus. Asserts, for each: it builds,
+# (default 15; the two together 30 s) from a copy of its seed corpus. Asserts, for each: it builds,
 # libFuzzer read every file of the corpus, ran for the whole time and found
 # nothing (exit 0, "fuzz: PASS").
 #   libfuzzer_test.sh SRC_ROOT
@@ -12,7 +12,7 @@
 # installed (scripts/test.sh installs both: clang, libclang-rt-14-dev).
 set -uo pipefail
 src=$1
-secs=${FUZZ_SECONDS:-20}
+secs=${FUZZ_SECONDS:-15}
 targets=${FUZZ_TARGETS:-rx ctl}
 say() { printf '[fuzz_libfuzzer] %s\n' "$*"; }
 
