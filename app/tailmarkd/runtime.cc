@@ -895,13 +895,7 @@ AcceptDecision Runtime::decide(Session& s, const FlowParams& p) {
     s.params = d.agreed;
     s.local_base = d.local_base;
 
-    auto a = std::make_unique<AppSession>();
-    a->id = s.id;
-    a->s = &s;
-    a->connector = false;
-    a->data_version = s.params.version;
-    a->data_auth = s.params.data_auth;
-    a->peer = s.peer;
+    auto a = AppSession::of(s, false);
     std::string err;
     bool ok = true;
     const GroupPlan plan = plan_group(p.max_msg, stride_for_mtu(mtu, p.version));
@@ -1182,14 +1176,7 @@ void Runtime::on_session(Session& s) {
         }
         if (a != nullptr)
             return;
-        auto na = std::make_unique<AppSession>();
-        na->id = s.id;
-        na->s = &s;
-        na->connector = true;
-        na->data_version = s.params.version;
-        na->data_auth = s.params.data_auth;
-        na->peer = s.peer;
-        a = &add_session(std::move(na));
+        a = &add_session(AppSession::of(s, true));
         TM_LOG(INFO, app, "session %u to %s up: %u flows, peer's ids %u.., MTU %u, ring %u, data v%u%s%s", s.id,
                to_string(s.peer).c_str(), s.params.nflows, s.peer_base, s.params.mtu, s.params.ring_size,
                unsigned(s.params.version), s.params.data_auth ? " with --data-auth" : "",

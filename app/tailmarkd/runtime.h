@@ -58,6 +58,18 @@ struct AppSession {
     bool complete = false;       // recv: every flow consumed --messages
     bool floor_said = false;     // send: the congestion-control floor warning was logged
     void* svc = nullptr;         // --mode service: the application's session (service/)
+
+    // The daemon's record of a session of the table, as it comes up.
+    static std::unique_ptr<AppSession> of(Session& s, bool connector) {
+        auto a = std::make_unique<AppSession>();
+        a->id = s.id;
+        a->s = &s;
+        a->connector = connector;
+        a->data_version = s.params.version;
+        a->data_auth = s.params.data_auth;
+        a->peer = s.peer;
+        return a;
+    }
 };
 
 class Runtime {

@@ -74,13 +74,7 @@ AcceptDecision Service::decide(uint16_t port, Session& s, const FlowParams& p) {
     s.local_base = d.local_base;
     s.user = ss.get();
 
-    auto a = std::make_unique<AppSession>();
-    a->id = s.id;
-    a->s = &s;
-    a->connector = false;
-    a->data_version = s.params.version;
-    a->data_auth = s.params.data_auth;
-    a->peer = s.peer;
+    auto a = AppSession::of(s, false);
     a->svc = ss.get();
     ss->a = a.get();
     std::string err;
@@ -267,13 +261,7 @@ void Service::on_session(Session& s, uint64_t now) {
         }
         if (ss->a != nullptr)
             return;
-        auto a = std::make_unique<AppSession>();
-        a->id = s.id;
-        a->s = &s;
-        a->connector = true;
-        a->data_version = s.params.version;
-        a->data_auth = s.params.data_auth;
-        a->peer = s.peer;
+        auto a = AppSession::of(s, true);
         a->svc = ss;
         a->up_tsc = now; // (tailmark-ctl's up_s)
         ss->a = &rt_.add_session(std::move(a));
