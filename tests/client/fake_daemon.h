@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "channel.h"
-#include "channel_abi.h"
+#include "tailmark/channel_abi.h"
 #include "fd.h"
 #include "mapping.h"
 #include "tailmark/ring_layout.h"

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """A hostile local application for tests/integration/hostile_local.sh: it
-speaks the channel (lib/tailmark-client/channel_abi.h) by hand, as a buggy or
+speaks the channel (lib/tailmark-client/include/tailmark/channel_abi.h) by hand, as a buggy or
 malicious program linked to no library would, and performs one attack on a
 running `tailmarkd --mode service`. It prints one line per fact it observed
 ("ok: ..." or "FAIL: ...") and exits 1 when any expectation failed; the
