@@ -2144,6 +2144,7 @@ Results Runtime::results() const {
         r.rel.rto_expired += c.rto_expired;
         r.rel.stale_reqs += c.stale_reqs;
         r.rel.nacks_rx += c.nacks_rx;
+        r.rel.nacks_early += c.nacks_early;
         r.cc.samples += c.cc_samples;
         r.cc.increases += c.cc_increases;
         r.cc.decreases += c.cc_decreases;

@@ -106,6 +106,7 @@ struct SendFlow {
     bool unrecorded = false; // the active message has no record (see new_data)
     uint32_t index = 0;   // in the round robin
     ReplayWindow ctl_win; // its peer's ACK and NACK numbers taken (wire only)
+    NackFilter nacks;     // the NACKs taken lately: which part of the next one is news
     Congestion* cc = nullptr; // its session's (nullptr: not congestion-controlled)
     OneFrame one;             // its one-packet messages' packet (TxMarker::build_one)
 };
@@ -455,17 +456,22 @@ DropReason Sender::apply(SendFlow& f, const Control& c, uint64_t now, bool wire)
         publish(f.released, c.released_upto);
         retire(f);
     }
-    if (f.cc != nullptr) {
-        if (c.hold_ns != kNoEcho) {
-            bump(ctr_.cc_samples);
-            on_cc_event(f.cc->on_echo(now, c.echo, c.hold_ns));
-        }
-        if (c.nack)
-            f.cc->on_loss(nacked_bytes(f, c.n));
+    if (f.cc != nullptr && c.hold_ns != kNoEcho) {
+        bump(ctr_.cc_samples);
+        on_cc_event(f.cc->on_echo(now, c.echo, c.hold_ns));
     }
     if (c.nack) {
-        if (!push_job(c.n))
-            return DropReason::NackQueueFull;
+        // Only what is news in it: no loss counted twice, no packets resent twice.
+        const Nack n = f.nacks.news(c.n, c.hold_ns != kNoEcho, c.echo, now, stamp_shift_);
+        if (n.nranges == 0) {
+            bump(ctr_.nacks_early);
+        } else {
+            if (!push_job(n))
+                return DropReason::NackQueueFull;
+            f.nacks.took(n, now);
+            if (f.cc != nullptr)
+                f.cc->on_loss(nacked_bytes(f, n));
+        }
         bump(ctr_.nacks_rx);
     } else {
         bump(ctr_.acks_rx);
@@ -755,6 +761,7 @@ void Sender::on_timer(SendFlow& f, uint64_t now) {
             break;
         bump(ctr_.probes);
     }
+    f.nacks.forget(); // the probes' answers are news
     f.rto = f.rto * 2 < cfg_.rto_max ? f.rto * 2 : cfg_.rto_max;
     arm(f, now, f.rto);
 }

@@ -30,6 +30,7 @@
 #include "tailmark/congestion.h"
 #include "tailmark/control.h"
 #include "tailmark/drop_reason.h"
+#include "tailmark/nack_filter.h"
 #include "tailmark/packet_parser.h"
 #include "tailmark/replay_window.h"
 #include "tailmark/session_link.h"
@@ -136,6 +137,8 @@ struct SenderCounters {
     uint64_t stale_reqs = 0;  // requests for messages no longer owed
     uint64_t acks_rx = 0;     // authentic ACKs taken (wire or local)
     uint64_t nacks_rx = 0;    // authentic NACKs taken
+    uint64_t nacks_early = 0; // of them, none of whose packets was news: asked for by an earlier NACK,
+                              // and sent after the newest packet this one had seen (NackFilter)
     uint64_t ctl_packets = 0; // of them, as packets (not a local receiver's records)
     uint64_t delivered = 0;   // messages delivered (reliable)
     uint64_t failed = 0;      // messages failed

@@ -478,6 +478,98 @@ TEST_CASE("NACK service: exactly the ranges asked for, the held bytes again, fla
     CHECK(take(r.port).empty());
 }
 
+TEST_CASE("NACK service: the receiver's repeats of a NACK, sent before the retransmission could reach it, resend "
+          "nothing", "[sender]") {
+    Opts o;
+    o.rto = o.rto_max = uint64_t(1) << 40; // no probes: only the NACKs below ask
+    Rig r(o);
+    r.add(r.spec(8));
+    const unsigned sh = Congestion::stamp_shift(1000000000);
+    const auto b = tmtest::pattern(5 * kStride + 200, 4); // 6 packets
+    const uint64_t t0 = 1000000;
+    REQUIRE(r.s->submit(kFlow, bytes_msg(b), 0) == 0);
+    r.s->poll(t0);
+    REQUIRE(take(r.port).size() == 6);
+    // The receiver placed packet 0 (its echo) and misses 1 and 2: a NACK,
+    // then its timer's repeats (200 us, 400 us later) echoing the same packet.
+    auto nack = [&](std::initializer_list<NackRange> rs, uint64_t echo_tsc) {
+        Control c = r.nack(0, rs, 0, 0);
+        c.echo = static_cast<uint16_t>(echo_tsc >> sh);
+        c.hold_ns = 1000;
+        return c;
+    };
+    uint64_t t = t0 + 2000000;
+    CHECK(r.s->on_control(nack({{1, 2}}, t0), t) == R::None);
+    r.s->poll(t + 10);
+    CHECK(take(r.port).size() == 2);
+    for (int rep = 1; rep <= 2; rep++) {
+        t += rep * 200000;
+        CHECK(r.s->on_control(nack({{1, 2}}, t0), t) == R::None);
+        r.s->poll(t + 10);
+        CHECK(take(r.port).empty());
+    }
+    CHECK(r.s->counters().nacks_rx == 3);
+    CHECK(r.s->counters().nacks_early == 2);
+    CHECK(r.s->counters().retx_pkts == 2);
+    // A repeat that also names the LAST (lost since): only the LAST is news.
+    t += 100000;
+    CHECK(r.s->on_control(nack({{1, 2}, {5, 0}}, t0), t) == R::None);
+    r.s->poll(t + 10);
+    auto p = take(r.port);
+    REQUIRE(p.size() == 1);
+    CHECK(p[0].h.pkt_idx == 5);
+    CHECK(p[0].is(Flags::Last | Flags::Retx));
+    // Echoing a packet sent after the last taking: the retransmission was
+    // lost too, so the gap is asked for again, and served.
+    t += 3000000;
+    CHECK(r.s->on_control(nack({{1, 2}}, t - 1000000), t) == R::None);
+    r.s->poll(t + 10);
+    p = take(r.port);
+    REQUIRE(p.size() == 2);
+    CHECK(p[0].h.pkt_idx == 1);
+    CHECK(p[1].h.pkt_idx == 2);
+    CHECK(r.s->counters().nacks_rx == 5);
+    CHECK(r.s->counters().nacks_early == 2);
+    CHECK(r.s->counters().retx_pkts == 5);
+}
+
+TEST_CASE("NACK service: the answer to a timer probe is news, whatever it echoes", "[sender]") {
+    Opts o;
+    o.rto = 1000000; // 1 ms
+    o.rto_max = 8 * o.rto;
+    Rig r(o);
+    r.add(r.spec(8));
+    const unsigned sh = Congestion::stamp_shift(1000000000);
+    const auto b = tmtest::pattern(5 * kStride + 200, 5); // 6 packets
+    const uint64_t t0 = 1000000;
+    REQUIRE(r.s->submit(kFlow, bytes_msg(b), 0) == 0);
+    r.s->poll(t0);
+    REQUIRE(take(r.port).size() == 6);
+    auto nack = [&]() {
+        Control c = r.nack(0, {{1, 2}}, 0, 0);
+        c.echo = static_cast<uint16_t>(t0 >> sh); // packet 0: nothing placed since
+        c.hold_ns = 1000;
+        return c;
+    };
+    CHECK(r.s->on_control(nack(), t0 + 200000) == R::None);
+    r.s->poll(t0 + 200010);
+    CHECK(take(r.port).size() == 2);
+    // The retransmission is lost. The timer probes with the LAST; the
+    // receiver answers with the same gap, and nothing newer placed.
+    r.s->poll(t0 + o.rto + 10);
+    auto p = take(r.port);
+    REQUIRE(p.size() == 1);
+    CHECK(p[0].h.pkt_idx == 5);
+    CHECK(r.s->counters().probes == 1);
+    CHECK(r.s->on_control(nack(), t0 + o.rto + 100000) == R::None);
+    r.s->poll(t0 + o.rto + 100010);
+    p = take(r.port);
+    REQUIRE(p.size() == 2);
+    CHECK(p[0].h.pkt_idx == 1);
+    CHECK(p[1].h.pkt_idx == 2);
+    CHECK(r.s->counters().nacks_early == 0);
+}
+
 TEST_CASE("NACK service: a NACK for a message released, or for packets not yet sent, is stale", "[sender]") {
     Opts o;
     o.burst = 4;

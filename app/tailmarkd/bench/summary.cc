@@ -81,9 +81,10 @@ bool write_summary_json(const Results& r, const std::string& path, std::string& 
     const auto& l = r.rel;
     fprintf(f,
             "  \"reliability\": {\"retx_pkts\": %lu, \"retx_reqs\": %lu, \"probes\": %lu, \"rto_expired\": %lu, "
-            "\"stale_reqs\": %lu, \"nacks_tx\": %lu, \"nacks_rx\": %lu, \"retx_rx\": %lu, \"nack_reqs\": %lu},\n",
-            l.retx_pkts, l.retx_reqs, l.probes, l.rto_expired, l.stale_reqs, l.nacks_tx, l.nacks_rx, l.retx_rx,
-            l.nack_reqs);
+            "\"stale_reqs\": %lu, \"nacks_tx\": %lu, \"nacks_rx\": %lu, \"nacks_early\": %lu, \"retx_rx\": %lu, "
+            "\"nack_reqs\": %lu},\n",
+            l.retx_pkts, l.retx_reqs, l.probes, l.rto_expired, l.stale_reqs, l.nacks_tx, l.nacks_rx, l.nacks_early,
+            l.retx_rx, l.nack_reqs);
     fprintf(f, "  \"rx_steering\": {\"mode\": \"%s\", \"moves\": %lu, \"lcores\": [", r.steering.c_str(),
             r.rx_moves);
     for (size_t i = 0; i < r.rx_lanes.size(); i++) {

@@ -50,6 +50,7 @@ struct Results {
         uint64_t stale_reqs = 0;  // requests for messages no longer owed
         uint64_t nacks_tx = 0;    // NACK packets sent (recv)
         uint64_t nacks_rx = 0;    // NACK packets accepted (send)
+        uint64_t nacks_early = 0; // of them, nothing new: their packets were on the way (send)
         uint64_t retx_rx = 0;     // RETX data packets that reached the placer
         uint64_t nack_reqs = 0;   // NACK requests the placers raised
     } rel;
