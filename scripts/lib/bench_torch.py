@@ -7,11 +7,12 @@ import json
 import statistics
 import sys
 
-out, cpu, ncpu, rev, elapsed, cmd = sys.argv[1:7]
+out, cpu, ncpu, rev, elapsed, cmd, load = sys.argv[1:8]
 raw = [json.loads(line) for line in open(f"{out}/torch.raw") if line.startswith("{")]
 skipped = {r["layout"]: r for r in raw if "skipped" in r}
 peaks = [r for r in raw if "maxrss_mib" in r]
 rows = [r for r in raw if "op" in r]
+failed = [r for r in raw if "failed" in r]
 
 
 def human(n):
@@ -34,14 +35,17 @@ def layout_key(r):
 
 
 res = {"date": datetime.date.today().isoformat(), "commit": rev, "cpu": cpu, "cpus": int(ncpu),
-       "elapsed_s": int(elapsed), "command": cmd, "skipped": list(skipped.values()), "rows": []}
+       "elapsed_s": int(elapsed), "command": cmd, "loadavg": load, "failed": failed, "skipped": list(skipped.values()), "rows": []}
 combos = sorted({(r["layout"], r["mtu"], r["world"], r["op"]) for r in rows},
                 key=lambda c: (layout_key({"layout": c[0], "mtu": c[1]}), c[3]))
 for layout, mtu, world, op in combos:
     for size in sorted({r["bytes"] for r in rows if (r["layout"], r["mtu"], r["op"]) == (layout, mtu, op)}):
+        def by_round(b, key):
+            return {r["round"]: r[key] for r in rows if (r["layout"], r["mtu"], r["op"], r["bytes"], r["backend"])
+                    == (layout, mtu, op, size, b)}
+
         def pick(b, key):
-            return [r[key] for r in rows if (r["layout"], r["mtu"], r["op"], r["bytes"], r["backend"])
-                    == (layout, mtu, op, size, b)]
+            return list(by_round(b, key).values())
         e = {"layout": layout, "mtu": mtu, "world": world, "op": op, "bytes": size,
              "rounds": len(pick("tailmark", "seconds"))}
         for b in ("tailmark", "gloo"):
@@ -52,8 +56,9 @@ for layout, mtu, world, op in combos:
                     "seconds": statistics.median(sec), "runs": pick(b, "runs")}
         if "tailmark" in e and "gloo" in e:
             e["ratio"] = e["gloo"]["seconds"] / e["tailmark"]["seconds"]
-            e["tailmark_faster_rounds"] = sum(a < b for a, b in zip(pick("tailmark", "seconds"),
-                                                                    pick("gloo", "seconds")))
+            t, g = by_round("tailmark", "seconds"), by_round("gloo", "seconds")
+            e["tailmark_faster_rounds"] = sum(t[k] < g[k] for k in t if k in g)
+            e["paired_rounds"] = sum(k in g for k in t)
         res["rows"].append(e)
 res["maxrss_mib"] = {f"{b} world {w}": max(r["maxrss_mib"] for r in peaks if r["backend"] == b and r["world"] == w)
                      for b, w in sorted({(r["backend"], r["world"]) for r in peaks})}
@@ -64,12 +69,14 @@ full = [e for e in res["rows"] if "ratio" in e]
 net = [e for e in full if not e["layout"].startswith("1x")]
 for world in sorted({e["world"] for e in net}):
     sel = [e for e in net if e["world"] == world and e["bytes"] >= 1 << 20]
+    bad = sum(1 for e in res["rows"] if e["world"] == world and not e["layout"].startswith("1x")
+              and e["bytes"] >= 1 << 20 and "ratio" not in e)
     if sel:
         worst = min(sel, key=lambda e: e["ratio"])
         ok = sum(e["ratio"] >= 1.2 for e in sel)
         goals.append(f"- >= 1.2x gloo from 1 MiB up, world {world} over the wire: "
-                     f"**{'met' if ok == len(sel) else 'not met'}**: {ok} of {len(sel)} cells at 1.2x or more "
-                     f"(the lowest {worst['ratio']:.2f}x: {worst['op']} {human(worst['bytes'])}, "
+                     f"**{'met' if ok == len(sel) and not bad else 'not met'}**: {ok} of {len(sel) + bad} cells "
+                     f"at 1.2x or more{f', {bad} failed' if bad else ''} (the lowest {worst['ratio']:.2f}x: {worst['op']} {human(worst['bytes'])}, "
                      f"{where(worst['layout'], worst['mtu'])})")
 small = [e for e in full if e["op"] == "all_reduce" and e["bytes"] == 8192]
 for e in small:
@@ -89,7 +96,7 @@ res["goals"] = goals
 json.dump(res, open(f"{out}/torch.json", "w"), indent=1)
 
 lines = [f"tailmark.torch against gloo: {res['date']}, commit {rev}, {cpu}, {ncpu} vCPUs; "
-         f"`{cmd}` ({int(elapsed) // 60} min {int(elapsed) % 60} s).", "",
+         f"`{cmd}` ({int(elapsed) // 60} min {int(elapsed) % 60} s; load average {load}).", "",
          "Bus bandwidth (nccl-tests: all_reduce bytes x 2(n-1)/n, all_to_all bytes x (n-1)/n, over the "
          "slowest rank's median time) and that time; the median over rounds (the backends interleaved, "
          "their order swapped each round) and the min..max of the rounds' figures; tailmark / gloo is the "
@@ -99,16 +106,27 @@ for layout, mtu, world, op in combos:
               "| size | tailmark Gbit/s | gloo Gbit/s | tailmark time | gloo time | tailmark / gloo |",
               "|---:|---:|---:|---:|---:|---:|"]
     for e in res["rows"]:
-        if (e["layout"], e["mtu"], e["op"]) != (layout, mtu, op) or "ratio" not in e:
+        if (e["layout"], e["mtu"], e["op"]) != (layout, mtu, op):
+            continue
+        if "ratio" not in e:
+            have = [b for b in ("tailmark", "gloo") if b in e]
+            lines.append(f"| {human(e['bytes'])} | " + " | ".join(
+                f"{e[b]['busbw_gbps']:.2f}" if b in e else "failed" for b in ("tailmark", "gloo")) + " | " +
+                " | ".join(dur(e[b]["seconds"]) if b in e else "-" for b in ("tailmark", "gloo")) +
+                f" | only {', '.join(have)} |")
             continue
         t, g = e["tailmark"], e["gloo"]
         lines.append(f"| {human(e['bytes'])} | {t['busbw_gbps']:.2f} ({t['busbw_min']:.2f}..{t['busbw_max']:.2f}) | "
                      f"{g['busbw_gbps']:.2f} ({g['busbw_min']:.2f}..{g['busbw_max']:.2f}) | {dur(t['seconds'])} | "
-                     f"{dur(g['seconds'])} | {e['ratio']:.2f}x ({e['tailmark_faster_rounds']}/{e['rounds']}) |")
+                     f"{dur(g['seconds'])} | {e['ratio']:.2f}x ({e['tailmark_faster_rounds']}/{e['paired_rounds']}) |")
     lines.append("")
 for s in skipped.values():
     lines.append(f"Left out at {s['layout']}: {', '.join(human(b) for b in s['skipped'])} (each rank's buffers "
                  f"and arena would pass 70% of the {s['mem_available_mib']} MiB available).")
+for f in failed:
+    lines.append(f"Failed: {f['backend']} at {where(f['layout'], f['mtu'])}, round {f['round']}: {f['failed']}")
+if failed:
+    lines.append("")
 if res["maxrss_mib"]:
     lines += ["Peak RSS of the largest rank: " + ", ".join(f"{k} {v} MiB" for k, v in res["maxrss_mib"].items())
               + ".", ""]

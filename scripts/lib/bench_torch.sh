@@ -22,6 +22,9 @@
 # rounds and the min..max. Sizes whose buffers would not fit the memory
 # available at the start (world x 3 x size, plus the ranks' send arenas, over
 # 70% of MemAvailable) are left out of that layout, and the table says so.
+# A job that fails (a rank's exception) is recorded as such, with what it
+# measured before, and the run goes on. TT_BENCH_PEER_TIMEOUT_MS: the
+# daemons' --peer-timeout-ms (5000, the daemon's default).
 # Writes $out/torch.json, torch.md and torch.png (scripts/lib/bench_torch.py).
 bench_torch() {
     local out=$1
@@ -38,6 +41,11 @@ bench_torch() {
     local mtus=${TT_BENCH_MTUS:-9000 1500} rounds=${TT_BENCH_ROUNDS:-3} budget=${TT_BENCH_BUDGET:-1}
     local spec nodes per world mtu mtu_list round b order k s fit name t0=$SECONDS t1
     TT_DAEMON_S=${TT_DAEMON_S:-7200} # a mesh serves every round
+    # The daemons' --peer-timeout-ms (and so their retry budget): the
+    # daemon's default, 5000, unless TT_BENCH_PEER_TIMEOUT_MS.
+    TT_PEER_TIMEOUT_MS=${TT_BENCH_PEER_TIMEOUT_MS:-5000}
+    local load0
+    load0=$(cut -d' ' -f1-3 /proc/loadavg)
     : >"$out/torch.raw"
     for spec in $worlds; do
         [[ $spec == *x* ]] || spec=${spec}x1
@@ -72,16 +80,24 @@ bench_torch() {
                     name=bw${nodes}x$per.$mtu.$round.$b
                     t1=$SECONDS
                     tt_run "$name" 1800 "$TT_DIR/coll_bw.py" $b "$ops" "$fit" "$budget"
-                    if ! tt_all_ok; then
-                        tt_show "$name"
-                        tm_fail "torch bench: $b failed at $spec, MTU $mtu, round $round"
-                        return 1
-                    fi
-                    tm_log "torch bench: $spec MTU $mtu round $round $b: $((SECONDS - t1)) s"
                     local mem=$mtu
                     [ "$nodes" -eq 1 ] && mem=0
-                    sed "s/^{/{\"layout\": \"$spec\", \"nodes\": $nodes, \"per\": $per, \"mtu\": $mem, \"round\": $round, /" \
-                        "$TM_WORK/$name.0.out" | grep '^{' >>"$out/torch.raw"
+                    local tag="\"layout\": \"$spec\", \"nodes\": $nodes, \"per\": $per, \"mtu\": $mem, \"round\": $round, "
+                    # What rank 0 measured before any failure counts.
+                    sed "s/^{/{$tag/" "$TM_WORK/$name.0.out" | grep '^{' >>"$out/torch.raw"
+                    if ! tt_all_ok; then
+                        # A failed job is a result: recorded, and the run goes on.
+                        tt_show "$name"
+                        local err
+                        err=$(grep -h -m1 '^RuntimeError' "$TM_WORK/$name".*.out | head -1)
+                        tm_log "torch bench: $b FAILED at $spec, MTU $mtu, round $round: ${err:-no RuntimeError line}"
+                        "$TT_PY" -c 'import json, sys; print("{" + sys.argv[1] + json.dumps({"backend": sys.argv[2], "failed": sys.argv[3]})[1:])' \
+                            "$tag" "$b" "${err:-exit codes ${TT_RC[*]}}" >>"$out/torch.raw"
+                        for ((k = 0; k < TT_NODES; k++)); do
+                            kill -0 "${TT_PID[k]}" 2>/dev/null || { tm_fail "torch bench: node $k's daemon died at $spec, MTU $mtu"; return 1; }
+                        done
+                    fi
+                    tm_log "torch bench: $spec MTU $mtu round $round $b: $((SECONDS - t1)) s"
                 done
             done
             for ((k = 0; k < TT_NODES; k++)); do kill -INT "${TT_PID[k]}" 2>/dev/null; done
@@ -93,9 +109,10 @@ bench_torch() {
     cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')
     rev="$(git -C "$TM_ROOT" rev-parse --short HEAD)$(git -C "$TM_ROOT" diff --quiet HEAD -- lib tests/torch scripts || echo +)"
     local cmd="scripts/bench.sh --torch"
-    for k in WORLDS SIZES OPS MTUS ROUNDS BUDGET; do
+    for k in WORLDS SIZES OPS MTUS ROUNDS BUDGET PEER_TIMEOUT_MS; do
         local v="TT_BENCH_$k"
         [ -n "${!v:-}" ] && cmd="$v=\"${!v}\" $cmd"
     done
-    "$TT_PY" "$TM_ROOT/scripts/lib/bench_torch.py" "$out" "$cpu" "$(nproc)" "$rev" "$((SECONDS - t0))" "$cmd"
+    "$TT_PY" "$TM_ROOT/scripts/lib/bench_torch.py" "$out" "$cpu" "$(nproc)" "$rev" "$((SECONDS - t0))" "$cmd" \
+        "$load0 .. $(cut -d' ' -f1-3 /proc/loadavg)"
 }
