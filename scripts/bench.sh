@@ -8,9 +8,12 @@
 #                               also instructions per packet of the tx and rx
 #                               paths under valgrind's callgrind (noise-free)
 #   scripts/bench.sh --torch    only tailmark.torch against gloo: all_reduce
-#                               bus bandwidth, 64 KiB .. 256 MiB, 2 ranks in
-#                               namespaces (build/bench/torch.md, torch.json,
-#                               torch-allreduce.png)
+#                               and all_to_all, bus bandwidth and time,
+#                               8 KiB .. 256 MiB, world 4 (2 hosts x 2 ranks)
+#                               and 8 (2 x 4, and 1 host x 8) in namespaces,
+#                               MTU 9000 and 1500 (build/bench/torch.md,
+#                               torch.json, torch.png; TT_BENCH_* in
+#                               scripts/lib/bench_torch.sh)
 #   scripts/bench.sh --torch-algo
 #                               only tailmark.torch's all_reduce algorithms:
 #                               the ring against recursive doubling, latency

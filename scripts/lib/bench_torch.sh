@@ -1,15 +1,31 @@
-# scripts/bench.sh --torch: all_reduce bus bandwidth of tailmark.torch and of
-# gloo between the same two ranks, in one run. Sourced by bench.sh.
+# scripts/bench.sh --torch: tailmark.torch against gloo, all_reduce and
+# all_to_all, bus bandwidth and time per operation, on the same ranks and
+# the same veths in one run (issue 39, item 5). Sourced by bench.sh.
 # shellcheck shell=bash
 #
-# Two ranks in their own network namespaces, joined by veth pairs and a
-# bridge (tests/torch/lib.sh's tt_mesh). tailmark: each rank's
-# tailmarkd --mode service on net_af_packet over its veth; gloo: kernel TCP
-# over the same veths. Sizes 64 KiB .. 256 MiB of float32; the backends are
-# interleaved round by round (this VM's speed drifts), and the table holds
-# the medians. The link at each MTU of TT_BENCH_MTUS ("9000 1500"), one mesh
-# after the other, both backends on it. Writes $out/torch.json, torch.md and
-# torch-allreduce.png.
+# Layouts (TT_BENCH_WORLDS, default "2x2 2x4 1x8"): NxP is N network
+# namespaces ("hosts"), each with its own tailmarkd --mode service on
+# net_af_packet over a veth to one bridge, and P ranks on each that share
+# its daemon (tests/torch/lib.sh's tt_mesh N P): 2x2 is world 4, 2x4 world
+# 8 on two hosts, 1x8 world 8 on one host (tailmark through the daemon's
+# memory, gloo over the kernel's loopback). gloo: kernel TCP over the same
+# veths. Each multi-host layout at every MTU of TT_BENCH_MTUS ("9000 1500":
+# the veths' and the bridge's); a one-host layout once (no wire: the MTU
+# does not apply).
+#
+# Each job (tests/torch/coll_bw.py) runs every op of TT_BENCH_OPS
+# ("all_reduce,all_to_all") at every size of TT_BENCH_SIZES (bytes per
+# rank, float32; 8 KiB .. 256 MiB), TT_BENCH_BUDGET seconds each (1; at
+# least 3 runs), and reports the slowest rank's median time. The backends
+# take turns job by job, TT_BENCH_ROUNDS times (3), their order swapped
+# every round (this VM's speed drifts); the table holds the median over
+# rounds and the min..max. Sizes whose buffers would not fit the memory
+# available at the start (world x 3 x size, plus the ranks' send arenas, over
+# 70% of MemAvailable) are left out of that layout, and the table says so.
+# A job that fails (a rank's exception) is recorded as such, with what it
+# measured before, and the run goes on. TT_BENCH_PEER_TIMEOUT_MS: the
+# daemons' --peer-timeout-ms (5000, the daemon's default).
+# Writes $out/torch.json, torch.md and torch.png (scripts/lib/bench_torch.py).
 bench_torch() {
     local out=$1
     TM_TEST=bench_torch
@@ -20,77 +36,83 @@ bench_torch() {
     tm_require_daemon
     tm_require_root
     tt_require
-    local sizes=${TT_BENCH_SIZES:-65536,262144,1048576,4194304,16777216,67108864,268435456}
-    local rounds=${TT_BENCH_ROUNDS:-3} round b mtu r
+    local sizes=${TT_BENCH_SIZES:-8192,65536,262144,1048576,4194304,16777216,67108864,268435456}
+    local worlds=${TT_BENCH_WORLDS:-2x2 2x4 1x8} ops=${TT_BENCH_OPS:-all_reduce,all_to_all}
+    local mtus=${TT_BENCH_MTUS:-9000 1500} rounds=${TT_BENCH_ROUNDS:-3} budget=${TT_BENCH_BUDGET:-1}
+    local spec nodes per world mtu mtu_list round b order k s fit name t0=$SECONDS t1
+    TT_DAEMON_S=${TT_DAEMON_S:-7200} # a mesh serves every round
+    # The daemons' --peer-timeout-ms (and so their retry budget): the
+    # daemon's default, 5000, unless TT_BENCH_PEER_TIMEOUT_MS.
+    TT_PEER_TIMEOUT_MS=${TT_BENCH_PEER_TIMEOUT_MS:-5000}
+    local load0
+    load0=$(cut -d' ' -f1-3 /proc/loadavg)
     : >"$out/torch.raw"
-    for mtu in ${TT_BENCH_MTUS:-9000 1500}; do
-        TT_MTU=$mtu
-        tt_mesh 2
-        for ((round = 1; round <= rounds; round++)); do
-            for b in tailmark gloo; do
-                tt_run bw$mtu$round$b 900 "$TT_DIR/allreduce_bw.py" $b "$sizes" 2
-                if ! tt_all_ok; then
-                    tt_show bw$mtu$round$b
-                    tm_fail "torch bench: $b failed in round $round at MTU $mtu"
-                    return 1
-                fi
-                sed "s/^{/{\"mtu\": $mtu, \"round\": $round, /" "$TM_WORK/bw$mtu$round$b.0.out" >>"$out/torch.raw"
-            done
+    for spec in $worlds; do
+        [[ $spec == *x* ]] || spec=${spec}x1
+        nodes=${spec%x*} per=${spec#*x} world=$((nodes * per))
+        mtu_list=$mtus
+        [ "$nodes" -eq 1 ] && mtu_list=${mtus%% *}
+        # Memory: each rank holds up to 3 buffers of the size (all_to_all's
+        # in and out, gloo's or tailmark's scratch) and a send arena of
+        # 2 x 16 x (world - 1) 1 MiB slots (lib/tailmark-torch/mesh.cc).
+        local avail_kib fits=() left=()
+        avail_kib=$(awk '/^MemAvailable:/ {print $2}' /proc/meminfo)
+        for s in ${sizes//,/ }; do
+            if (((world * (3 * s + 32 * (world - 1) * 1048576)) / 1024 <= avail_kib * 7 / 10)); then
+                fits+=("$s")
+            else
+                left+=("$s")
+            fi
         done
-        for ((r = 0; r < TT_N; r++)); do kill -INT "${TT_PID[r]}" 2>/dev/null; done
-        for ((r = 0; r < TT_N; r++)); do wait "${TT_PID[r]}" 2>/dev/null; done
+        if [ ${#left[@]} -gt 0 ]; then
+            tm_log "torch bench: world $world ($spec): sizes ${left[*]} left out: they need more than 70% of MemAvailable ($((avail_kib >> 10)) MiB)"
+            echo "{\"layout\": \"$spec\", \"skipped\": [$(IFS=,; echo "${left[*]}")], \"mem_available_mib\": $((avail_kib >> 10))}" >>"$out/torch.raw"
+        fi
+        [ ${#fits[@]} -gt 0 ] || continue
+        fit=$(IFS=,; echo "${fits[*]}")
+        for mtu in $mtu_list; do
+            TT_MTU=$mtu
+            tt_mesh "$nodes" "$per"
+            for ((round = 1; round <= rounds; round++)); do
+                order="tailmark gloo"
+                ((round % 2 == 0)) && order="gloo tailmark"
+                for b in $order; do
+                    name=bw${nodes}x$per.$mtu.$round.$b
+                    t1=$SECONDS
+                    tt_run "$name" 1800 "$TT_DIR/coll_bw.py" $b "$ops" "$fit" "$budget"
+                    local mem=$mtu
+                    [ "$nodes" -eq 1 ] && mem=0
+                    local tag="\"layout\": \"$spec\", \"nodes\": $nodes, \"per\": $per, \"mtu\": $mem, \"round\": $round, "
+                    # What rank 0 measured before any failure counts.
+                    sed "s/^{/{$tag/" "$TM_WORK/$name.0.out" | grep '^{' >>"$out/torch.raw"
+                    if ! tt_all_ok; then
+                        # A failed job is a result: recorded, and the run goes on.
+                        tt_show "$name"
+                        local err
+                        err=$(grep -h -m1 '^RuntimeError' "$TM_WORK/$name".*.out | head -1)
+                        tm_log "torch bench: $b FAILED at $spec, MTU $mtu, round $round: ${err:-no RuntimeError line}"
+                        "$TT_PY" -c 'import json, sys; print("{" + sys.argv[1] + json.dumps({"backend": sys.argv[2], "failed": sys.argv[3]})[1:])' \
+                            "$tag" "$b" "${err:-exit codes ${TT_RC[*]}}" >>"$out/torch.raw"
+                        for ((k = 0; k < TT_NODES; k++)); do
+                            kill -0 "${TT_PID[k]}" 2>/dev/null || { tm_fail "torch bench: node $k's daemon died at $spec, MTU $mtu"; return 1; }
+                        done
+                    fi
+                    tm_log "torch bench: $spec MTU $mtu round $round $b: $((SECONDS - t1)) s"
+                done
+            done
+            for ((k = 0; k < TT_NODES; k++)); do kill -INT "${TT_PID[k]}" 2>/dev/null; done
+            for ((k = 0; k < TT_NODES; k++)); do wait "${TT_PID[k]}" 2>/dev/null; done
+            for k in "${TT_NS[@]:0:TT_NODES}" "$TT_BR"; do ip netns del "$k" 2>/dev/null; done
+        done
     done
-    local cpu
+    local cpu rev
     cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')
-    "$TT_PY" - "$out" "$cpu" "$(nproc)" <<'PY'
-import json, statistics, sys
-out, cpu, ncpu = sys.argv[1], sys.argv[2], sys.argv[3]
-rows = [json.loads(l) for l in open(f"{out}/torch.raw") if l.startswith("{")]
-mtus = sorted({r["mtu"] for r in rows}, reverse=True)
-res = {"cpu": cpu, "cpus": int(ncpu), "world": 2, "rows": []}
-for m in mtus:
-    for s in sorted({r["bytes"] for r in rows if r["mtu"] == m}):
-        pick = lambda b: [r["busbw_gbps"] for r in rows if r["mtu"] == m and r["bytes"] == s and r["backend"] == b]
-        med = {b: statistics.median(pick(b)) for b in ("tailmark", "gloo")}
-        res["rows"].append({"mtu": m, "bytes": s, "tailmark_busbw_gbps": med["tailmark"],
-                            "gloo_busbw_gbps": med["gloo"], "ratio": med["tailmark"] / med["gloo"] if med["gloo"] else None,
-                            "rounds": len(pick("tailmark"))})
-json.dump(res, open(f"{out}/torch.json", "w"), indent=1)
-def human(n):
-    return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB"
-lines = [f"all_reduce (float32, 2 ranks, {cpu}, {ncpu} vCPUs): bus bandwidth, medians of "
-         f"{res['rows'][0]['rounds']} interleaved rounds; the link (veths and bridge) at each MTU, both backends on it", ""]
-for m in mtus:
-    lines += [f"Link MTU {m}:", "", "| size | tailmark Gbit/s | gloo Gbit/s | tailmark / gloo |", "|---|---|---|---|"]
-    for r in res["rows"]:
-        if r["mtu"] == m:
-            lines.append(f"| {human(r['bytes'])} | {r['tailmark_busbw_gbps']:.2f} | {r['gloo_busbw_gbps']:.2f} | "
-                         f"{r['ratio']:.2f}x |")
-    lines.append("")
-open(f"{out}/torch.md", "w").write("\n".join(lines))
-print("\n".join(lines))
-try:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for m, style in zip(mtus, ("-", ":", "-.")):
-        sel = [r for r in res["rows"] if r["mtu"] == m]
-        xs = [r["bytes"] for r in sel]
-        ax.plot(xs, [r["tailmark_busbw_gbps"] for r in sel], "o" + style, color="C0",
-                label=f"tailmark (net_af_packet), MTU {m}")
-        ax.plot(xs, [r["gloo_busbw_gbps"] for r in sel], "s" + style, color="C1", label=f"gloo (kernel TCP), MTU {m}")
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(xs, [human(x) for x in xs])
-    ax.set_xlabel("all_reduce size (float32)")
-    ax.set_ylabel("bus bandwidth, Gbit/s")
-    ax.set_title(f"2 ranks over veth + bridge, {ncpu} vCPUs")
-    ax.grid(True, alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(f"{out}/torch-allreduce.png", dpi=110)
-    print(f"plot: {out}/torch-allreduce.png")
-except ImportError:
-    print("no matplotlib for /usr/bin/python3: no plot")
-PY
+    rev="$(git -C "$TM_ROOT" rev-parse --short HEAD)$(git -C "$TM_ROOT" diff --quiet HEAD -- lib tests/torch scripts || echo +)"
+    local cmd="scripts/bench.sh --torch"
+    for k in WORLDS SIZES OPS MTUS ROUNDS BUDGET PEER_TIMEOUT_MS; do
+        local v="TT_BENCH_$k"
+        [ -n "${!v:-}" ] && cmd="$v=\"${!v}\" $cmd"
+    done
+    "$TT_PY" "$TM_ROOT/scripts/lib/bench_torch.py" "$out" "$cpu" "$(nproc)" "$rev" "$((SECONDS - t0))" "$cmd" \
+        "$load0 .. $(cut -d' ' -f1-3 /proc/loadavg)"
 }

@@ -10,6 +10,8 @@
 # Sets TT_NODES (N), TT_PER, TT_N, and per node K: TT_NS[K], TT_SOCK[K],
 # TT_IP[K] (tailmark), TT_KIP[K] (kernel), TT_PID[K] (the daemon's
 # `timeout`); with PER 1, node K is rank K.
+# TT_DAEMON_S: the daemons' lifetime (900 s; the benchmark's meshes live
+# longer).
 # TT_PEER_TIMEOUT_MS: the daemons' --peer-timeout-ms (5000), for the bounds
 # that derive from it.
 # TT_MTU (default 1500): the veths' and the bridge's MTU, both backends'
@@ -102,7 +104,7 @@ tt_mesh() {
         # CI run's 2-rank 32 MiB send outlived with both daemons alive; under
         # --sanitize, 12 ended a 16 M-element all_reduce at 2 and 3 ranks
         # with both daemons alive, in 2 of 2 torch_ops runs.)
-        tm_start d$r 900 ns "${TT_NS[r]}" -- --vdev=net_af_packet0,iface=eth0$vdev_extra -l $((r % 2)) -- \
+        tm_start d$r "${TT_DAEMON_S:-900}" ns "${TT_NS[r]}" -- --vdev=net_af_packet0,iface=eth0$vdev_extra -l $((r % 2)) -- \
             --mode service --src-ip "${TT_IP[r]}" --control-socket "${TT_SOCK[r]}" --secret "$TM_SECRET" "${mtu_opt[@]}" \
             --stats-period 0 --peer-timeout-ms "$TT_PEER_TIMEOUT_MS" --idle-sleep-us ${TT_IDLE_SLEEP_US:-50} \
             --cc-target-us ${TT_CC_TARGET_US:-20000} ${TT_RETRY_LIMIT:+--retry-limit $TT_RETRY_LIMIT} "${nack_opt[@]}"
