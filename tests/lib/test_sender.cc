@@ -478,26 +478,35 @@ TEST_CASE("NACK service: exactly the ranges asked for, the held bytes again, fla
     CHECK(take(r.port).empty());
 }
 
+// The NACK filter's cases: message 0, 6 packets, sent at t; its NACKs echo
+// a packet stamped at echo_tsc.
+struct EchoRig : Rig {
+    static constexpr uint64_t kT0 = 1000000;
+    const unsigned sh = Congestion::stamp_shift(1000000000);
+    explicit EchoRig(const Opts& o) : Rig(o) {
+        add(spec(8));
+        const auto b = tmtest::pattern(5 * kStride + 200, 4);
+        REQUIRE(s->submit(kFlow, bytes_msg(b), 0) == 0);
+        s->poll(kT0);
+        REQUIRE(take(port).size() == 6);
+    }
+    Control echo_nack(std::initializer_list<NackRange> rs, uint64_t echo_tsc) {
+        Control c = nack(0, rs, 0, 0);
+        c.echo = static_cast<uint16_t>(echo_tsc >> sh);
+        c.hold_ns = 1000;
+        return c;
+    }
+};
+
 TEST_CASE("NACK service: the receiver's repeats of a NACK, sent before the retransmission could reach it, resend "
           "nothing", "[sender]") {
     Opts o;
     o.rto = o.rto_max = uint64_t(1) << 40; // no probes: only the NACKs below ask
-    Rig r(o);
-    r.add(r.spec(8));
-    const unsigned sh = Congestion::stamp_shift(1000000000);
-    const auto b = tmtest::pattern(5 * kStride + 200, 4); // 6 packets
-    const uint64_t t0 = 1000000;
-    REQUIRE(r.s->submit(kFlow, bytes_msg(b), 0) == 0);
-    r.s->poll(t0);
-    REQUIRE(take(r.port).size() == 6);
+    EchoRig r(o);
+    const uint64_t t0 = EchoRig::kT0;
     // The receiver placed packet 0 (its echo) and misses 1 and 2: a NACK,
     // then its timer's repeats (200 us, 400 us later) echoing the same packet.
-    auto nack = [&](std::initializer_list<NackRange> rs, uint64_t echo_tsc) {
-        Control c = r.nack(0, rs, 0, 0);
-        c.echo = static_cast<uint16_t>(echo_tsc >> sh);
-        c.hold_ns = 1000;
-        return c;
-    };
+    auto nack = [&](std::initializer_list<NackRange> rs, uint64_t echo_tsc) { return r.echo_nack(rs, echo_tsc); };
     uint64_t t = t0 + 2000000;
     CHECK(r.s->on_control(nack({{1, 2}}, t0), t) == R::None);
     r.s->poll(t + 10);
@@ -537,20 +546,9 @@ TEST_CASE("NACK service: the answer to a timer probe is news, whatever it echoes
     Opts o;
     o.rto = 1000000; // 1 ms
     o.rto_max = 8 * o.rto;
-    Rig r(o);
-    r.add(r.spec(8));
-    const unsigned sh = Congestion::stamp_shift(1000000000);
-    const auto b = tmtest::pattern(5 * kStride + 200, 5); // 6 packets
-    const uint64_t t0 = 1000000;
-    REQUIRE(r.s->submit(kFlow, bytes_msg(b), 0) == 0);
-    r.s->poll(t0);
-    REQUIRE(take(r.port).size() == 6);
-    auto nack = [&]() {
-        Control c = r.nack(0, {{1, 2}}, 0, 0);
-        c.echo = static_cast<uint16_t>(t0 >> sh); // packet 0: nothing placed since
-        c.hold_ns = 1000;
-        return c;
-    };
+    EchoRig r(o);
+    const uint64_t t0 = EchoRig::kT0;
+    auto nack = [&]() { return r.echo_nack({{1, 2}}, t0); }; // packet 0: nothing placed since
     CHECK(r.s->on_control(nack(), t0 + 200000) == R::None);
     r.s->poll(t0 + 200010);
     CHECK(take(r.port).size() == 2);
