@@ -27,9 +27,13 @@ constexpr double kMaxWeight = 4.0;
 // mean of the session's paths gives share to those below it, by at most
 // 30%; the delay is read against the larger of the mean and 100 us, so that
 // microseconds of noise on empty paths move nothing much.
-constexpr double kDelayGain = 0.25;
-constexpr double kDelayStep = 0.3;
+constexpr double kDelayGain = 0.5;
+constexpr double kDelayStep = 0.5;
 constexpr uint64_t kDelayScaleUs = 100;
+// A path with no RTT sample since the last rebalance is drawn a tenth of
+// the way back to the mean: one that had little share gets samples again
+// (it may have only looked slow), so weights do not settle on a few paths.
+constexpr double kPull = 0.1;
 // And a path that loses pays 2x its smoothed loss fraction per rebalance
 // (2% loss: 4%), at most 30%: the delay of the paths it hands its share to
 // brings it back, so a lossy path settles below its equal share, not at 0.
@@ -230,6 +234,8 @@ void TxPaths::rebalance(uint64_t now) {
         }
         f *= 1 - std::min(kLossStep, kLossGain * x.loss);
         x.weight *= f;
+        if (x.fresh == 0) // no sample to judge it by: back towards the mean, to be measured again
+            x.weight += kPull * (total_ / alive_ - x.weight);
         x.fresh = 0;
         sum += x.weight;
     }

@@ -2166,13 +2166,11 @@ TEST_CASE("spraying: a dead path (all it carries lost) gets nothing but a probe 
     }
     REQUIRE(dead_seen);
     CHECK(s.view(2).deaths == 1);
-    CHECK((s.view(2).share == 0 || !s.view(2).dead));
     // Probed, first 10 ms after it died, then 20, 40: lost while black, one through once healed.
     CHECK(probes >= 2);
     CHECK(probes <= 4);
     CHECK(s.view(2).probes == probes);
     INFO("dead for " << after_death << " messages");
-    REQUIRE(healed);
     REQUIRE_FALSE(s.view(2).dead); // the probe got through: alive again
     // And it carries again.
     uint32_t on2 = 0;
