@@ -17,15 +17,15 @@
 #
 # Cases (TM_ONLY="a b c" for a subset; ~70 s together):
 #  a. --paths 1 (one flow, one port) is capped by one link (<= 1.1 x 200);
-#     --paths 16, 1 MiB messages, carries >= 1.5x that and >= 1.5 links.
+#     --paths 16, 1 MiB messages, carries >= 1.5x --paths 1 of the same run.
 #  b. --paths 16, link 0 black-holed once ~1/6 of the data went by: every
 #     message completes and none fails; from 200 ms after the cut, link 0
 #     carries < 5% of the data frames (it carries probes only).
 #  c. --paths 16, link 0 losing 2%: every message completes, and link 0
 #     carries less than its equal share (a quarter) of the frames.
 # NOT MET YET: the issue's goodput bounds (a: >= 85% of 800 Mbit/s; b: >= 70%
-# of the 600 left; c: >= 80% of 800). Measured 2026-12-04: a 383-407 Mbit/s
-# (48-51%), b 331-344 (55-57%), c 427 (53%). Each is printed, and
+# of the 600 left; c: >= 80% of 800). Measured 2026-12-04: a 383-401 Mbit/s
+# (48-50%), b 331-344 (55-57%), c 427 (53%). Each is printed, and
 # MP_STRICT=1 fails them. Not yet found what holds them back; the likely
 # part: one congestion controller per session, cut by the delay of a link
 # a little over its share while the others idle (152 delay decreases in an
@@ -229,8 +229,10 @@ if only a && [ -z "${MP_MEASURE:-}" ]; then
         "frames per link $(for i in 0 1 2 3; do printf '%s ' $((after[i] - before[i])); done)"
     tm_log "a: paths (path@link:sent/lost/share): $(paths_line a16 "$(links_of_paths a16)")"
     recv_ok a16 $n16 && sender_ok a16 $n16
-    python3 -c "import sys; sys.exit(0 if $gp16 >= 1.5 * $gp1 and $gp16 >= 1.5 * $MP_RATE / $TM_SAN_SLOW else 1)" ||
-        tm_fail "a: --paths $PATHS: goodput $gp16 Mbit/s, not 1.5x --paths 1's $gp1 and one link's $MP_RATE"
+    # Against --paths 1 of the same run, not a rate: a build beside it on
+    # these 2 vCPUs took both to about 60% (102.8 and 238.0 Mbit/s).
+    python3 -c "import sys; sys.exit(0 if $gp16 >= 1.5 * $gp1 else 1)" ||
+        tm_fail "a: --paths $PATHS: goodput $gp16 Mbit/s, not 1.5x --paths 1's $gp1"
     strict "$gp16 >= 0.85 * $CAP / $TM_SAN_SLOW" "a: --paths $PATHS goodput $gp16 >= 85% of $CAP Mbit/s"
 fi
 
