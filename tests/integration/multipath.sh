@@ -26,11 +26,10 @@
 # NOT MET YET: the goodput bounds (a: >= 85% of 800 Mbit/s; b: >= 70%
 # of the 600 left; c: >= 80% of 800). Measured 2026-12-04: a 383-401 Mbit/s
 # (48-50%), b 331-344 (55-57%), c 427 (53%). Each is printed, and
-# MP_STRICT=1 fails them. Not yet found what holds them back; the likely
-# part: one congestion controller per session, cut by the delay of a link
-# a little over its share while the others idle (152 delay decreases in an
-# 8 s run of a); capping the rate at 760 Mbit/s instead gave 354-502, so
-# that is not all of it (docs/congestion.md, "Spraying over paths").
+# MP_STRICT=1 fails them. Not yet found what holds them back: one run each
+# ruled out the controller's one-sample cut (--cc-target-us 2000: 424 Mbit/s)
+# and its overshoot (--cc-max-mbps 760: 354-502); --paths 1 itself carries
+# 75-85% of its link here (docs/congestion.md, "Spraying over paths").
 # Which link a port takes is the kernel's hash, with a fixed seed
 # (fib_multipath_hash_seed, Linux 6.11 on): the 16 ports fall 3/3/4/6 on
 # the 4 links here; each case prints them (`ip route get ... sport P`).
