@@ -1,8 +1,8 @@
 #include "tailmark/sender.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
-#include <algorithm>
 #include <cstring>
 #include <new>
 
