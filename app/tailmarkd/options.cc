@@ -536,6 +536,12 @@ const OptDef kOpts[] = {
      [](Options& o, std::string_view v) { return parse_bool(v, o.cc); }},
     {"cc-target-us", "US", "congestion control: queueing delay tolerated above the path's base RTT (default 500)",
      U64_OPT(cc_target_us, 10, 1000000, false)},
+    {"paths", "N",
+     "spray each session's data packets over N UDP source ports (1..16; default 1: the flow's one port), so "
+     "that ECMP spreads them over up to N paths; each path's RTT, loss and share are its own, a dead path "
+     "gets only probes, and a retransmission goes by another path. The peer needs nothing new, but with "
+     "several rx lcores its --steering must not be rss (use handoff)",
+     U64_OPT(paths, 1, 16, false)},
     {"cc-start-mbps", "MBPS", "congestion control: a session's first rate in Mbit/s, then slow start (default 50)",
      U64_OPT(cc_start_mbps, 1, 400000, false)},
     {"cc-max-mbps", "MBPS", "congestion control: the highest rate in Mbit/s (default 0: the port's link speed)",
@@ -949,6 +955,7 @@ std::string dump_ini(const Options& o) {
       << "udp-checksum = " << (o.udp_checksum ? "on" : "off") << "\n"
       << "cc = " << (o.cc ? "on" : "off") << "\n"
       << "cc-target-us = " << o.cc_target_us << "\n"
+      << "paths = " << o.paths << "\n"
       << "cc-start-mbps = " << o.cc_start_mbps << "\n"
       << "cc-max-mbps = " << o.cc_max_mbps << "\n"
       << "ack-feedback-us = " << o.ack_feedback_us << "\n"

@@ -80,6 +80,7 @@ struct Options {
     // Congestion control (lib/tailmark/congestion.h), per session of a remote peer.
     bool cc = true;
     uint64_t cc_target_us = 500;     // queueing delay tolerated above the base RTT
+    uint64_t paths = 1;              // UDP source ports a session's data is sprayed over (tx_paths.h)
     uint64_t cc_start_mbps = 50;     // a session's first rate, then slow start
     uint64_t cc_max_mbps = 0;        // 0: the port's link speed (100 Gbit/s when unknown)
     uint64_t ack_feedback_us = 200;  // receiver: while data arrives, an ACK (an RTT sample) at least this often

@@ -216,6 +216,7 @@ bool Runtime::make_engines(SetupError& e) {
         sc.cc.enabled = opt_.cc;
         sc.cc.tsc_hz = tsc_hz_;
         sc.cc.target_us = opt_.cc_target_us;
+        sc.paths = static_cast<uint32_t>(opt_.paths);
         sc.cc.start_bps = static_cast<double>(opt_.cc_start_mbps) * 1e6;
         sc.cc.max_bps = static_cast<double>(cc_max_mbps()) * 1e6;
         if (sc.cc.start_bps > sc.cc.max_bps)
@@ -962,6 +963,7 @@ void Runtime::install_send(AppSession& a, Session& s) {
         sp.ring_size = s.params.ring_size;
         sp.max_msg = s.params.max_msg;
         sp.reliable = true;
+        sp.paths = static_cast<uint32_t>(opt_.paths);
         // The generator counts; send mode takes a completion per message for
         // its delivery latency (submit to the peer's release).
         sp.report = opt_.mode == Mode::Send;
@@ -2133,6 +2135,12 @@ Results Runtime::results() const {
                                          plan_group(opt_.msg_size, stride_for_mtu(opt_.mtu)).pkt_count);
     }
     r.rx_lanes = rx_lanes();
+    for (uint32_t i = 0; i < senders_.size(); i++) {
+        PathView pv[64];
+        const uint32_t k = senders_[i]->path_views(pv, 64);
+        for (uint32_t j = 0; j < k; j++)
+            r.paths.push_back({i, pv[j]});
+    }
     for (const Sender* s : senders_) {
         const SenderCounters& c = s->counters();
         r.acks_rx += c.acks_rx;

@@ -1,5 +1,6 @@
 #include "tailmark/sender.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -109,6 +110,13 @@ struct SendFlow {
     NackFilter nacks;     // the NACKs taken lately: which part of the next one is news
     Congestion* cc = nullptr; // its session's (nullptr: not congestion-controlled)
     OneFrame one;             // its one-packet messages' packet (TxMarker::build_one)
+    // Spraying (spec.paths > 1): its session's paths, and per record the
+    // path each packet of the message last went by (path_pkts per record):
+    // a NACK's packets are the loss of their paths, a retransmission avoids it.
+    TxPaths* paths = nullptr;
+    uint8_t* path_of = nullptr;
+    uint32_t path_pkts = 0;
+    uint8_t* path_rec(uint32_t msg_id) const { return path_of + size_t(msg_id & mask) * path_pkts; }
 };
 
 SendFlow* Sender::make_flow(const SendFlowSpec& spec, int socket) {
@@ -125,6 +133,17 @@ SendFlow* Sender::make_flow(const SendFlowSpec& spec, int socket) {
         free_flow(f);
         return nullptr;
     }
+    if (spec.paths > 1 && spec.reliable) {
+        const GroupPlan most = plan_group(spec.max_msg, spec.tx.stride);
+        f->path_pkts = most.ok() ? most.pkt_count : 0;
+        f->path_of = f->path_pkts ? static_cast<uint8_t*>(rte_zmalloc_socket(
+                                        "tm_send_paths", size_t(spec.ring_size) * f->path_pkts, 64, socket))
+                                  : nullptr;
+        if (f->path_pkts != 0 && f->path_of == nullptr) {
+            free_flow(f);
+            return nullptr;
+        }
+    }
     f->submitted = f->sent = f->acked = f->released = f->reported = spec.first_msg_id;
     return f;
 }
@@ -136,6 +155,7 @@ void Sender::free_flow(SendFlow* f) {
         for (uint32_t m = f->reported; m != f->submitted; m++)
             let_go(f->out[m & f->mask]);
     rte_free(f->out);
+    rte_free(f->path_of);
     f->~SendFlow();
     rte_free(f);
 }
@@ -181,6 +201,8 @@ Sender::Sender(const SenderConfig& cfg)
     local_in_ = rte_ring_create_elem(name, sizeof(Control), 1024, cfg.socket, RING_F_SC_DEQ);
     snprintf(name, sizeof(name), "%s_co", cfg.name); // set-up only
     ctl_out_ = rte_ring_create(name, 1024, cfg.socket, RING_F_SC_DEQ);
+    if (cfg_.paths > 1)
+        path_slots_.resize(cfg.max_flows < kMaxPathSessions ? (cfg.max_flows ? cfg.max_flows : 1) : kMaxPathSessions);
     ok_ = table_ != nullptr && wire_in_ != nullptr && local_in_ != nullptr && ctl_out_ != nullptr;
 }
 
@@ -217,6 +239,10 @@ bool Sender::install(SendFlow* f) {
                     f->spec.local_released == nullptr
                 ? cc_for(link)
                 : nullptr;
+    f->paths = f->path_of != nullptr && f->spec.reliable && link != nullptr && !link->local_peer &&
+                       f->spec.local_released == nullptr
+                   ? paths_for(link, *f)
+                   : nullptr;
     return true;
 }
 
@@ -260,6 +286,10 @@ SendFlow* Sender::remove(uint16_t id) {
         for (CcSlot& c : cc_)
             if (&c.cc == f->cc)
                 c.users--;
+    if (f->paths != nullptr) // so does this one: the summary reads its paths
+        for (PathSlot& p : path_slots_)
+            if (&p.paths == f->paths)
+                p.users--;
     SendFlow* last = flows_.back();
     flows_[f->index] = last;
     last->index = f->index;
@@ -460,6 +490,8 @@ DropReason Sender::apply(SendFlow& f, const Control& c, uint64_t now, bool wire)
         bump(ctr_.cc_samples);
         on_cc_event(f.cc->on_echo(now, c.echo, c.hold_ns));
     }
+    if (f.paths != nullptr)
+        path_feedback(f, c, now);
     if (c.nack) {
         // Only what is news in it: no loss counted twice, no packets resent twice.
         const Nack n = f.nacks.news(c.n, c.hold_ns != kNoEcho, c.echo, now, stamp_shift_);
@@ -521,6 +553,104 @@ DropReason Sender::on_wire_control(const rte_mbuf* m, uint64_t now) {
     if (r != DropReason::None)
         count_drop(r);
     return r;
+}
+
+// --- spraying (tx_paths.h) ------------------------------------------------------------
+
+// The session's path state, shared by its flows here; a fresh one, its
+// ports from this flow's, for the session's first flow.
+TxPaths* Sender::paths_for(const SessionLink* link, const SendFlow& f) {
+    PathSlot* free_slot = nullptr;
+    for (PathSlot& p : path_slots_) {
+        if (p.users != 0 && p.link == link) {
+            p.users++;
+            return &p.paths;
+        }
+        if (p.users == 0 && free_slot == nullptr)
+            free_slot = &p;
+    }
+    if (free_slot == nullptr)
+        return nullptr; // more sprayed sessions than slots: this one keeps one path
+    const auto* udp = reinterpret_cast<const rte_udp_hdr*>(f.spec.tx.l2l4 + kEthLen + kIpLen);
+    free_slot->link = link;
+    free_slot->users = 1;
+    free_slot->paths.init(std::min(f.spec.paths, cfg_.paths), rte_be_to_cpu_16(udp->src_port), cfg_.cc.tsc_hz,
+                          stamp_shift_);
+    return &free_slot->paths;
+}
+
+// A run of packets of m about to be built: its path (the port into the
+// flow's template, the path into the stamp's low bits), and k cut to what
+// one path takes in a row (one packet for a dead path's probe).
+uint32_t Sender::aim(SendFlow& f, TxMessage& m, uint32_t& k, uint32_t avoid, uint64_t now) {
+    TxPaths& paths = *f.paths;
+    const uint32_t p = paths.choose(now, avoid);
+    k = std::min(k, paths.dead(p) ? 1u : TxPaths::kRun);
+    auto* udp = reinterpret_cast<rte_udp_hdr*>(f.spec.tx.l2l4 + kEthLen + kIpLen);
+    udp->src_port = rte_cpu_to_be_16(paths.port(p));
+    m.stamp = rte_cpu_to_be_16(paths.stamp(stamp_host_, p));
+    return p;
+}
+
+// Packets [first, first + k) of msg_id went by path p.
+void Sender::carried(SendFlow& f, uint32_t msg_id, uint32_t first, uint32_t k, uint32_t p, bool retx) {
+    uint8_t* rec = f.path_rec(msg_id);
+    for (uint32_t i = first; i < first + k; i++)
+        rec[i] = static_cast<uint8_t>(p);
+    if (f.paths->dead(p))
+        f.paths->note_probe(p, f.spec.id, msg_id, first);
+    f.paths->sent(p, k, retx);
+}
+
+// An authentic ACK's or NACK's news of the paths: the echo's RTT sample,
+// the NACKed packets' loss (each by the path it last went by), and whether
+// a dead path's probe arrived (its message acknowledged while the packet's
+// record still names the probed path: not NACKed and sent again elsewhere).
+void Sender::path_feedback(SendFlow& f, const Control& c, uint64_t now) {
+    TxPaths& paths = *f.paths;
+    if (c.hold_ns != kNoEcho)
+        paths.on_echo(now, c.echo, c.hold_ns);
+    if (c.nack) {
+        const Nack& n = c.n;
+        const OutMsg& o = f.out[n.msg_id & f.mask];
+        const bool cutting = f.active && !f.unrecorded && n.msg_id == f.sent;
+        if (o.msg_id == n.msg_id && !before(n.msg_id, f.released) && (before(n.msg_id, f.sent) || cutting)) {
+            const uint32_t limit = cutting ? f.next_pkt : o.pkt_count;
+            const uint8_t* rec = f.path_rec(n.msg_id);
+            for (uint32_t r = 0; r < n.nranges && r < kMaxNackRanges; r++) {
+                const uint32_t first = n.ranges[r].first;
+                const uint32_t end = n.ranges[r].count == 0 ? limit : std::min(limit, first + n.ranges[r].count);
+                for (uint32_t i = first; i < end; i++)
+                    paths.on_lost(now, rec[i], 1);
+            }
+        }
+    }
+    if (paths.probing()) {
+        for (uint32_t p = 0; p < paths.count(); p++) {
+            const TxPaths::Probe& pr = paths.probe(p);
+            if (!pr.pending || pr.flow != f.spec.id || !before(pr.msg_id, f.acked))
+                continue;
+            const OutMsg& o = f.out[pr.msg_id & f.mask];
+            // A record reused since: the message was released, so it arrived
+            // whole, and (unknown which copy) the probe counts as through.
+            const bool arrived = o.msg_id != pr.msg_id || f.path_rec(pr.msg_id)[pr.pkt] == p;
+            paths.probe_done(now, p, arrived);
+        }
+    }
+}
+
+uint32_t Sender::path_views(PathView* out, uint32_t max) const {
+    uint32_t k = 0;
+    for (uint32_t s = 0; s < path_slots_.size(); s++) {
+        const PathSlot& slot = path_slots_[s];
+        if (slot.link == nullptr)
+            continue;
+        for (uint32_t p = 0; p < slot.paths.count() && k < max; p++) {
+            out[k] = slot.paths.view(p);
+            out[k++].session = s;
+        }
+    }
+    return k;
 }
 
 // --- retransmission ----------------------------------------------------------------
@@ -632,12 +762,19 @@ uint32_t Sender::serve_jobs(uint32_t burst, uint32_t n, uint64_t now) {
         if (f.cc != nullptr && k * f.spec.tx.stride > f.cc->step_bytes())
             k = f.cc->step_bytes() / f.spec.tx.stride + 1;
         job_msg_.stamp = stamp_;
+        uint32_t path = 0;
+        if (unlikely(f.paths != nullptr)) { // one packet at a time, each off the path it was lost on
+            k = 1;
+            path = aim(f, job_msg_, k, f.path_rec(job_.msg_id)[job_pos_], now);
+        }
         const TxMarker& mk = marker(f, job_msg_);
         const int rc = mk.build(f.spec.tx, job_msg_, job_pos_, k, pend_ + n, Flags::Retx);
         if (unlikely(rc < 0)) {
             bump(ctr_.alloc_fail);
             break;
         }
+        if (unlikely(f.paths != nullptr))
+            carried(f, job_.msg_id, job_pos_, k, path, true);
         if (&mk == &marker_zc_)
             bump(ctr_.zero_copy_pkts, k);
         if (f.cc != nullptr)
@@ -1054,13 +1191,19 @@ uint32_t Sender::new_data(uint32_t burst, uint32_t n, uint64_t now) {
         if (f.cc != nullptr && k * f.msg.plan.stride > f.cc->step_bytes())
             k = f.cc->step_bytes() / f.msg.plan.stride + 1;
         f.msg.stamp = stamp_;
-        const TxMarker& mk = marker(f, f.msg); // a one-packet message skips build()'s checks
-        const int rc = mk.one_packet(f.spec.tx, f.msg) ? mk.build_one(f.spec.tx, f.one, f.msg, pend_ + n, &stash_)
-                                            : mk.build(f.spec.tx, f.msg, f.next_pkt, k, pend_ + n, Flags::None, &stash_);
+        uint32_t path = 0;
+        if (unlikely(f.paths != nullptr))
+            path = aim(f, f.msg, k, TxPaths::kNone, now);
+        const TxMarker& mk = marker(f, f.msg); // a one-packet message skips build()'s checks (not sprayed: its OneFrame holds one port)
+        const int rc = f.paths == nullptr && mk.one_packet(f.spec.tx, f.msg)
+                           ? mk.build_one(f.spec.tx, f.one, f.msg, pend_ + n, &stash_)
+                           : mk.build(f.spec.tx, f.msg, f.next_pkt, k, pend_ + n, Flags::None, &stash_);
         if (unlikely(rc < 0)) {
             bump(ctr_.alloc_fail);
             break; // pool empty: next round
         }
+        if (unlikely(f.paths != nullptr))
+            carried(f, f.msg.msg_id, f.next_pkt, k, path, false);
         if (&mk == &marker_zc_)
             bump(ctr_.zero_copy_pkts, k);
         if (f.cc != nullptr)
@@ -1075,7 +1218,7 @@ uint32_t Sender::new_data(uint32_t burst, uint32_t n, uint64_t now) {
             bump(ctr_.msgs_sent);
             bump(ctr_.bytes_sent, f.msg.plan.msg_len);
             // What follows in this turn, while it is one packet a message.
-            const bool run = f.msg.plan.pkt_count == 1 && f.cc == nullptr && source_ != nullptr;
+            const bool run = f.msg.plan.pkt_count == 1 && f.cc == nullptr && source_ != nullptr && f.paths == nullptr;
             const bool recorded = f.spec.reliable || f.spec.report;
             if (f.unrecorded) {
                 sent_unrecorded(f);
@@ -1150,7 +1293,8 @@ bool Sender::poll(uint64_t now) {
         uint32_t n = rte_ring_sc_dequeue_burst(ctl_out_, reinterpret_cast<void**>(pend_), burst / 2 ? burst / 2 : 1,
                                                nullptr);
         bump(ctr_.ctl_tx, n);
-        stamp_ = rte_cpu_to_be_16(static_cast<uint16_t>(now >> stamp_shift_));
+        stamp_host_ = static_cast<uint16_t>(now >> stamp_shift_);
+        stamp_ = rte_cpu_to_be_16(stamp_host_);
         n = serve_jobs(burst, n, now);
         if (!flows_.empty())
             n = new_data(burst, n, now);

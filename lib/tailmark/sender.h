@@ -36,6 +36,7 @@
 #include "tailmark/session_link.h"
 #include "tailmark/tx_burst.h"
 #include "tailmark/tx_marker.h"
+#include "tailmark/tx_paths.h"
 
 namespace tailmark {
 
@@ -99,6 +100,10 @@ struct SendFlowSpec {
     const uint32_t* local_acked = nullptr;
     const uint32_t* local_released = nullptr;
     uint32_t first_msg_id = 0;     // where msg_id starts (0 on the wire; tests start near 2^32)
+    // --paths: spray its data over this many UDP source ports, the session's
+    // (tx_paths.h). 1: the flow's one port, as before. Takes effect on a
+    // reliable flow to a remote peer, in a Sender whose config allows it.
+    uint32_t paths = 1;
     void* user = nullptr;          // the application's, handed to its source
 };
 
@@ -123,6 +128,9 @@ struct SenderConfig {
     // Congestion control, per session (flows with a remote peer; a peer in
     // this process has no path to share). tsc_hz 0: rte_get_tsc_hz().
     CongestionConfig cc;
+    // The most paths a flow of this Sender sprays over (SendFlowSpec::paths):
+    // above 1, path state for kMaxPathSessions sessions is allocated.
+    uint32_t paths = 1;
 };
 
 struct SenderCounters {
@@ -273,6 +281,9 @@ public:
         uint64_t cc_base_rtt; // cycles
     };
     static FlowView view(const SendFlow* f);
+    // Every path of every sprayed session (--paths), into out; how many.
+    // Plain reads of the owner's figures: for the summary, once it stopped.
+    uint32_t path_views(PathView* out, uint32_t max) const;
 
 private:
     void enqueue(SendFlow& f, const Message& m, uint64_t len, uint64_t cookie);
@@ -308,6 +319,11 @@ private:
     void prefetch_next() const;
     void fill_msg(SendFlow& f, const Message& m);
     void count_drop(DropReason r);
+    // Spraying (tx_paths.h): the path of a run of packets, and what it carried.
+    uint32_t aim(SendFlow& f, TxMessage& m, uint32_t& k, uint32_t avoid, uint64_t now);
+    void carried(SendFlow& f, uint32_t msg_id, uint32_t first, uint32_t k, uint32_t path, bool retx);
+    void path_feedback(SendFlow& f, const Control& c, uint64_t now);
+    TxPaths* paths_for(const SessionLink* link, const SendFlow& f);
 
     SenderConfig cfg_;
     bool ok_ = false;
@@ -362,6 +378,15 @@ private:
     std::vector<CcSlot> cc_; // allocated at construction
     unsigned stamp_shift_ = 11;
     uint16_t stamp_ = 0;   // this round's send stamp (network order): every data packet's IPv4 ID
+    uint16_t stamp_host_ = 0; // the same, host order (a sprayed packet's names its path)
+    // Spraying: one path state per session with sprayed flows here.
+    struct PathSlot {
+        const SessionLink* link = nullptr;
+        uint32_t users = 0;
+        TxPaths paths;
+    };
+    static constexpr uint32_t kMaxPathSessions = 64;
+    std::vector<PathSlot> path_slots_; // allocated at construction when cfg.paths > 1
     uint64_t paced_until_ = 0; // see paced_until()
 };
 

@@ -43,6 +43,7 @@ struct Pkt {
     Trailer t; // LAST only
     std::vector<uint8_t> payload;
     uint16_t ip_id = 0; // host order: the send stamp
+    uint16_t sport = 0; // host order: the UDP source port (--paths: the path)
     uint32_t frame = 0;
     bool is(Flags f) const { return static_cast<uint8_t>(h.flags) == static_cast<uint8_t>(f); }
 };
@@ -60,6 +61,7 @@ std::vector<Pkt> take(tmtest::RingPort& port) {
             k.h = p.hdr;
             k.t = p.trailer;
             k.ip_id = rte_be_to_cpu_16(p.ip_id);
+            k.sport = rte_be_to_cpu_16(rte_pktmbuf_mtod_offset(ms[i], const rte_udp_hdr*, kEthLen + kIpLen)->src_port);
             k.frame = rte_pktmbuf_pkt_len(ms[i]);
             k.payload.resize(p.hdr.pay_len);
             if (p.hdr.pay_len) {
@@ -114,6 +116,7 @@ struct Opts {
     unsigned tx_ring = 4096;
     PayloadMode payload = PayloadMode::Copy;
     bool cc = false; // congestion control: its own cases below; off, the timings above are the reliability's alone
+    uint32_t paths = 1; // --paths: spraying, its own cases below
 };
 
 struct Rig {
@@ -141,6 +144,8 @@ struct Rig {
         c.stall = UINT64_MAX / 4; // a full tx ring keeps its packets: tests drain it
         c.completions = o.completions;
         c.cc.enabled = o.cc;
+        c.paths = o.paths;
+        paths = o.paths;
         c.cc.tsc_hz = 1000000000; // one cycle, one nanosecond
         c.cc.start_bps = 200e6;   // 40 ns per byte
         c.name = name.c_str();
@@ -156,6 +161,7 @@ struct Rig {
     Rig& operator=(const Rig&) = delete;
 
     PayloadMode payload = PayloadMode::Copy;
+    uint32_t paths = 1;
     SendFlowSpec spec(uint32_t ring = 8, uint16_t id = kFlow, SessionLink* l = nullptr) {
         SendFlowSpec sp;
         sp.id = id;
@@ -164,6 +170,7 @@ struct Rig {
         sp.ring_size = ring;
         sp.max_msg = 1 << 20;
         sp.link = l ? l : &link;
+        sp.paths = paths;
         return sp;
     }
     SendFlow* add(const SendFlowSpec& sp) {
@@ -2048,4 +2055,219 @@ TEST_CASE("congestion control: the flows of one paced session take its steps in 
         CHECK(steps_with_data > kFlows);
         CHECK(r.s->counters().msgs_sent == uint64_t(kFlows) * sz.msgs);
     }
+}
+
+// --- spraying (--paths, tx_paths.h) ------------------------------------------------
+
+namespace {
+
+constexpr uint64_t kMs = 1000000; // cycles: the rig's clock is 1 GHz
+
+Opts spray_opts(uint32_t paths) {
+    Opts o;
+    o.paths = paths;
+    o.rto = 1000 * kMs; // the timer stays out of these cases
+    o.rto_max = 1000 * kMs;
+    return o;
+}
+
+// One flow sprayed over `paths` ports, a 64 KiB message (46 packets) at a
+// time: sent whole, NACKed as a case says, served, then acknowledged with
+// an echo of each path's first packet, all of the same age (equal RTTs).
+struct Spray {
+    Rig r;
+    uint32_t paths;
+    uint16_t base = TxFlow::source_port(kPeerFlow); // path 0's port: the flow's own
+    uint32_t id = 0;
+    std::vector<uint8_t> b = tmtest::pattern(64 * 1024, 9);
+    std::vector<Pkt> first;  // the current message's first copies, by pkt_idx
+    std::vector<Pkt> retx;   // its retransmissions
+    explicit Spray(uint32_t n = 4) : r(spray_opts(n)), paths(n) { r.add(r.spec(8)); }
+
+    int path(uint16_t port) const {
+        for (uint32_t p = 0; p < paths; p++)
+            if (TxPaths::port_for(base, p) == port)
+                return static_cast<int>(p);
+        return -1;
+    }
+    // Sends the next message at `now`; first[] by pkt_idx.
+    void send(uint64_t now) {
+        REQUIRE(r.s->submit(kFlow, bytes_msg(b), id) == 0);
+        first.clear();
+        for (int i = 0; i < 4 && first.size() < 46; i++) {
+            r.s->poll(now);
+            for (Pkt& p : take(r.port))
+                first.push_back(std::move(p));
+        }
+        REQUIRE(first.size() == 46);
+        for (uint32_t i = 0; i < 46; i++)
+            REQUIRE(first[i].h.pkt_idx == i);
+    }
+    // NACKs the packets `lost` (pkt_idx), one range each, and serves them.
+    void lose(uint64_t now, const std::vector<uint16_t>& lost) {
+        retx.clear();
+        for (size_t at = 0; at < lost.size(); at += kMaxNackRanges) {
+            Control c = r.nack(id, {}, id, id);
+            for (size_t i = at; i < lost.size() && i < at + kMaxNackRanges; i++)
+                c.n.ranges[c.n.nranges++] = {lost[i], 1};
+            REQUIRE(r.s->on_control(c, now) == R::None);
+        }
+        for (int i = 0; i < 8; i++) {
+            r.s->poll(now);
+            for (Pkt& p : take(r.port))
+                retx.push_back(std::move(p));
+        }
+        REQUIRE(retx.size() == lost.size());
+    }
+    // The message acknowledged and released; then an ACK echoing each
+    // path's first packet of it that was not lost (the sample's path is in
+    // its stamp).
+    void ack(uint64_t now, const std::vector<uint16_t>& lost = {}) {
+        REQUIRE(r.ack(now, id + 1, id + 1) == R::None);
+        for (uint32_t p = 0; p < paths; p++) {
+            for (const Pkt& k : first) {
+                if (path(k.sport) != static_cast<int>(p) ||
+                    std::find(lost.begin(), lost.end(), k.h.pkt_idx) != lost.end())
+                    continue;
+                Control c = r.ctl(id + 1, id + 1);
+                c.echo = k.ip_id;
+                c.hold_ns = 0;
+                REQUIRE(r.s->on_control(c, now) == R::None);
+                break;
+            }
+        }
+        REQUIRE(r.done().size() == 1);
+        id++;
+    }
+    // First copies per path.
+    std::vector<uint32_t> by_path() const {
+        std::vector<uint32_t> n(paths);
+        for (const Pkt& k : first)
+            n[path(k.sport)]++;
+        return n;
+    }
+    PathView view(uint32_t p) const {
+        PathView v[TxPaths::kMax];
+        REQUIRE(r.s->path_views(v, TxPaths::kMax) == paths);
+        return v[p];
+    }
+};
+
+} // namespace
+
+TEST_CASE("spraying: a message's packets leave by --paths source ports in turn, each stamp naming its port",
+          "[sender]") {
+    Spray s(4);
+    std::vector<uint32_t> n(4);
+    for (uint32_t m = 0; m < 8; m++) {
+        s.send(1000 * kMs + m * kMs);
+        for (const Pkt& k : s.first) {
+            INFO("message " << m << " packet " << k.h.pkt_idx << " port " << k.sport);
+            const int p = s.path(k.sport);
+            REQUIRE(p >= 0);                                // one of the session's 4 ports
+            CHECK((k.ip_id & 3) == static_cast<uint16_t>(p)); // the echo will say which
+            n[p]++;
+        }
+        s.ack(1000 * kMs + m * kMs + 200000);
+    }
+    // 368 packets, in runs of at most TxPaths::kRun (a message's last run
+    // and a burst's may be shorter), equal weights: a quarter each, give or
+    // take two runs.
+    for (uint32_t p = 0; p < 4; p++) {
+        INFO("path " << p);
+        CHECK(n[p] >= 92 - 2 * TxPaths::kRun);
+        CHECK(n[p] <= 92 + 2 * TxPaths::kRun);
+        CHECK(s.view(p).sent == n[p]);
+        CHECK(s.view(p).samples == 8);
+        CHECK_FALSE(s.view(p).dead);
+    }
+}
+
+TEST_CASE("spraying: a path that loses gets less of the share; retransmissions go by another path",
+          "[sender]") {
+    Spray s(4);
+    uint32_t late = 0, late_total = 0, retx = 0, on1 = 0;
+    for (uint32_t m = 0; m < 40; m++) {
+        const uint64_t t = 1000 * kMs + m * kMs;
+        s.send(t);
+        // Path 1 loses one packet in 8 (the rest: nothing).
+        std::vector<uint16_t> lost;
+        for (const Pkt& k : s.first)
+            if (s.path(k.sport) == 1 && on1++ % 8 == 0)
+                lost.push_back(k.h.pkt_idx);
+        if (m >= 30) {
+            late += s.by_path()[1];
+            late_total += 46;
+        }
+        s.lose(t + 100000, lost);
+        for (const Pkt& k : s.retx) {
+            INFO("message " << m << " packet " << k.h.pkt_idx);
+            CHECK(k.is(Flags::Retx));
+            CHECK(s.path(k.sport) >= 0);
+            CHECK(s.path(k.sport) != s.path(s.first[k.h.pkt_idx].sport)); // never the path it was lost on
+            retx++;
+        }
+        s.ack(t + 200000, lost);
+    }
+    CHECK(retx > 0);
+    // Its equal share is a quarter; 12.5% loss takes it well below.
+    INFO("path 1 carried " << late << " of the last 10 messages' " << late_total << " packets");
+    CHECK(late * 8 < late_total); // under half its equal share
+    CHECK(s.view(1).share < 0.125);
+    CHECK(s.view(1).lost > 0);
+    CHECK_FALSE(s.view(1).dead);
+    for (uint32_t p : {0u, 2u, 3u})
+        CHECK(s.view(p).share > 0.25);
+}
+
+TEST_CASE("spraying: a dead path (all it carries lost) gets nothing but a probe now and then, and lives again "
+          "once one gets through",
+          "[sender]") {
+    Spray s(4);
+    bool dead_seen = false;
+    uint32_t m = 0, probes = 0, after_death = 0;
+    uint64_t t = 1000 * kMs;
+    bool healed = false;
+    // Path 2 is a black hole until 60 ms in; then it carries again.
+    for (; m < 90; m++, t += kMs) {
+        healed = t >= 1060 * kMs;
+        s.send(t);
+        std::vector<uint16_t> lost;
+        const uint32_t on2 = s.by_path()[2];
+        if (!healed)
+            for (const Pkt& k : s.first)
+                if (s.path(k.sport) == 2)
+                    lost.push_back(k.h.pkt_idx);
+        if (dead_seen && s.view(2).dead) {
+            after_death++;
+            // Dead: at most one packet, a probe.
+            INFO("message " << m << ": " << on2 << " packets by the dead path");
+            CHECK(on2 <= 1);
+            probes += on2;
+        }
+        s.lose(t + 100000, lost);
+        for (const Pkt& k : s.retx)
+            CHECK(s.path(k.sport) != 2);
+        s.ack(t + 200000, lost);
+        if (s.view(2).dead)
+            dead_seen = true;
+        if (dead_seen && healed && !s.view(2).dead)
+            break;
+    }
+    REQUIRE(dead_seen);
+    CHECK(s.view(2).deaths == 1);
+    // Probed, first 10 ms after it died, then 20, 40: lost while black, one through once healed.
+    CHECK(probes >= 2);
+    CHECK(probes <= 4);
+    CHECK(s.view(2).probes == probes);
+    INFO("dead for " << after_death << " messages");
+    REQUIRE_FALSE(s.view(2).dead); // the probe got through: alive again
+    // And it carries again.
+    uint32_t on2 = 0;
+    for (uint32_t k = 0; k < 10; k++, t += kMs) {
+        s.send(t);
+        on2 += s.by_path()[2];
+        s.ack(t + 200000);
+    }
+    CHECK(on2 > 10);
 }

@@ -118,6 +118,16 @@ bool write_summary_json(const Results& r, const std::string& path, std::string& 
                 x.rx_arrived, x.latency_samples, x.lat_p50_ns, x.lat_p99_ns);
     }
     fprintf(f, "\n  ],\n");
+    fprintf(f, "  \"paths\": [");
+    for (size_t i = 0; i < r.paths.size(); i++) {
+        const auto& x = r.paths[i];
+        fprintf(f, "%s\n    {\"sender\": %u, \"session\": %u, \"path\": %u, \"port\": %u, \"sent\": %lu, "
+                   "\"retx\": %lu, \"lost\": %lu, \"probes\": %lu, \"samples\": %lu, \"deaths\": %lu, "
+                   "\"srtt_us\": %.1f, \"share\": %.4f, \"dead\": %s}",
+                i ? "," : "", x.sender, x.v.session, unsigned{x.v.path}, unsigned{x.v.port}, x.v.sent, x.v.retx,
+                x.v.lost, x.v.probes, x.v.samples, x.v.deaths, x.v.srtt_us, x.v.share, x.v.dead ? "true" : "false");
+    }
+    fprintf(f, "\n  ],\n");
     fprintf(f, "  \"sessions\": [");
     for (size_t i = 0; i < r.sessions.size(); i++) {
         const auto& x = r.sessions[i];

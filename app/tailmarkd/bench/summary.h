@@ -10,6 +10,7 @@
 #include "options.h"
 #include "svc_counters.h"
 #include "tailmark/drop_reason.h"
+#include "tailmark/tx_paths.h"
 
 namespace tailmark::app {
 
@@ -92,6 +93,12 @@ struct Results {
         double lat_p50_ns = 0, lat_p99_ns = 0;
     };
     std::vector<Flow> per_flow;
+    // --paths: every path of every sprayed session, per Sender (tx_paths.h).
+    struct Path {
+        uint32_t sender = 0;
+        tailmark::PathView v;
+    };
+    std::vector<Path> paths;
     // The flow registry (registry.cc): flows made over the run, slots it
     // holds (per_flow's rows and the forgotten ones' free slots), slots
     // given to a new flow, and the ended sessions forgotten (--keep-ended).

@@ -215,6 +215,7 @@ void Service::install_send(SvcSession& ss, Session& s, uint64_t now) {
         sp.max_msg = s.params.max_msg;
         sp.reliable = true;
         sp.report = true;
+        sp.paths = static_cast<uint32_t>(rt_.opt_.paths);
         sp.payload = app.zero_copy ? PayloadMode::ZeroCopy : PayloadMode::Copy; // extbufs over the arena, or copies
         sp.link = s.link;
         if (peer_side != nullptr && i < peer_side->flows.size() && peer_side->flows[i]->recv != nullptr) {

@@ -1,0 +1,270 @@
+#include "tailmark/tx_paths.h"
+
+#include <algorithm>
+
+namespace tailmark {
+
+namespace {
+// How often the weights move: a few RTT samples of each path in between
+// (an ACK per flow every 200 us echoes one packet, of one path).
+constexpr uint64_t kRebalanceUs = 2000;
+// Loss is judged per window of this many packets sent by a path.
+constexpr uint32_t kLossWindow = 64;
+// Dead: at least this many lost over the window and the one before it,
+// and at least half of what the two carried. A black hole loses all; 2%
+// random loss never comes near, nor do a queue's drops but for a burst
+// that overflows it (then the path rests until its probe gets through).
+constexpr uint32_t kDeadLost = 16;
+// A dead path's probes: the first after 10 ms, then twice as long each
+// time one is lost, up to 200 ms.
+constexpr uint64_t kProbeFirstUs = 10000;
+constexpr uint64_t kProbeMaxUs = 200000;
+// Weights: relative to a mean of 1 over the live paths; a live path keeps
+// a floor, so that it is still measured.
+constexpr double kMinWeight = 0.05;
+constexpr double kMaxWeight = 4.0;
+// Per rebalance: a path whose queueing delay is above the (share-weighted)
+// mean of the session's paths gives share to those below it, by at most
+// 30%; the delay is read against the larger of the mean and 100 us, so that
+// microseconds of noise on empty paths move nothing much.
+constexpr double kDelayGain = 0.5;
+constexpr double kDelayStep = 0.5;
+constexpr uint64_t kDelayScaleUs = 100;
+// A path with no RTT sample since the last rebalance is drawn a tenth of
+// the way back to the mean: one that had little share gets samples again
+// (it may have only looked slow), so weights do not settle on a few paths.
+constexpr double kPull = 0.1;
+// And a path that loses pays 2x its smoothed loss fraction per rebalance
+// (2% loss: 4%), at most 30%: the delay of the paths it hands its share to
+// brings it back, so a lossy path settles below its equal share, not at 0.
+constexpr double kLossGain = 2.0;
+constexpr double kLossStep = 0.3;
+} // namespace
+
+uint16_t TxPaths::port_for(uint16_t base, uint32_t p) {
+    // The ephemeral range, as TxFlow::source_port: base + p, wrapped in it.
+    const uint32_t off = base >= 49152 ? base - 49152u : base % 16384u;
+    return static_cast<uint16_t>(49152 + (off + p) % 16384);
+}
+
+void TxPaths::init(uint32_t n, uint16_t base_port, uint64_t tsc_hz, unsigned stamp_shift) {
+    *this = TxPaths{};
+    n_ = std::clamp<uint32_t>(n, 1, kMax);
+    uint16_t bits = 0;
+    while ((1u << bits) < n_)
+        bits++;
+    mask_ = static_cast<uint16_t>((1u << bits) - 1);
+    shift_ = stamp_shift;
+    tsc_hz_ = tsc_hz;
+    for (uint32_t p = 0; p < n_; p++)
+        port_[p] = port_for(base_port, p);
+    alive_ = n_;
+    total_ = n_;
+}
+
+uint32_t TxPaths::choose(uint64_t now, uint32_t avoid) {
+    if (now >= next_rebalance_)
+        rebalance(now);
+    if (avoid == kNone && now >= next_probe_) {
+        // The dead path whose probe is due: one packet, then it waits.
+        uint32_t due = kNone;
+        next_probe_ = UINT64_MAX;
+        for (uint32_t p = 0; p < n_; p++) {
+            Path& x = path_[p];
+            if (!x.dead)
+                continue;
+            if (due == kNone && x.probe_at <= now) {
+                due = p;
+                x.probe_at = now + x.probe_gap;
+                x.probe_gap = std::min(x.probe_gap * 2, us(kProbeMaxUs));
+            }
+            next_probe_ = std::min(next_probe_, x.probe_at);
+        }
+        if (due != kNone)
+            return due;
+    }
+    // Smooth weighted round robin (nginx's): every live path earns its
+    // weight, the richest goes and pays the round's total.
+    uint32_t best = kNone;
+    double sum = 0;
+    for (uint32_t p = 0; p < n_; p++) {
+        Path& x = path_[p];
+        if (x.dead || p == avoid)
+            continue;
+        x.current += x.weight;
+        sum += x.weight;
+        if (best == kNone || x.current > path_[best].current)
+            best = p;
+    }
+    if (best == kNone) // only `avoid` lives
+        return avoid < n_ ? avoid : 0;
+    path_[best].current -= sum;
+    return best;
+}
+
+void TxPaths::sent(uint32_t p, uint32_t pkts, bool retx) {
+    Path& x = path_[p];
+    x.sent += pkts;
+    if (retx)
+        x.retx += pkts;
+    x.win_sent += pkts;
+    if (x.win_sent >= kLossWindow) {
+        // The window closes: its loss fraction into the smoothed one, and
+        // it stays as the previous window for the death test (NACKs come a
+        // NACK delay and an RTT after their packets).
+        x.loss = 0.5 * x.loss + 0.5 * std::min(1.0, static_cast<double>(x.win_lost) / x.win_sent);
+        x.prev_sent = x.win_sent;
+        x.prev_lost = x.win_lost;
+        x.win_sent = x.win_lost = 0;
+    }
+}
+
+void TxPaths::on_echo(uint64_t now, uint16_t echo, uint32_t hold_ns) {
+    const uint32_t p = echo & mask_;
+    if (p >= n_)
+        return;
+    const uint64_t age_u = ((now >> shift_) - echo) & 0xFFFF; // stamps are 16 bits
+    const uint64_t rtt = age_u << shift_;
+    const uint64_t hold = static_cast<uint64_t>(hold_ns) * tsc_hz_ / 1000000000ull;
+    if (hold >= rtt)
+        return;
+    Path& x = path_[p];
+    if (x.dead) {
+        // A packet of it arrived: a probe, if it left after the path died
+        // (an older one is news from before).
+        if (now - rtt > x.dead_since)
+            revive(p);
+        return;
+    }
+    const uint64_t r = rtt - hold;
+    x.samples++;
+    x.fresh++;
+    x.srtt = x.srtt == 0 ? r : (3 * x.srtt + r) / 4;
+    x.min_rtt = std::min(x.min_rtt, r);
+}
+
+void TxPaths::on_lost(uint64_t now, uint32_t p, uint32_t pkts) {
+    Path& x = path_[p];
+    x.lost += pkts;
+    x.win_lost += pkts;
+    const uint32_t lost = x.win_lost + x.prev_lost;
+    if (!x.dead && lost >= kDeadLost && 2 * lost >= x.win_sent + x.prev_sent)
+        kill(now, p);
+}
+
+void TxPaths::note_probe(uint32_t p, uint16_t flow, uint32_t msg_id, uint32_t pkt) {
+    Path& x = path_[p];
+    if (!x.probe.pending)
+        probes_out_++;
+    x.probe = {flow, static_cast<uint16_t>(pkt), msg_id, true};
+    x.probes++;
+}
+
+void TxPaths::probe_done(uint64_t, uint32_t p, bool arrived) {
+    Path& x = path_[p];
+    if (!x.probe.pending)
+        return;
+    x.probe.pending = false;
+    probes_out_--;
+    if (arrived && x.dead)
+        revive(p);
+}
+
+void TxPaths::kill(uint64_t now, uint32_t p) {
+    if (alive_ <= 1)
+        return; // the last path: the flows' timers judge the peer, not this
+    Path& x = path_[p];
+    x.dead = true;
+    x.deaths++;
+    x.dead_since = now;
+    total_ -= x.weight;
+    x.weight = 0;
+    x.current = 0;
+    x.probe_gap = us(kProbeFirstUs);
+    x.probe_at = now + x.probe_gap;
+    next_probe_ = std::min(next_probe_, x.probe_at);
+    alive_--;
+}
+
+void TxPaths::revive(uint32_t p) {
+    Path& x = path_[p];
+    if (x.probe.pending) {
+        x.probe.pending = false;
+        probes_out_--;
+    }
+    x.dead = false;
+    // A quarter of a mean share to start with; its delay earns it the rest.
+    x.weight = alive_ ? std::max(kMinWeight, 0.25 * total_ / alive_) : 1;
+    x.current = 0;
+    x.loss = 0;
+    x.win_sent = x.win_lost = x.prev_sent = x.prev_lost = 0;
+    x.srtt = 0;
+    x.fresh = 0;
+    total_ += x.weight;
+    alive_++;
+}
+
+void TxPaths::rebalance(uint64_t now) {
+    next_rebalance_ = now + us(kRebalanceUs);
+    uint64_t base = UINT64_MAX;
+    double wq = 0, w = 0;
+    for (uint32_t p = 0; p < n_; p++)
+        if (!path_[p].dead)
+            base = std::min(base, path_[p].min_rtt);
+    if (base != UINT64_MAX) {
+        for (uint32_t p = 0; p < n_; p++) {
+            const Path& x = path_[p];
+            if (!x.dead && x.srtt != 0) {
+                wq += x.weight * static_cast<double>(x.srtt - std::min(x.srtt, base));
+                w += x.weight;
+            }
+        }
+    }
+    const double mean_q = w > 0 ? wq / w : 0;
+    const double scale = std::max(mean_q, static_cast<double>(us(kDelayScaleUs)));
+    double sum = 0;
+    for (uint32_t p = 0; p < n_; p++) {
+        Path& x = path_[p];
+        if (x.dead)
+            continue;
+        double f = 1;
+        if (x.fresh != 0 && base != UINT64_MAX) {
+            const double q = static_cast<double>(x.srtt - std::min(x.srtt, base));
+            f = std::clamp(1 - kDelayGain * (q - mean_q) / scale, 1 - kDelayStep, 1 + kDelayStep);
+        }
+        f *= 1 - std::min(kLossStep, kLossGain * x.loss);
+        x.weight *= f;
+        if (x.fresh == 0) // no sample to judge it by: back towards the mean, to be measured again
+            x.weight += kPull * (total_ / alive_ - x.weight);
+        x.fresh = 0;
+        sum += x.weight;
+    }
+    // Back to a mean of 1, within the floor and the ceiling.
+    total_ = 0;
+    for (uint32_t p = 0; p < n_; p++) {
+        Path& x = path_[p];
+        if (x.dead)
+            continue;
+        x.weight = sum > 0 ? std::clamp(x.weight * alive_ / sum, kMinWeight, kMaxWeight) : 1;
+        total_ += x.weight;
+    }
+}
+
+PathView TxPaths::view(uint32_t p) const {
+    const Path& x = path_[p];
+    PathView v;
+    v.path = static_cast<uint16_t>(p);
+    v.port = port_[p];
+    v.sent = x.sent;
+    v.retx = x.retx;
+    v.lost = x.lost;
+    v.probes = x.probes;
+    v.samples = x.samples;
+    v.deaths = x.deaths;
+    v.srtt_us = tsc_hz_ ? static_cast<double>(x.srtt) * 1e6 / static_cast<double>(tsc_hz_) : 0;
+    v.share = x.dead || total_ <= 0 ? 0 : x.weight / total_;
+    v.dead = x.dead;
+    return v;
+}
+
+} // namespace tailmark
