@@ -31,7 +31,6 @@ constexpr uint64_t kCloseUs = 20000;        // CLOSE packets leave within this b
 constexpr unsigned kRequestRing = 4096;     // requests per lcore in flight
 constexpr uint64_t kConsumerStallUs = 1000000; // --consumer-lcores none: a flow is stalled after 1 s without a release
 constexpr uint64_t kGenBudget = 512ull << 20;  // generator buffers per tx lcore, at most (bytes)
-static_assert(sizeof(Request) % 4 == 0);
 
 std::string lcore_list() {
     std::string s;
@@ -185,8 +184,11 @@ bool Runtime::make_engines(SetupError& e) {
         txs_.push_back(c);
         c->plane = &plane_;
         c->lcore = tx_lcores_[t];
-        c->service = opt_.mode == Mode::Service;
         c->delivery_latency = opt_.mode == Mode::Send;
+        if (opt_.mode == Mode::Service)
+            c->set_sink(svc_complete_burst, c); // into the applications' completion rings
+        else if (c->delivery_latency)
+            c->set_sink(gen_delivered, c);      // each delivery a latency sample
         c->hist.clear();
         LcoreCtx* l = lcore_ctx(c->lcore);
         if (l == nullptr)
@@ -316,32 +318,10 @@ bool Runtime::make_engines(SetupError& e) {
         }
     }
 
-    if (handoff_) {
-        // Per recv flow id: its Receiver, and the rx lcore its data came in on.
-        auto table = [this](const char* name) {
-            auto* t = static_cast<uint8_t*>(rte_malloc(name, 65536, 64));
-            if (t != nullptr) {
-                memset(t, RxPlacer::kNoOwner, 65536);
-                allocs_.push_back(t);
-            }
-            return t;
-        };
-        rx_owner_ = table("tm_rx_owner");
-        rx_arrived_ = table("tm_rx_arrived");
-        // Each recv flow's data version and tag key: where its data arrives is
-        // learnt only from packets that verify (RxPlacer::set_handoff).
-        auth_of_ = static_cast<FlowAuth*>(rte_zmalloc("tm_rx_auth", sizeof(FlowAuth) * 65536, 64));
-        if (rx_owner_ == nullptr || rx_arrived_ == nullptr || auth_of_ == nullptr)
-            return oom("rx steering table");
-        allocs_.push_back(auth_of_);
-        for (uint32_t r = 0; r < rx_lcores_.size(); r++) {
-            char name[RTE_RING_NAMESIZE];
-            snprintf(name, sizeof(name), "tm_ho_%u", r);
-            rte_ring* q = rte_ring_create(name, kHandoffRing, rx_socket_, RING_F_SC_DEQ);
-            if (q == nullptr)
-                return oom("hand-off ring " + std::to_string(r));
-            handoff_in_.push_back(q);
-        }
+    if (handoff_) { // the moves' tables and rings (lib/tailmark-engine)
+        std::string what;
+        if (!rx_moves_.make(static_cast<uint32_t>(rx_lcores_.size()), rx_socket_, tsc_hz_ / 200, what)) // every 5 ms
+            return oom(what);
     }
 
     // rx: lcore r polls rx queue r with a Receiver.
@@ -392,10 +372,7 @@ bool Runtime::make_engines(SetupError& e) {
         rc.routes.control = control_in_;
         rc.routes.ctl_out = senders_[r % port_senders_]->ctl_out(); // ACKs to remote peers: the port's
         if (handoff_) {
-            rc.routes.rx_owner = rx_owner_;
-            rc.routes.rx_arrived = rx_arrived_;
-            rc.routes.auth_of = auth_of_;
-            rc.routes.handoff_in = handoff_in_.data();
+            rx_moves_.fill(rc.routes);
             rc.routes.nreceivers = static_cast<uint32_t>(rx_lcores_.size());
             rc.routes.self = static_cast<uint8_t>(r);
         }
@@ -413,6 +390,12 @@ bool Runtime::make_engines(SetupError& e) {
         if (l == nullptr)
             return oom("request rings");
         l->rx = c;
+    }
+    if (handoff_) {
+        std::vector<unsigned> rx_lcores;
+        for (const RxCtx* c : rxs_)
+            rx_lcores.push_back(c->lcore);
+        rx_moves_.set_receivers(receivers_, std::move(rx_lcores));
     }
 
     // consumers
@@ -566,14 +549,7 @@ bool Runtime::make_recv_flow(FlowCtx& f, AppSession& a, Session& s, uint16_t id,
     f.receiver = receivers_[owner];
     f.recv_lcore = rxs_[owner]->lcore;
     if (handoff_) { // before the flow exists anywhere: no data of it can arrive yet
-        auth_of_[id].key = rs.auth.key; // the keys first, then the version that makes them read
-        auth_of_[id].data_auth = rs.auth.data_auth;
-        memcpy(auth_of_[id].auth_h, rs.auth.auth_h, sizeof(rs.auth.auth_h));
-        __atomic_store_n(&auth_of_[id].version, rs.auth.version, __ATOMIC_RELEASE);
-        __atomic_store_n(&rx_arrived_[id], RxPlacer::kNoOwner, __ATOMIC_RELAXED);
-        __atomic_store_n(&rx_owner_[id], static_cast<uint8_t>(owner), __ATOMIC_RELEASE);
-        f.moving = false;
-        f.arrival_seen = RxPlacer::kNoOwner;
+        rx_moves_.place(f, id, static_cast<uint8_t>(owner), rs.auth);
         f.remove_after_move = nullptr;
     }
     f.recv = Receiver::make_flow(rs, rx_socket_);
@@ -624,7 +600,7 @@ void Runtime::post_recv(FlowCtx& f, AppSession& a) {
     a.pending++;
     if (f.cons != nullptr) {
         post(f.cons_ctx->lcore,
-             {Request::Op::AddCons, false, FailReason::None, f.recv_id, f.index, f.cons_ctx, f.cons, &a});
+             {kAddCons, false, FailReason::None, f.recv_id, f.index, f.cons_ctx, f.cons, &a});
         a.pending++;
     }
 }
@@ -726,6 +702,7 @@ bool Runtime::make_unconnected(SetupError& e) {
 
 bool Runtime::setup(SetupError& e) {
     tsc_hz_ = rte_get_tsc_hz();
+    deferred_.set_delay(tsc_hz_); // what other threads may read goes a second later
     // A released flow id waits out the peer timeout (and a second) before
     // it names another flow: see flow_ids.h.
     const uint64_t quarantine = tsc_hz_ * (opt_.peer_timeout_ms + 1000) / 1000;
@@ -1079,7 +1056,7 @@ bool Runtime::make_replay(FlowCtx& f, const TxFlow& tx, const CompletionRing* ri
     // replay_run's back-to-back stamps only where no other lcore reads the packets.
     r->own_lcore = std::all_of(rx_lcores_.begin(), rx_lcores_.end(), [&](unsigned l) { return l == c->lcore; });
     // id: the queue's place among the tx lcore's senders
-    post(c->lcore, {Request::Op::AddReplay, false, FailReason::None, static_cast<uint16_t>(si / txs_.size()), f.index, c,
+    post(c->lcore, {kAddReplay, false, FailReason::None, static_cast<uint16_t>(si / txs_.size()), f.index, c,
                     r, &a});
     a.pending++;
     return true;
@@ -1275,8 +1252,8 @@ void Runtime::post_remove_recv(FlowCtx& f, AppSession& a, FailReason why) {
 
 // A move between Receivers is over (done or not): the removal its session's
 // end left waiting, if any, goes now.
-void Runtime::end_move(FlowCtx& f) {
-    f.moving = false;
+void Runtime::end_move(FlowCtx& f, bool ok) {
+    rx_moves_.moved_in(f, ok);
     if (f.remove_after_move != nullptr) {
         AppSession* s = f.remove_after_move;
         f.remove_after_move = nullptr;
@@ -1292,25 +1269,14 @@ void Runtime::end_move(FlowCtx& f) {
 // are held on the new Receiver's ring (Receiver::route), so nothing is
 // dropped; every frame after that is placed where it arrives.
 void Runtime::rebalance(uint64_t now) {
-    if (!handoff_ || now < next_rebalance_)
+    if (!rx_moves_.due(now))
         return;
-    next_rebalance_ = now + tsc_hz_ / 200; // every 5 ms
-    const auto R = static_cast<uint8_t>(receivers_.size());
     for (FlowCtx* f : flows_) {
         if (f->recv == nullptr || f->moving || f->detach_pending != 0 || f->detached)
             continue; // not installed, moving already, or its session is ending
-        const uint8_t at = __atomic_load_n(&rx_arrived_[f->recv_id], __ATOMIC_RELAXED);
-        const uint8_t owner = __atomic_load_n(&rx_owner_[f->recv_id], __ATOMIC_RELAXED);
-        const bool other = at < R && at != owner;
-        if (!other || at != f->arrival_seen) {
-            f->arrival_seen = other ? at : RxPlacer::kNoOwner;
-            continue;
-        }
-        f->moving = true;
-        f->move_to = at;
-        f->arrival_seen = RxPlacer::kNoOwner;
-        post(f->recv_lcore, {Request::Op::MoveRecvOut, false, FailReason::None, f->recv_id, f->index, f->receiver,
-                             nullptr, nullptr});
+        Request out;
+        if (rx_moves_.look(*f, f->index, out))
+            post(f->recv_lcore, out);
     }
 }
 
@@ -1340,7 +1306,7 @@ void Runtime::detach(AppSession& a, uint64_t now) {
             a.pending++;
             if (f->cons != nullptr) {
                 post(f->cons_ctx->lcore,
-                     {Request::Op::RemoveCons, false, why, f->recv_id, f->index, f->cons_ctx, f->cons, &a});
+                     {kRemoveCons, false, why, f->recv_id, f->index, f->cons_ctx, f->cons, &a});
                 f->detach_pending++;
                 a.pending++;
             }
@@ -1352,7 +1318,7 @@ void Runtime::detach(AppSession& a, uint64_t now) {
 
 void Runtime::on_response(const Request& r, uint64_t now) {
     FlowCtx* f = r.index < flows_.size() ? flows_[r.index] : nullptr;
-    AppSession* a = r.session;
+    auto* a = static_cast<AppSession*>(r.session);
     switch (r.op) {
     case Request::Op::RemoveSend:
         if (!r.ok) { // still owes completions: ask again
@@ -1381,45 +1347,39 @@ void Runtime::on_response(const Request& r, uint64_t now) {
         f->last_acked = *Receiver::acked_word(rf);
         f->last_released = f->ring ? f->ring->released() : 0;
         f->recv = nullptr;
-        if (handoff_) {
-            f->last_owner = rx_owner_[f->recv_id];
-            f->last_arrived = __atomic_load_n(&rx_arrived_[f->recv_id], __ATOMIC_RELAXED);
-            __atomic_store_n(&rx_owner_[f->recv_id], RxPlacer::kNoOwner, __ATOMIC_RELEASE);
-            __atomic_store_n(&auth_of_[f->recv_id].version, uint8_t{0}, __ATOMIC_RELEASE);
-        }
+        if (handoff_)
+            rx_moves_.removed(*f, f->last_owner, f->last_arrived);
         later(now, [rf] { Receiver::free_flow(rf); });
         break;
     }
-    case Request::Op::RemoveCons:
+    case kRemoveCons:
         break;
     case Request::Op::MoveRecvOut: // out of the old Receiver: name the new one, then into it
         if (!r.ok || f == nullptr) {
             TM_LOG(ERR, app, "flow %u: the move between rx lcores found it gone", r.index);
             if (f != nullptr)
-                end_move(*f);
+                end_move(*f, false);
             return;
         }
-        __atomic_store_n(&rx_owner_[f->recv_id], f->move_to, __ATOMIC_RELEASE);
-        f->receiver = receivers_[f->move_to];
-        f->recv_lcore = rxs_[f->move_to]->lcore;
-        post(f->recv_lcore, {Request::Op::MoveRecvIn, false, FailReason::None, f->recv_id, f->index, f->receiver,
-                             r.obj, nullptr});
+    {
+        Request in;
+        rx_moves_.moved_out(*f, r, in);
+        post(f->recv_lcore, in);
         return;
+    }
     case Request::Op::MoveRecvIn:
         if (f == nullptr)
             return;
         if (!r.ok)
             TM_LOG(ERR, app, "flow %u: rx lcore %u refused it", r.index, f->recv_lcore);
-        else
-            moves_++;
-        end_move(*f);
+        end_move(*f, r.ok);
         return;
     default:
         if (!r.ok)
             TM_LOG(ERR, app, "lcore refused request %d for flow %u", static_cast<int>(r.op), r.index);
         break;
     }
-    if (f != nullptr && (r.op == Request::Op::RemoveRecv || r.op == Request::Op::RemoveCons) && --f->detach_pending == 0) {
+    if (f != nullptr && (r.op == Request::Op::RemoveRecv || r.op == kRemoveCons) && --f->detach_pending == 0) {
         // Neither the Receiver nor the consumer holds the ring any more.
         f->last_released = f->ring ? f->ring->released() : f->last_released;
         f->last_gave_up = f->ring ? f->ring->gave_up() : f->last_gave_up;
@@ -1465,14 +1425,7 @@ void Runtime::on_response(const Request& r, uint64_t now) {
         service_->on_stage(*a, now);
 }
 
-void Runtime::later(uint64_t now, std::function<void()> fn) { graveyard_.emplace_back(now, std::move(fn)); }
-
-void Runtime::bury(uint64_t now, bool all) {
-    size_t k = 0;
-    for (; k < graveyard_.size() && (all || now - graveyard_[k].first >= tsc_hz_); k++)
-        graveyard_[k].second();
-    graveyard_.erase(graveyard_.begin(), graveyard_.begin() + static_cast<std::ptrdiff_t>(k));
-}
+void Runtime::later(uint64_t now, std::function<void()> fn) { deferred_.later(now, std::move(fn)); }
 
 void Runtime::take_responses(uint64_t now) {
     for (unsigned l = 0; l < RTE_MAX_LCORE; l++) {
@@ -1718,8 +1671,7 @@ void Runtime::control(uint64_t now) {
     take_responses(now);
     if (service_)
         service_->poll(now); // applications: requests, wake-ups, memory let go
-    if (!graveyard_.empty())
-        bury(now, false);
+    deferred_.run(now);
     // Sessions whose flows the lcores gave back, and those that never had any.
     for (Session* s : sessions_->sessions()) {
         if (s->state != SessionState::Ended)
@@ -2077,8 +2029,8 @@ Results::Flow Runtime::flow_row(const FlowCtx& f) const {
     x.lat_p50_ns = double(f.lat.quantile(0.50)) * 1e9 / double(tsc_hz_);
     x.lat_p99_ns = double(f.lat.quantile(0.99)) * 1e9 / double(tsc_hz_);
     if (handoff_) {
-        const uint8_t o = f.recv != nullptr ? rx_owner_[f.recv_id] : f.last_owner;
-        const uint8_t at = f.recv != nullptr ? rx_arrived_[f.recv_id] : f.last_arrived;
+        const uint8_t o = f.recv != nullptr ? rx_moves_.owner_of(f.recv_id) : f.last_owner;
+        const uint8_t at = f.recv != nullptr ? rx_moves_.arrived_of(f.recv_id) : f.last_arrived;
         x.rx_owner = o == RxPlacer::kNoOwner ? -1 : o;
         x.rx_arrived = at == RxPlacer::kNoOwner ? -1 : at;
     }
@@ -2124,7 +2076,7 @@ Results Runtime::results() const {
     }
     r.fault = fault_counters();
     r.steering = steering_name();
-    r.rx_moves = moves_;
+    r.rx_moves = rx_moves_.moves();
     if (!traces_.empty()) {
         std::vector<const SlowTrace*> t;
         for (const auto& p : traces_)
@@ -2375,7 +2327,7 @@ void Runtime::teardown() {
     //    its installed flows as it goes: they must still be there), then the
     //    flows (the Senders' records let go of the generator's buffers),
     //    replay packets, rings, contexts.
-    bury(0, true);
+    deferred_.run_all();
     for (Sender* s : senders_)
         delete s;
     senders_.clear();
@@ -2407,12 +2359,7 @@ void Runtime::teardown() {
         rte_pktmbuf_free(m);
     rte_ring_free(control_in_);
     control_in_ = nullptr;
-    for (rte_ring* q : handoff_in_) {
-        while (rte_ring_dequeue(q, reinterpret_cast<void**>(&m)) == 0)
-            rte_pktmbuf_free(m);
-        rte_ring_free(q);
-    }
-    handoff_in_.clear();
+    rx_moves_.release(); // the hand-off rings drained, and the tables
     for (TxCtx* c : txs_)
         socket_delete(c);
     txs_.clear();

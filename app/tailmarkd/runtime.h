@@ -28,6 +28,8 @@
 #include "drivers/replay_pool.h"
 #include "options.h"
 #include "stop_request.h"
+#include "tailmark/engine/deferred_free.h"
+#include "tailmark/engine/rx_moves.h"
 #include "tailmark/flow_ids.h"
 
 namespace tailmark::app {
@@ -146,12 +148,11 @@ private:
     void detach(AppSession& a, uint64_t now);
     void rebalance(uint64_t now);
     void post_remove_recv(FlowCtx& f, AppSession& a, FailReason why);
-    void end_move(FlowCtx& f);
+    void end_move(FlowCtx& f, bool ok);
     void post(unsigned lcore, const Request& r);
     void take_responses(uint64_t now);
     // Frees what other threads may still be reading a second later.
     void later(uint64_t now, std::function<void()> fn);
-    void bury(uint64_t now, bool all);
     void on_response(const Request& r, uint64_t now);
     AppSession* app_session(uint16_t sid);
     FlowParams proposal() const;
@@ -217,15 +218,9 @@ private:
     bool steer_by_queue_ = false; // net_ring loopback: tx queue q arrives on rx queue q
     bool rss_ = false;
     bool handoff_ = false;        // several rx lcores, no computable hash: they pass each other data
-    static constexpr unsigned kHandoffRing = 4096;
-    uint8_t* rx_owner_ = nullptr; // handoff_: 65536, a recv flow id's Receiver
-    uint8_t* rx_arrived_ = nullptr; // handoff_: 65536, the rx lcore a recv flow's data last came in on
-    FlowAuth* auth_of_ = nullptr;   // handoff_: 65536, a recv flow's data version and tag key
-    uint64_t next_rebalance_ = 0;
+    engine::RxMoves rx_moves_;    // handoff_: the tables, the rings, the moves between rx lcores
     uint64_t next_flow_scan_ = 0; // the per-flow failure and congestion-floor look (control())
     uint64_t next_rates_ = 0, rates_tsc_ = 0; // update_rates: when next, and when last
-    uint64_t moves_ = 0;            // flows moved to the Receiver their frames reach
-    std::vector<rte_ring*> handoff_in_; // handoff_: per Receiver
     std::vector<std::unique_ptr<SlowTrace>> traces_; // --trace-slow-ns: one per consumer lcore
     const char* steering_name() const {
         return steer_by_queue_ ? "queue" : rss_ ? "rss" : handoff_ ? "handoff" : "single";
@@ -265,7 +260,7 @@ private:
     uint32_t sessions_complete_ = 0;
     bool refused_ = false;
     std::vector<Request> retry_;     // removals the lcores could not do yet
-    std::vector<std::pair<uint64_t, std::function<void()>>> graveyard_;
+    engine::DeferredFree deferred_; // later(): a second (tsc_hz_) after
     // run
     bool launched_ = false;
     uint64_t tsc_hz_ = 1;
