@@ -1551,6 +1551,13 @@ uint64_t Runtime::cc_max_mbps() const {
     return 100000;
 }
 
+bool Runtime::senders_busy() const {
+    for (const Sender* s : senders_)
+        if (s->busy() != 0)
+            return true;
+    return false;
+}
+
 Sender::FlowView Runtime::send_view(const FlowCtx& f) const {
     if (f.send != nullptr)
         return Sender::view(f.send);
@@ -1846,7 +1853,7 @@ void Runtime::watch_flows(uint64_t now) {
     nstalled_.store(n, std::memory_order_relaxed);
 }
 
-DropCounters Runtime::drop_totals() const {
+DropCounters Runtime::drops() const {
     DropCounters d{};
     for (const Sender* s : senders_)
         for (size_t i = 0; i < kDropReasonCount; i++)
@@ -1860,8 +1867,8 @@ DropCounters Runtime::drop_totals() const {
     return d;
 }
 
-Runtime::Totals Runtime::totals() const {
-    Totals t;
+Runtime::Stats Runtime::stats() const {
+    Stats t;
     for (uint32_t i = 0; i < senders_.size(); i++) {
         const Sender* s = senders_[i];
         const SenderCounters& c = s->counters();
@@ -1874,7 +1881,7 @@ Runtime::Totals Runtime::totals() const {
         if (opt_.mode == Mode::Send || opt_.mode == Mode::Service) // service: the applications' payload sent
             t.bytes += peek(c.bytes_sent);
     }
-    for (uint64_t d : drop_totals())
+    for (uint64_t d : drops())
         t.drops += d;
     for (const TxCtx* c : txs_) {
         t.sent += peek(c->replay_msgs);
@@ -1933,7 +1940,7 @@ uint64_t Runtime::bytes_released(uint32_t rel) const {
 }
 
 void Runtime::print_stats(uint64_t now) {
-    const Totals t = totals();
+    const Stats t = stats();
     const double dt = double(now - last_stats_tsc_) / double(tsc_hz_);
     const double el = double(now - launch_tsc_) / double(tsc_hz_);
     // Service mode's totals are its live flows': a session that ended takes
@@ -2039,7 +2046,7 @@ Results::Flow Runtime::flow_row(const FlowCtx& f) const {
 
 Results Runtime::results() const {
     Results r;
-    const Totals t = totals();
+    const Stats t = stats();
     r.mode = opt_.mode;
     r.completion = completion();
     // Service: the flows the applications' sessions opened; their sizes are theirs.
@@ -2103,7 +2110,7 @@ Results Runtime::results() const {
         r.cc.timeouts += c.cc_timeouts;
         r.cc.paced += c.cc_paced;
     }
-    r.drops = drop_totals();
+    r.drops = drops();
     for (const TxCtx* c : txs_)
         r.gen_buf_waits += peek(c->buf_waits);
     for (const Receiver* rc : receivers_) {

@@ -120,10 +120,45 @@ public:
     Plane& plane() { return plane_; }
     const Plane& plane() const { return plane_; }
     StopRequest& stop_request() { return stop_; }
+    const Options& options() const { return opt_; }
+
+    // --- Read-only views, for any thread (the shell, telemetry, status) ---
+    // Counters summed over every engine and flow, with relaxed loads.
+    struct Stats {
+        uint64_t sent = 0, completed = 0, verified = 0, verify_errors = 0, bytes = 0;
+        uint64_t pkts_tx = 0, pkts_rx = 0, tx_dropped = 0, drops = 0, completion_writes = 0;
+        uint64_t acked = 0;
+        uint64_t retx = 0; // packets retransmitted
+        uint64_t pkts_local = 0; // of pkts_tx, through the in-memory loopback
+    };
+    Stats stats() const;
+    DropCounters drops() const; // every engine's, by reason
+    // A flow's sender-side cursors, live or as last seen.
+    Sender::FlowView send_view(const FlowCtx& f) const;
+    uint32_t released_of(const FlowCtx& f) const;
+    uint32_t acked_of(const FlowCtx& f) const;
+    // --consumer-lcores none: flow i (< flow_count()) has not moved its
+    // cursor for a while; how many such flows there are.
+    bool stalled(uint32_t i) const { return stalled_[i].load(std::memory_order_relaxed); }
+    uint32_t flows_stalled() const { return nstalled_.load(std::memory_order_relaxed); }
+    const char* steering_name() const {
+        return steer_by_queue_ ? "queue" : rss_ ? "rss" : handoff_ ? "handoff" : "single";
+    }
+    // The engines and the lcores' contexts, made at set-up and fixed after
+    // it: their counters are read with relaxed loads. lcores() is indexed
+    // by lcore id (null: not one of the run's).
+    const std::vector<Sender*>& senders() const { return senders_; }
+    const std::vector<RxCtx*>& rxs() const { return rxs_; }
+    const std::vector<ConsCtx*>& conss() const { return conss_; }
+    const std::vector<LcoreCtx*>& lcores() const { return lcores_; }
+    bool senders_busy() const; // any Sender holds a message
+    int tx_port_id() const { return tx_port_ ? tx_port_->id() : -1; }
+    int rx_port_id() const { return rx_port_ ? rx_port_->id() : -1; }
+    int tx_socket() const { return tx_socket_; }
+    const Service* service() const { return service_.get(); } // --mode service, else null
+
 
 private:
-    friend struct TelemetryAccess; // telemetry.cc: read-only views for the telemetry thread
-    friend struct ShellAccess;     // shell.cc: the interactive shell's views and controls
     friend class Service;          // service/: sessions and flows opened for applications
     bool plan_lcores(SetupError& e);
     bool open_ports(SetupError& e);
@@ -184,19 +219,6 @@ private:
     void watch_flows(uint64_t now); // --consumer-lcores none: cursors in, stalls out
     void update_rates(uint64_t now); // each flow's rate_sent and rate_done, once a second
 
-    struct Totals {
-        uint64_t sent = 0, completed = 0, verified = 0, verify_errors = 0, bytes = 0;
-        uint64_t pkts_tx = 0, pkts_rx = 0, tx_dropped = 0, drops = 0, completion_writes = 0;
-        uint64_t acked = 0;
-        uint64_t retx = 0; // packets retransmitted
-        uint64_t pkts_local = 0; // of pkts_tx, through the in-memory loopback
-    };
-    Totals totals() const;
-    DropCounters drop_totals() const; // every engine's, by reason (any thread)
-    // A flow's sender-side cursors, live or as last seen.
-    Sender::FlowView send_view(const FlowCtx& f) const;
-    uint32_t released_of(const FlowCtx& f) const;
-    uint32_t acked_of(const FlowCtx& f) const;
 
     Options opt_;
     StopRequest& stop_;
@@ -222,9 +244,6 @@ private:
     uint64_t next_flow_scan_ = 0; // the per-flow failure and congestion-floor look (control())
     uint64_t next_rates_ = 0, rates_tsc_ = 0; // update_rates: when next, and when last
     std::vector<std::unique_ptr<SlowTrace>> traces_; // --trace-slow-ns: one per consumer lcore
-    const char* steering_name() const {
-        return steer_by_queue_ ? "queue" : rss_ ? "rss" : handoff_ ? "handoff" : "single";
-    }
     uint16_t tx_nq_ = 1;          // tx queues: one Sender each
     rte_ether_addr mac_{};
     // lcores and engines
@@ -268,7 +287,7 @@ private:
     uint64_t launch_tsc_ = 0, start_tsc_ = 0, end_tsc_ = 0, work_end_tsc_ = 0;
     uint64_t deadline_tsc_ = 0, drain_deadline_ = 0, drain_start_ = 0, close_deadline_ = 0;
     uint64_t next_stats_ = 0, last_stats_tsc_ = 0;
-    Totals last_stats_{};
+    Stats last_stats_{};
     std::string exit_reason_;
     std::atomic<double> stats_period_{opt_.stats_period};
     bool lingering_ = false;

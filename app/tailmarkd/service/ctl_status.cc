@@ -112,12 +112,12 @@ StatusSnapshot Service::status_snapshot(uint64_t now) const {
         }
         st.sessions.push_back(std::move(x));
     }
-    const DropCounters d = rt_.drop_totals();
+    const DropCounters d = rt_.drops();
     for (size_t i = 0; i < kDropReasonCount; i++) {
         st.drops.emplace_back(std::string(kDropReasonNames[i]), d[i]);
         st.drops_total += d[i];
     }
-    st.tx_dropped = rt_.totals().tx_dropped;
+    st.tx_dropped = rt_.stats().tx_dropped;
     const SvcCounters c = counters();
     for (const auto& [name, field] : kSvcCounterFields)
         st.service.emplace_back(name, c.*field);
