@@ -921,48 +921,78 @@ AcceptDecision Runtime::decide(Session& s, const FlowParams& p) {
     return d;
 }
 
+// A flow of a session of this process that flow i of session s sends to
+// (its peer's flow i, loopback or two applications of the service), when
+// that flow is made; else null.
+AppSession* Runtime::local_peer_session(const Session& s) { return s.local_peer ? app_session(s.peer_id) : nullptr; }
+
+FlowCtx* Runtime::local_peer_flow(const Session& s, uint16_t i) {
+    AppSession* peer_side = local_peer_session(s);
+    return peer_side != nullptr && i < peer_side->flows.size() ? peer_side->flows[i] : nullptr;
+}
+
+uint32_t Runtime::send_queue_for(const Session& s, uint16_t i) {
+    const auto wire = static_cast<uint16_t>(s.peer_base + i);
+    const FlowCtx* peer = local_peer_flow(s, i);
+    // A peer in this process: over the in-memory loopback (where there is
+    // one), to its flow's rx lcore.
+    return peer != nullptr ? local_sender_for(*peer, wire, i) : sender_for(wire, i);
+}
+
+// The one place a session's send flow is opened, for the generator and the
+// service alike: its SendFlow made for the peer's flow id (the ACKs come
+// back with ours), its ACK route set, and the install posted to the
+// Sender's lcore. A peer in this process is credited through its
+// Receiver's words, not ACKs. False: out of memory (nothing posted).
+bool Runtime::open_send(FlowCtx& f, AppSession& a, const Session& s, uint16_t i, uint32_t si, const SendOpen& o) {
+    f.send_id = static_cast<uint16_t>(s.local_base + i);
+    const auto wire = static_cast<uint16_t>(s.peer_base + i);
+    SendFlowSpec sp;
+    sp.id = f.send_id;
+    TxFlow::make(sp.tx, wire, s.params.key_of(i), o.ring_size, s.params.mtu, address_to(s), s.link->data_version,
+                 s.link->tx_data_key, s.link->data_auth ? s.link->tx_auth_h : nullptr); // the MTU fits
+    sp.ring_size = o.ring_size;
+    sp.max_msg = s.params.max_msg;
+    sp.reliable = true;
+    sp.report = o.report;
+    sp.payload = o.payload;
+    sp.link = s.link;
+    if (const FlowCtx* peer = local_peer_flow(s, i); peer != nullptr && peer->recv != nullptr) {
+        sp.local_acked = Receiver::acked_word(peer->recv);
+        sp.local_released = peer->ring->released_word();
+    }
+    sp.user = o.user;
+    f.sender = senders_[si];
+    f.send_lcore = sender_lcore_[si];
+    f.send = Sender::make_flow(sp, tx_socket_);
+    if (f.send == nullptr)
+        return false;
+    __atomic_store_n(&sender_of_[f.send_id], static_cast<uint8_t>(si), __ATOMIC_RELEASE); // ACKs find it
+    post(f.send_lcore, {Request::Op::AddSend, false, FailReason::None, f.send_id, f.index, f.sender, f.send, &a});
+    a.pending++;
+    return true;
+}
+
 // The connector's flows, once the session is up: the generator's messages
-// go to the peer's flow ids, the ACKs come back with ours.
+// go to the peer's flow ids (open_send).
 void Runtime::install_send(AppSession& a, Session& s) {
-    AppSession* peer_side = s.local_peer ? app_session(s.peer_id) : nullptr;
     for (uint16_t i = 0; i < s.params.nflows; i++) {
         FlowCtx& f = *flows_[i];
         f.session = f.send_session = &a;
         a.flows.push_back(&f);
-        f.send_id = static_cast<uint16_t>(s.local_base + i);
-        const uint16_t wire = static_cast<uint16_t>(s.peer_base + i);
-        SendFlowSpec sp;
-        sp.id = f.send_id;
-        TxFlow::make(sp.tx, wire, s.params.key_of(i), s.params.ring_size, s.params.mtu, address_to(s),
-                     s.link->data_version, s.link->tx_data_key,
-                     s.link->data_auth ? s.link->tx_auth_h : nullptr); // the MTU fits
-        sp.ring_size = s.params.ring_size;
-        sp.max_msg = s.params.max_msg;
-        sp.reliable = true;
+        const uint32_t si = send_queue_for(s, i);
+        SendOpen o;
+        o.ring_size = s.params.ring_size;
         // The generator counts; send mode takes a completion per message for
         // its delivery latency (submit to the peer's release).
-        sp.report = opt_.mode == Mode::Send;
-        sp.link = s.link;
-        if (peer_side != nullptr && i < peer_side->flows.size() && peer_side->flows[i]->recv != nullptr) {
-            sp.local_acked = Receiver::acked_word(peer_side->flows[i]->recv);
-            sp.local_released = peer_side->flows[i]->ring->released_word();
-        }
-        const uint32_t si = sender_for(wire, i);
-        sp.user = gen_flow(f, txs_[si % txs_.size()]);
-        if (sp.user == nullptr) {
+        o.report = opt_.mode == Mode::Send;
+        o.user = gen_flow(f, txs_[si % txs_.size()]);
+        if (o.user == nullptr) {
             TM_LOG(ERR, app, "out of memory: generator state of flow %u", i);
             continue;
         }
-        f.sender = senders_[si];
-        f.send_lcore = sender_lcore_[si];
-        f.send = Sender::make_flow(sp, tx_socket_);
-        if (f.send == nullptr) {
+        if (!open_send(f, a, s, i, si, o))
             TM_LOG(ERR, app, "out of memory: send state of flow %u", i);
-            continue;
-        }
-        __atomic_store_n(&sender_of_[f.send_id], static_cast<uint8_t>(si), __ATOMIC_RELEASE); // ACKs find it
-        post(f.send_lcore, {Request::Op::AddSend, false, FailReason::None, f.send_id, f.index, f.sender, f.send, &a});
-        a.pending++;
     }
 }
 

@@ -157,6 +157,25 @@ public:
     int tx_socket() const { return tx_socket_; }
     const Service* service() const { return service_.get(); } // --mode service, else null
 
+    // --- Sessions' flows (control thread) ---
+    // How a send flow is opened: its window, whether the Sender reports each
+    // message's completion (to the tx lcore's sink), how the payload is
+    // taken, and the source's per-flow pointer.
+    struct SendOpen {
+        uint32_t ring_size = 0;
+        bool report = false;
+        PayloadMode payload = PayloadMode::Copy;
+        void* user = nullptr;
+    };
+    // The Sender (index) flow i of session s sends through.
+    uint32_t send_queue_for(const Session& s, uint16_t i);
+    // Flow i of session s's send side on f, through Sender si, posted to its
+    // lcore (a.pending counts it). False: out of memory.
+    bool open_send(FlowCtx& f, AppSession& a, const Session& s, uint16_t i, uint32_t si, const SendOpen& o);
+    // A session with this process (s.local_peer): the other end's record,
+    // and its flow i, if made (else null).
+    AppSession* local_peer_session(const Session& s);
+    FlowCtx* local_peer_flow(const Session& s, uint16_t i);
 
 private:
     friend class Service;          // service/: sessions and flows opened for applications

@@ -128,7 +128,7 @@ void Service::install_send(SvcSession& ss, Session& s, uint64_t now) {
     (void)now;
     SvcApp& app = *ss.app;
     AppSession& a = *ss.a;
-    AppSession* peer_side = s.local_peer ? rt_.app_session(s.peer_id) : nullptr;
+    AppSession* peer_side = rt_.local_peer_session(s);
     const uint32_t ring = s.params.ring_size;
     ss.sq_size = pow2_at_least(uint64_t(ring) * 2);
     ss.cq_size = ss.sq_size;
@@ -205,43 +205,21 @@ void Service::install_send(SvcSession& ss, Session& s, uint64_t now) {
             holds[k].index = k;
             rte_ring_sp_enqueue_elem(sf->free_shinfo, &k, sizeof(k));
         }
-        f->send_id = static_cast<uint16_t>(s.local_base + i);
-        const uint16_t wire = static_cast<uint16_t>(s.peer_base + i);
-        SendFlowSpec sp;
-        sp.id = f->send_id;
-        TxFlow::make(sp.tx, wire, s.params.key_of(i), ring, s.params.mtu, rt_.address_to(s), s.link->data_version,
-                     s.link->tx_data_key, s.link->data_auth ? s.link->tx_auth_h : nullptr);
-        sp.ring_size = ring;
-        sp.max_msg = s.params.max_msg;
-        sp.reliable = true;
-        sp.report = true;
-        sp.payload = app.zero_copy ? PayloadMode::ZeroCopy : PayloadMode::Copy; // extbufs over the arena, or copies
-        sp.link = s.link;
-        if (peer_side != nullptr && i < peer_side->flows.size() && peer_side->flows[i]->recv != nullptr) {
-            sp.local_acked = Receiver::acked_word(peer_side->flows[i]->recv);
-            sp.local_released = peer_side->flows[i]->ring->released_word();
+        if (peer_side != nullptr && i < peer_side->flows.size() && peer_side->flows[i]->recv != nullptr)
             if (auto* ps = static_cast<SvcSession*>(peer_side->svc); ps != nullptr) {
                 ss.local_peer = ps;
                 ps->local_peer = &ss;
             }
-        }
-        sp.user = sf;
-        // A peer in this daemon: over the in-memory loopback, to its flow's rx lcore.
-        const uint32_t si = peer_side != nullptr && i < peer_side->flows.size()
-                                ? rt_.local_sender_for(*peer_side->flows[i], wire, i)
-                                : rt_.sender_for(wire, i);
-        f->sender = rt_.senders_[si];
-        f->send_lcore = rt_.sender_lcore_[si];
-        f->send = Sender::make_flow(sp, rt_.tx_socket_);
-        if (f->send == nullptr) {
+        Runtime::SendOpen o;
+        o.ring_size = ring;
+        o.report = true;
+        o.payload = app.zero_copy ? PayloadMode::ZeroCopy : PayloadMode::Copy; // extbufs over the arena, or copies
+        o.user = sf;
+        if (!rt_.open_send(*f, a, s, i, rt_.send_queue_for(s, i), o)) {
             TM_LOG(ERR, app, "service: session %u: out of memory (send state of flow %u)", s.id, i);
             rt_.sessions_->close(&s, now);
             return;
         }
-        __atomic_store_n(&rt_.sender_of_[f->send_id], static_cast<uint8_t>(si), __ATOMIC_RELEASE);
-        rt_.post(f->send_lcore,
-                 {Request::Op::AddSend, false, FailReason::None, f->send_id, f->index, f->sender, f->send, &a});
-        a.pending++;
     }
     rt_.publish_flows();
 }
