@@ -176,9 +176,39 @@ public:
     // and its flow i, if made (else null).
     AppSession* local_peer_session(const Session& s);
     FlowCtx* local_peer_flow(const Session& s, uint16_t i);
+    // Flow i of session s's receive side on f, under this process's id
+    // (false: `err` says why); post_recv hands it to its rx lcore and its
+    // consumer (a.pending counts them); free_recv frees what
+    // make_recv_flow made, for a flow that never went in.
+    bool make_recv_flow(FlowCtx& f, AppSession& a, Session& s, uint16_t id, uint16_t i, std::string& err);
+    void post_recv(FlowCtx& f, AppSession& a);
+    void free_recv(FlowCtx& f);
+    // Takes a session's flows back from the lcores (its end): a sender's
+    // failed then removed, a receiver's removed; freed as the answers come.
+    void detach(AppSession& a, uint64_t now);
+    // Frees what other threads may still be reading a second later.
+    void later(uint64_t now, std::function<void()> fn);
+    // The registry (registry.cc). add_flow gives f its slot (f->index): a
+    // forgotten flow's, or a new one (false: full); publish_flows shows the
+    // new slots to the other threads. abandon_flow: a flow that never went
+    // live, or one whose session is forgotten; its slot is free.
+    bool add_flow(FlowCtx* f, uint64_t now);
+    void abandon_flow(FlowCtx& f);
+    void publish_flows();
+    size_t registry_room() const { return kMaxRegistry - flows_.size() + free_slots_.size(); }
+    AppSession& add_session(std::unique_ptr<AppSession> a);
+    // What sessions are made with: the table, the secret every MAC is keyed
+    // with, the flow ids each end names its flows by, where flow state is
+    // allocated, the TSC rate, and the in-memory loopback's port (-1: none).
+    SessionTable& sessions() { return *sessions_; }
+    const SipKey& secret() const { return secret_; }
+    FlowIds& send_ids() { return send_ids_; }
+    FlowIds& recv_ids() { return recv_ids_; }
+    int rx_socket() const { return rx_socket_; }
+    uint64_t tsc_hz() const { return tsc_hz_; }
+    int local_port_id() const { return local_port_ ? local_port_->id() : -1; }
 
 private:
-    friend class Service;          // service/: sessions and flows opened for applications
     bool plan_lcores(SetupError& e);
     bool open_ports(SetupError& e);
     bool make_engines(SetupError& e);
@@ -199,33 +229,18 @@ private:
     uint32_t local_sender_for(const FlowCtx& peer_recv, uint16_t wire, uint16_t i) const;
     GenFlow* gen_flow(FlowCtx& f, TxCtx* c);
     Addressing address_to(const Session& s) const;
-    void detach(AppSession& a, uint64_t now);
     void rebalance(uint64_t now);
     void post_remove_recv(FlowCtx& f, AppSession& a, FailReason why);
     void end_move(FlowCtx& f, bool ok);
     void post(unsigned lcore, const Request& r);
     void take_responses(uint64_t now);
-    // Frees what other threads may still be reading a second later.
-    void later(uint64_t now, std::function<void()> fn);
     void on_response(const Request& r, uint64_t now);
     AppSession* app_session(uint16_t sid);
     FlowParams proposal() const;
-    bool make_recv_flow(FlowCtx& f, AppSession& a, Session& s, uint16_t id, uint16_t i, std::string& err);
-    // The registry (registry.cc). add_flow gives f its slot (f->index): a
-    // forgotten flow's, or a new one (false: full); publish_flows shows the
-    // new slots to the other threads. abandon_flow: a flow that never went
-    // live, or one whose session is forgotten; its slot is free.
-    bool add_flow(FlowCtx* f, uint64_t now);
-    void abandon_flow(FlowCtx& f);
-    void publish_flows();
-    size_t registry_room() const { return kMaxRegistry - flows_.size() + free_slots_.size(); }
-    AppSession& add_session(std::unique_ptr<AppSession> a);
     bool forgettable(const AppSession& a) const;
     void forget_ended(uint64_t now); // beyond --keep-ended, the oldest ended sessions go
     Results::Flow flow_row(const FlowCtx& f) const; // a flow's row of the summary
     uint64_t bytes_released(uint32_t released) const; // the payload of a flow's first `released` messages
-    void post_recv(FlowCtx& f, AppSession& a);
-    void free_recv(FlowCtx& f);
 
     void control(uint64_t now);
     bool done() const;
