@@ -160,13 +160,11 @@ static_assert(sizeof(Request) % 4 == 0);
 // An engine op (below AppFirst) applied: r.ok and r.obj set. (requests.cc)
 void apply_engine_request(Request& r);
 
-// Applies the control thread's requests on `req`, answering each on `resp`
+// The requests waiting on `req`, each applied and answered on `resp`
 // (which holds as many: never full); the application's ops go to app(r).
-// True when it took any.
+// Out of line: the lcore loop keeps only the emptiness check.
 template <class AppOps>
-inline bool serve_requests(rte_ring* req, rte_ring* resp, AppOps&& app) {
-    if (__builtin_expect(rte_ring_empty(req), 1))
-        return false;
+[[gnu::noinline, gnu::cold]] bool serve_waiting_requests(rte_ring* req, rte_ring* resp, AppOps& app) {
     Request r;
     while (rte_ring_sc_dequeue_elem(req, &r, sizeof(r)) == 0) {
         if (r.op < Request::Op::AppFirst)
@@ -176,6 +174,15 @@ inline bool serve_requests(rte_ring* req, rte_ring* resp, AppOps&& app) {
         rte_ring_sp_enqueue_elem(resp, &r, sizeof(r));
     }
     return true;
+}
+
+// Applies the control thread's requests on `req`, if any (rarely). True
+// when it took any.
+template <class AppOps>
+inline bool serve_requests(rte_ring* req, rte_ring* resp, AppOps&& app) {
+    if (__builtin_expect(rte_ring_empty(req), 1))
+        return false;
+    return serve_waiting_requests(req, resp, app);
 }
 
 // Busy/idle TSC cycles of one lcore's role loop.
