@@ -23,8 +23,6 @@ namespace tailmark::app {
 
 namespace {
 
-constexpr uint64_t kTxStallUs = 250000;     // give up a partial burst after 250 ms without progress
-constexpr uint64_t kAckMinUs = 20;          // recv: ACK a moved cursor within 20 us
 constexpr uint64_t kDrainUs = 500000;       // after a stop request, finish in-flight messages for 0.5 s
 constexpr uint64_t kControlUs = 100;        // control loop period
 constexpr uint64_t kCloseUs = 20000;        // CLOSE packets leave within this before the lcores stop
@@ -48,6 +46,33 @@ std::string mac_str(const rte_ether_addr& m) {
     rte_ether_format_addr(b, sizeof(b), &m);
     return b;
 }
+
+} // namespace
+
+// The engine's settings, from the daemon's options (cc.max_mbps: from the
+// port once it is open, cc_max_mbps()).
+engine::EngineConfig engine_config(const Options& o) {
+    engine::EngineConfig c;
+    c.udp_port = o.udp_port;
+    c.udp_checksum = o.udp_checksum;
+    c.burst = o.burst;
+    c.tx_quantum = o.tx_quantum;
+    c.rto_us = o.rto_us;
+    c.rto_max_us = o.rto_max_us;
+    c.retry_limit = o.retry_limit;
+    c.nack_delay_us = o.nack_delay_us;
+    c.stream_min = o.stream_min;
+    c.completion = o.completion;
+    c.cc.enabled = o.cc;
+    c.cc.target_us = o.cc_target_us;
+    c.cc.start_mbps = o.cc_start_mbps;
+    c.cc.max_mbps = o.cc_max_mbps;
+    c.cc.ack_feedback_us = o.ack_feedback_us;
+    c.idle_sleep_us = static_cast<uint32_t>(o.idle_sleep_us);
+    return c;
+}
+
+namespace {
 
 FailReason fail_reason(SessionEnd e) {
     switch (e) {
@@ -74,7 +99,7 @@ LcoreCtx* Runtime::lcore_ctx(unsigned l) {
             return nullptr;
         c->plane = &plane_;
         c->lcore = l;
-        c->idle_sleep_us = static_cast<uint32_t>(opt_.idle_sleep_us);
+        c->idle_sleep_us = ecfg_.idle_sleep_us;
         c->idle_after = rte_get_tsc_hz() / 1000;
         char name[RTE_RING_NAMESIZE];
         snprintf(name, sizeof(name), "tm_req_%u", l);
@@ -166,6 +191,7 @@ bool Runtime::make_engines(SetupError& e) {
         return false;
     };
     mac_ = opt_.src_mac_set ? opt_.src_mac : tx_port_->mac();
+    ecfg_.cc.max_mbps = cc_max_mbps(); // --cc-max-mbps, else the port's link speed
     sender_of_ = static_cast<uint8_t*>(rte_malloc("tm_sender_of", 65536, 64));
     if (sender_of_ == nullptr)
         return oom("ACK routes");
@@ -199,29 +225,14 @@ bool Runtime::make_engines(SetupError& e) {
         TxCtx* c = txs_[q % T];
         char name[24];
         snprintf(name, sizeof(name), "tm_s%u", q);
-        SenderConfig sc;
+        SenderConfig sc = engine::sender_config(ecfg_, tsc_hz_, false);
         sc.port = tx_port_->id();
         sc.queue = q;
-        sc.udp_port = opt_.udp_port;
         sc.pool = tx_pool_;
-        sc.udp_checksum = opt_.udp_checksum;
         sc.udp_checksum_offload = tx_port_->tx_udp_checksum();
-        sc.burst = opt_.burst;
-        sc.tx_quantum = opt_.tx_quantum;
-        sc.rto = tsc_hz_ * opt_.rto_us / 1000000;
-        sc.rto_max = tsc_hz_ * opt_.rto_max_us / 1000000;
-        sc.retry_limit = opt_.retry_limit;
-        sc.stall = tsc_hz_ * kTxStallUs / 1000000;
         sc.max_flows = 65536 / tx_nq_ + 1;
         sc.name = name;
         sc.socket = tx_socket_;
-        sc.cc.enabled = opt_.cc;
-        sc.cc.tsc_hz = tsc_hz_;
-        sc.cc.target_us = opt_.cc_target_us;
-        sc.cc.start_bps = static_cast<double>(opt_.cc_start_mbps) * 1e6;
-        sc.cc.max_bps = static_cast<double>(cc_max_mbps()) * 1e6;
-        if (sc.cc.start_bps > sc.cc.max_bps)
-            sc.cc.start_bps = sc.cc.max_bps;
         auto* s = new (std::nothrow) Sender(sc);
         if (s == nullptr || !s->ok()) {
             delete s;
@@ -256,22 +267,13 @@ bool Runtime::make_engines(SetupError& e) {
         TxCtx* c = txs_[r % T];
         char name[24];
         snprintf(name, sizeof(name), "tm_l%u", r);
-        SenderConfig sc;
+        SenderConfig sc = engine::sender_config(ecfg_, tsc_hz_, true);
         sc.port = local_port_->id();
         sc.queue = r;
-        sc.udp_port = opt_.udp_port;
         sc.pool = tx_pool_;
-        sc.burst = opt_.burst;
-        sc.tx_quantum = opt_.tx_quantum;
-        sc.rto = tsc_hz_ * opt_.rto_us / 1000000;
-        sc.rto_max = tsc_hz_ * opt_.rto_max_us / 1000000;
-        sc.retry_limit = opt_.retry_limit;
-        sc.stall = tsc_hz_ * kTxStallUs / 1000000;
         sc.max_flows = 65536 / tx_nq_ + 1;
         sc.name = name;
         sc.socket = tx_socket_;
-        sc.cc.enabled = false;
-        sc.cc.tsc_hz = tsc_hz_;
         auto* s = new (std::nothrow) Sender(sc);
         if (s == nullptr || !s->ok()) {
             delete s;
@@ -356,15 +358,8 @@ bool Runtime::make_engines(SetupError& e) {
         }
         char name[24];
         snprintf(name, sizeof(name), "tm_r%u", r);
-        ReceiverConfig rc;
-        rc.parser.udp_port = opt_.udp_port;
-        rc.parser.verify_udp_checksum = opt_.udp_checksum;
+        ReceiverConfig rc = engine::receiver_config(ecfg_, tsc_hz_);
         rc.pool = tx_pool_;
-        rc.nack_delay = tsc_hz_ * opt_.nack_delay_us / 1000000;
-        rc.stream_min = opt_.stream_min;
-        rc.ack_min = tsc_hz_ * kAckMinUs / 1000000;
-        rc.ack_feedback = opt_.cc ? tsc_hz_ * opt_.ack_feedback_us / 1000000 : 0;
-        rc.tsc_hz = tsc_hz_;
         rc.routes.sender_of = sender_of_;
         rc.routes.wire_in = wire_in_.data();
         rc.routes.local_in = local_in_.data();
@@ -376,7 +371,6 @@ bool Runtime::make_engines(SetupError& e) {
             rc.routes.nreceivers = static_cast<uint32_t>(rx_lcores_.size());
             rc.routes.self = static_cast<uint8_t>(r);
         }
-        rc.mode = opt_.completion;
         rc.name = name;
         rc.socket = rx_socket_;
         auto* rcv = new (std::nothrow) Receiver(rc);
@@ -703,6 +697,7 @@ bool Runtime::make_unconnected(SetupError& e) {
 bool Runtime::setup(SetupError& e) {
     tsc_hz_ = rte_get_tsc_hz();
     deferred_.set_delay(tsc_hz_); // what other threads may read goes a second later
+    ecfg_ = engine_config(opt_);
     // A released flow id waits out the peer timeout (and a second) before
     // it names another flow: see flow_ids.h.
     const uint64_t quarantine = tsc_hz_ * (opt_.peer_timeout_ms + 1000) / 1000;

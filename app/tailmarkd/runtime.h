@@ -28,6 +28,7 @@
 #include "drivers/replay_pool.h"
 #include "options.h"
 #include "stop_request.h"
+#include "tailmark/engine/config.h"
 #include "tailmark/engine/deferred_free.h"
 #include "tailmark/engine/rx_moves.h"
 #include "tailmark/flow_ids.h"
@@ -73,6 +74,9 @@ struct AppSession {
         return a;
     }
 };
+
+// The engine's settings (lib/tailmark-engine), from the daemon's options.
+engine::EngineConfig engine_config(const Options& o);
 
 class Runtime {
 public:
@@ -255,6 +259,7 @@ private:
 
 
     Options opt_;
+    engine::EngineConfig ecfg_; // what the Senders and Receivers are made with (make_engines)
     StopRequest& stop_;
     Plane plane_;
     SipKey secret_;

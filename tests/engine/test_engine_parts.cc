@@ -12,6 +12,7 @@
 #include <rte_ring_elem.h>
 
 #include "fixtures.h"
+#include "tailmark/engine/config.h"
 #include "tailmark/engine/deferred_free.h"
 #include "tailmark/engine/lcore.h"
 
@@ -87,4 +88,51 @@ TEST_CASE("serve_requests: the application's ops to its handler, each answered i
     CHECK(rte_ring_count(resp) == 0);
     rte_ring_free(req);
     rte_ring_free(resp);
+}
+
+TEST_CASE("EngineConfig: the Senders' and Receivers' configs, in TSC cycles; the in-memory loopback unpaced",
+          "[engine]") {
+    engine::EngineConfig c;
+    c.udp_port = 4000;
+    c.udp_checksum = true;
+    c.burst = 16;
+    c.rto_us = 200;
+    c.rto_max_us = 5000;
+    c.retry_limit = 30;
+    c.nack_delay_us = 50;
+    c.completion = CompletionMode::Packet;
+    c.cc.enabled = true;
+    c.cc.target_us = 100;
+    c.cc.start_mbps = 20000;
+    c.cc.max_mbps = 10000; // the start is clamped to it
+    c.cc.ack_feedback_us = 30;
+    const uint64_t hz = 2'000'000'000;
+
+    const SenderConfig s = engine::sender_config(c, hz, false);
+    CHECK(s.udp_port == 4000);
+    CHECK(s.udp_checksum);
+    CHECK(s.burst == 16);
+    CHECK(s.rto == 400'000);
+    CHECK(s.rto_max == 10'000'000);
+    CHECK(s.retry_limit == 30);
+    CHECK(s.stall == hz / 4); // 250 ms
+    CHECK(s.cc.enabled);
+    CHECK(s.cc.tsc_hz == hz);
+    CHECK(s.cc.max_bps == 10e9);
+    CHECK(s.cc.start_bps == 10e9);
+
+    const SenderConfig l = engine::sender_config(c, hz, true);
+    CHECK_FALSE(l.cc.enabled);
+    CHECK_FALSE(l.udp_checksum);
+    CHECK(l.rto == s.rto);
+
+    const ReceiverConfig r = engine::receiver_config(c, hz);
+    CHECK(r.parser.udp_port == 4000);
+    CHECK(r.parser.verify_udp_checksum);
+    CHECK(r.nack_delay == 100'000);
+    CHECK(r.ack_min == 40'000); // 20 us
+    CHECK(r.ack_feedback == 60'000);
+    CHECK(r.mode == CompletionMode::Packet);
+    c.cc.enabled = false;
+    CHECK(engine::receiver_config(c, hz).ack_feedback == 0);
 }
