@@ -24,6 +24,9 @@
 #include <rte_ring.h>
 
 #include "drivers/replay_pool.h"
+#include "tailmark/engine/lcore.h"
+#include "tailmark/engine/lcore_loop.h"
+#include "tailmark/engine/rx_moves.h"
 #include "latency_hist.h"
 #include "slow_trace.h"
 #include "options.h"
@@ -35,32 +38,19 @@
 
 namespace tailmark::app {
 
-// Objects on a NUMA socket (rte_zmalloc_socket + placement new); set-up only.
-template <class T, class... A>
-T* socket_new(int socket, A&&... a) {
-    void* p = rte_zmalloc_socket("tailmarkd", sizeof(T), alignof(T) < 64 ? 64 : alignof(T), socket);
-    return p ? new (p) T(std::forward<A>(a)...) : nullptr;
-}
-template <class T>
-void socket_delete(T* p) {
-    if (p) {
-        p->~T();
-        rte_free(p);
-    }
-}
-
-// Life cycle of the data plane. Only the control loop moves it forward.
-enum class Phase : int {
-    Run = 0,   // traffic
-    Drain = 1, // no new messages; finish what is in flight
-    Stop = 2,  // every loop returns
-};
-
-// Counters written by one lcore and read by the control loop.
-inline void bump(uint64_t& c, uint64_t n = 1) { __atomic_store_n(&c, c + n, __ATOMIC_RELAXED); }
-inline uint64_t peek(const uint64_t& c) { return __atomic_load_n(&c, __ATOMIC_RELAXED); }
-
-inline constexpr uint32_t kMaxBurst = TxMarker::kMaxBurst; // 64
+// The engine's pieces the daemon's lcores are made of (lib/tailmark-engine).
+using engine::bump;
+using engine::CompletionSink;
+using engine::kMaxBurst;
+using engine::kNoPort;
+using engine::LcoreCycles;
+using engine::peek;
+using engine::Phase;
+using engine::Request;
+using engine::rx_step;
+using engine::RxCtx;
+using engine::socket_delete;
+using engine::socket_new;
 
 // Read-only after set-up.
 struct DataPlaneConfig {
@@ -83,16 +73,13 @@ struct DataPlaneConfig {
 
 // Shared by every lcore of the run: the configuration and the control
 // plane's switches, each a single atomic store.
-struct Plane {
+// The engine's switches (phase, rx burst) and the daemon's own.
+struct Plane : engine::Switches {
     DataPlaneConfig cfg;
-    std::atomic<int> phase{static_cast<int>(Phase::Run)};
     std::atomic<int> gen_on{1};        // generator messages may start; 0 with -i until `start`
     std::atomic<int> tx_paused{0};     // no new message at all (generator or `send`)
-    std::atomic<uint32_t> burst{32};   // the shell's `set burst`
     std::atomic<uint8_t> completion{static_cast<uint8_t>(CompletionMode::Message)};
 
-    Phase phase_now() const { return static_cast<Phase>(phase.load(std::memory_order_relaxed)); }
-    uint32_t burst_now() const { return burst.load(std::memory_order_relaxed); }
     CompletionMode completion_now() const {
         return static_cast<CompletionMode>(completion.load(std::memory_order_relaxed));
     }
@@ -104,7 +91,9 @@ struct GenFlow;
 
 // One flow of a session, as the daemon tracks it: the shell's and the
 // summary's flow number is its index. Either side or both (loopback).
-struct FlowCtx {
+// The engine's part (RecvPlace: its Receiver, its receive state, a move
+// between rx lcores under way) and the daemon's.
+struct FlowCtx : engine::RecvPlace {
     uint32_t index = 0;       // in the registry: `show flow F`, per_flow[F]
     uint16_t gen_id = 0;      // the generator's flow number (its content): the index in its session
     AppSession* send_session = nullptr; // the session its send side belongs to (loopback: both)
@@ -119,11 +108,7 @@ struct FlowCtx {
     uint16_t send_id = 0;
     unsigned send_lcore = 0;
     GenFlow* gen = nullptr;    // the tx lcore's generator state for it
-    // Receive side (loopback, recv).
-    Receiver* receiver = nullptr;
-    RecvFlow* recv = nullptr;
-    uint16_t recv_id = 0;
-    unsigned recv_lcore = 0;
+    // Receive side (loopback, recv): receiver, recv, recv_id, recv_lcore (RecvPlace), and
     struct ConsCtx* cons_ctx = nullptr;
     std::unique_ptr<CompletionRing> ring;
     bool ring_gone = false;      // its session ended: the ring went with it
@@ -140,12 +125,8 @@ struct FlowCtx {
     std::atomic<uint64_t> sends_requested{0};          // shell thread: messages asked for with `send`
     // What the data plane reported when it let go of the flow (an ended session).
     uint32_t detach_pending = 0; // removals the lcores have not answered
-    // Hand-off steering: a move to another Receiver in progress (to: its
-    // index), the arrival lcore seen at the last look, and a removal that
-    // waits for the move to end.
-    bool moving = false;
-    uint8_t move_to = 0;
-    uint8_t arrival_seen = 0xFF;
+    // Hand-off steering (RecvPlace: moving, move_to, arrival_seen): a
+    // removal that waits for the move to end.
     AppSession* remove_after_move = nullptr;
     uint8_t last_owner = 0xFF, last_arrived = 0xFF; // at removal, for the summary
     FailReason remove_why = FailReason::None;
@@ -237,12 +218,11 @@ struct ReplayQueue {
     uint32_t rr = 0;
 };
 
-struct alignas(64) TxCtx {
+// The engine's tx role (its Senders, the completion sink; TxRole) and the
+// benchmark's parts of a tx lcore: the generator's buffers, --replay.
+struct alignas(64) TxCtx : engine::TxRole {
     Plane* plane = nullptr;
-    unsigned lcore = 0;
-    std::vector<Sender*> senders;     // one per tx queue this lcore owns
     std::vector<ReplayQueue> replay;  // --replay: one per sender's queue
-    bool service = false;             // --mode service: completions go to the applications' rings
     GenBuf* free_bufs = nullptr;                  // the generator's buffer stack
     uint64_t buf_size = 0;
     // counters
@@ -251,31 +231,12 @@ struct alignas(64) TxCtx {
     uint64_t replay_pkts = 0;           // --replay: packets queued
     uint64_t replay_msgs = 0;           // --replay: messages whose every packet was queued
     uint64_t replay_opened = 0;         // --replay: messages begun (bumped before replay_msgs)
-    uint64_t completions = 0;           // Sender completions taken
-    uint64_t paced_until = 0;           // the last step sent nothing: its senders' pacers hold them until then (0: none)
-    uint64_t turn = 0;                  // the current tx step's TSC
     uint64_t late_turn = 0;             // --rate: the step a late message last started in
     // --mode send: each generator message's cookie is its submit TSC, and its
-    // delivery (the peer's release, heard in an ACK) a latency sample.
+    // delivery (the peer's release, heard in an ACK) a latency sample (the
+    // sink gen_delivered, bench/source.h).
     bool delivery_latency = false;
     LatencyHist hist;                   // TSC cycles, submit to delivered
-};
-
-// --- rx role ------------------------------------------------------------------
-
-inline constexpr uint16_t kNoPort = UINT16_MAX;
-
-struct alignas(64) RxCtx {
-    Plane* plane = nullptr;
-    unsigned lcore = 0;
-    uint16_t port = 0;
-    uint16_t queue = 0;
-    // --mode service: the in-memory loopback's queue this lcore also polls
-    // (sessions between applications of this daemon; kNoPort: none).
-    uint16_t local_port = kNoPort;
-    uint16_t local_queue = 0;
-    Receiver* receiver = nullptr;
-    alignas(64) uint64_t pkts_rx = 0;
 };
 
 // --- consumer role ----------------------------------------------------------------
@@ -327,34 +288,11 @@ struct alignas(64) ConsCtx {
 
 // --- requests: control plane -> lcore ---------------------------------------------
 
-// Applied by the lcore between rounds, answered on its response ring. Remove
-// requests that cannot be done yet (a flow with messages still owed) answer
-// with ok = false; the control loop asks again.
-struct Request {
-    enum class Op : uint8_t {
-        AddSend, RemoveSend, FailSend, FailLink,
-        AddRecv, RemoveRecv,
-        MoveRecvOut, MoveRecvIn, // hand-off steering: a flow to the Receiver its frames reach
-        AddCons, RemoveCons,
-        AddReplay,
-    } op;
-    bool ok = false;
-    FailReason why = FailReason::None;
-    uint16_t id = 0;
-    uint32_t index = 0;      // the FlowCtx (or replay queue)
-    void* engine = nullptr;  // Sender*, Receiver*, ConsCtx*, TxCtx*
-    void* obj = nullptr;     // SendFlow*, RecvFlow*, ConsFlow*, SessionLink*, ReplayFlow*
-    AppSession* session = nullptr; // whose request it is (the control loop's bookkeeping)
-};
-
-// Busy/idle TSC cycles of one lcore's role loop (/tailmark/lcores).
-struct alignas(64) LcoreCycles {
-    uint64_t busy = 0;
-    uint64_t idle = 0;
-    // Per role, the iterations it did work in (the benchmark's cycles per
-    // packet / per message: each role measured where it is the cost).
-    uint64_t tx = 0, rx = 0, cons = 0;
-};
+// The daemon's own requests (engine::Request's application ops): its
+// consumer's flows and the replay's.
+inline constexpr Request::Op kAddCons = Request::Op::AppFirst;
+inline constexpr Request::Op kRemoveCons = Request::Op::App1;
+inline constexpr Request::Op kAddReplay = Request::Op::App2;
 
 // Everything one lcore runs: its roles, its request rings, its cycles.
 struct alignas(64) LcoreCtx {
@@ -379,66 +317,21 @@ struct alignas(64) LcoreCtx {
 // One iteration of each role. Each returns whether it did any work, so an
 // idle lcore can rte_pause(). `now` is the lcore's latest TSC reading.
 bool tx_step(TxCtx& c, uint64_t now);
-bool rx_step(RxCtx& c, uint64_t now);
 bool consume_step(ConsCtx& c);
-// Applies the control plane's requests. True when it took any.
+// Applies the control plane's requests (the engine's, and the daemon's
+// own: kAddCons, kRemoveCons, kAddReplay). True when it took any.
 bool serve_requests(LcoreCtx& l);
-// Runs the roles until Phase::Stop (rte_eal_remote_launch entry point).
+// Runs the roles until Phase::Stop (rte_eal_remote_launch entry point;
+// engine::run_lcore).
 int lcore_main(void* ctx);
 
 // --trace-slow-ns: the iteration's record, with what each role did in it.
 void trace_iteration(LcoreCtx& l, const IterRecord& r);
 
-// One timed iteration: prev is the TSC the previous iteration ended at.
-// The clock is read after a role that worked, not after an idle one: an
-// idle role's poll counts in the next working role's cycles (tens of
-// cycles). rdtsc takes about 20 cycles here, and an lcore holding all
-// three roles read it six times an iteration, where it now reads it twice
-// while only tx works: ready-made packets on net_null 1.11x.
-inline void run_roles_timed(LcoreCtx& l, uint64_t& prev) {
-    bool work = false;
-    bool fresh = false; // t is the TSC as of now: read after the last role, which worked
-    uint64_t t = prev;
-    LcoreCycles& cy = l.cycles;
-    auto timed = [&](bool did, uint64_t& role) {
-        fresh = did;
-        if (!did)
-            return;
-        const uint64_t n = rte_rdtsc();
-        bump(role, n - t);
-        work = true;
-        t = n;
-    };
-    if (l.tx)
-        timed(tx_step(*l.tx, t), cy.tx);
-    const uint64_t tx_end = t;
-    if (l.rx)
-        timed(rx_step(*l.rx, t), cy.rx);
-    const uint64_t rx_end = t;
-    if (l.cons)
-        timed(consume_step(*l.cons), cy.cons);
-    uint64_t now = fresh ? t : rte_rdtsc();
-    if (unlikely(l.trace != nullptr))
-        trace_iteration(l, IterRecord{prev, tx_end, rx_end, now});
-    if (!work) {
-        rte_pause();
-        if (l.idle_sleep_us != 0) {
-            // Idle for a while, or a pacer holds the tx role for longer than
-            // a sleep: nothing is waiting on this lcore (a paced session at
-            // 100 Mbit/s leaves a CPU mostly free for its neighbours).
-            const uint64_t nap = l.idle_after / 1000 * l.idle_sleep_us; // idle_after is 1 ms
-            if (l.idle_since == 0)
-                l.idle_since = now;
-            if (now - l.idle_since > l.idle_after || (l.tx && l.tx->paced_until > now + 2 * nap)) {
-                rte_delay_us_sleep(l.idle_sleep_us);
-                now = rte_rdtsc(); // the next iteration's steps take it as their `now`
-            }
-        }
-    } else {
-        l.idle_since = 0;
-    }
-    bump(work ? cy.busy : cy.idle, now - prev);
-    prev = now;
+// One timed iteration of the roles (the engine's loop, lcore_loop.h).
+using engine::run_roles_timed;
+inline void trace_iteration(LcoreCtx& l, uint64_t start, uint64_t tx_end, uint64_t rx_end, uint64_t end) {
+    trace_iteration(l, IterRecord{start, tx_end, rx_end, end});
 }
 
 } // namespace tailmark::app

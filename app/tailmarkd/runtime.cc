@@ -23,15 +23,12 @@ namespace tailmark::app {
 
 namespace {
 
-constexpr uint64_t kTxStallUs = 250000;     // give up a partial burst after 250 ms without progress
-constexpr uint64_t kAckMinUs = 20;          // recv: ACK a moved cursor within 20 us
 constexpr uint64_t kDrainUs = 500000;       // after a stop request, finish in-flight messages for 0.5 s
 constexpr uint64_t kControlUs = 100;        // control loop period
 constexpr uint64_t kCloseUs = 20000;        // CLOSE packets leave within this before the lcores stop
 constexpr unsigned kRequestRing = 4096;     // requests per lcore in flight
 constexpr uint64_t kConsumerStallUs = 1000000; // --consumer-lcores none: a flow is stalled after 1 s without a release
 constexpr uint64_t kGenBudget = 512ull << 20;  // generator buffers per tx lcore, at most (bytes)
-static_assert(sizeof(Request) % 4 == 0);
 
 std::string lcore_list() {
     std::string s;
@@ -49,6 +46,34 @@ std::string mac_str(const rte_ether_addr& m) {
     rte_ether_format_addr(b, sizeof(b), &m);
     return b;
 }
+
+} // namespace
+
+// The engine's settings, from the daemon's options (cc.max_mbps: from the
+// port once it is open, cc_max_mbps()).
+engine::EngineConfig engine_config(const Options& o) {
+    engine::EngineConfig c;
+    c.udp_port = o.udp_port;
+    c.udp_checksum = o.udp_checksum;
+    c.burst = o.burst;
+    c.tx_quantum = o.tx_quantum;
+    c.rto_us = o.rto_us;
+    c.rto_max_us = o.rto_max_us;
+    c.retry_limit = o.retry_limit;
+    c.nack_delay_us = o.nack_delay_us;
+    c.stream_min = o.stream_min;
+    c.completion = o.completion;
+    c.cc.enabled = o.cc;
+    c.cc.target_us = o.cc_target_us;
+    c.cc.start_mbps = o.cc_start_mbps;
+    c.cc.max_mbps = o.cc_max_mbps;
+    c.cc.ack_feedback_us = o.ack_feedback_us;
+    c.idle_sleep_us = static_cast<uint32_t>(o.idle_sleep_us);
+    c.paths = static_cast<uint32_t>(o.paths);
+    return c;
+}
+
+namespace {
 
 FailReason fail_reason(SessionEnd e) {
     switch (e) {
@@ -75,7 +100,7 @@ LcoreCtx* Runtime::lcore_ctx(unsigned l) {
             return nullptr;
         c->plane = &plane_;
         c->lcore = l;
-        c->idle_sleep_us = static_cast<uint32_t>(opt_.idle_sleep_us);
+        c->idle_sleep_us = ecfg_.idle_sleep_us;
         c->idle_after = rte_get_tsc_hz() / 1000;
         char name[RTE_RING_NAMESIZE];
         snprintf(name, sizeof(name), "tm_req_%u", l);
@@ -167,6 +192,7 @@ bool Runtime::make_engines(SetupError& e) {
         return false;
     };
     mac_ = opt_.src_mac_set ? opt_.src_mac : tx_port_->mac();
+    ecfg_.cc.max_mbps = cc_max_mbps(); // --cc-max-mbps, else the port's link speed
     sender_of_ = static_cast<uint8_t*>(rte_malloc("tm_sender_of", 65536, 64));
     if (sender_of_ == nullptr)
         return oom("ACK routes");
@@ -185,8 +211,11 @@ bool Runtime::make_engines(SetupError& e) {
         txs_.push_back(c);
         c->plane = &plane_;
         c->lcore = tx_lcores_[t];
-        c->service = opt_.mode == Mode::Service;
         c->delivery_latency = opt_.mode == Mode::Send;
+        if (opt_.mode == Mode::Service)
+            c->set_sink(svc_complete_burst, c); // into the applications' completion rings
+        else if (c->delivery_latency)
+            c->set_sink(gen_delivered, c);      // each delivery a latency sample
         c->hist.clear();
         LcoreCtx* l = lcore_ctx(c->lcore);
         if (l == nullptr)
@@ -197,30 +226,14 @@ bool Runtime::make_engines(SetupError& e) {
         TxCtx* c = txs_[q % T];
         char name[24];
         snprintf(name, sizeof(name), "tm_s%u", q);
-        SenderConfig sc;
+        SenderConfig sc = engine::sender_config(ecfg_, tsc_hz_, false);
         sc.port = tx_port_->id();
         sc.queue = q;
-        sc.udp_port = opt_.udp_port;
         sc.pool = tx_pool_;
-        sc.udp_checksum = opt_.udp_checksum;
         sc.udp_checksum_offload = tx_port_->tx_udp_checksum();
-        sc.burst = opt_.burst;
-        sc.tx_quantum = opt_.tx_quantum;
-        sc.rto = tsc_hz_ * opt_.rto_us / 1000000;
-        sc.rto_max = tsc_hz_ * opt_.rto_max_us / 1000000;
-        sc.retry_limit = opt_.retry_limit;
-        sc.stall = tsc_hz_ * kTxStallUs / 1000000;
         sc.max_flows = 65536 / tx_nq_ + 1;
         sc.name = name;
         sc.socket = tx_socket_;
-        sc.cc.enabled = opt_.cc;
-        sc.cc.tsc_hz = tsc_hz_;
-        sc.cc.target_us = opt_.cc_target_us;
-        sc.paths = static_cast<uint32_t>(opt_.paths);
-        sc.cc.start_bps = static_cast<double>(opt_.cc_start_mbps) * 1e6;
-        sc.cc.max_bps = static_cast<double>(cc_max_mbps()) * 1e6;
-        if (sc.cc.start_bps > sc.cc.max_bps)
-            sc.cc.start_bps = sc.cc.max_bps;
         auto* s = new (std::nothrow) Sender(sc);
         if (s == nullptr || !s->ok()) {
             delete s;
@@ -255,22 +268,13 @@ bool Runtime::make_engines(SetupError& e) {
         TxCtx* c = txs_[r % T];
         char name[24];
         snprintf(name, sizeof(name), "tm_l%u", r);
-        SenderConfig sc;
+        SenderConfig sc = engine::sender_config(ecfg_, tsc_hz_, true);
         sc.port = local_port_->id();
         sc.queue = r;
-        sc.udp_port = opt_.udp_port;
         sc.pool = tx_pool_;
-        sc.burst = opt_.burst;
-        sc.tx_quantum = opt_.tx_quantum;
-        sc.rto = tsc_hz_ * opt_.rto_us / 1000000;
-        sc.rto_max = tsc_hz_ * opt_.rto_max_us / 1000000;
-        sc.retry_limit = opt_.retry_limit;
-        sc.stall = tsc_hz_ * kTxStallUs / 1000000;
         sc.max_flows = 65536 / tx_nq_ + 1;
         sc.name = name;
         sc.socket = tx_socket_;
-        sc.cc.enabled = false;
-        sc.cc.tsc_hz = tsc_hz_;
         auto* s = new (std::nothrow) Sender(sc);
         if (s == nullptr || !s->ok()) {
             delete s;
@@ -317,32 +321,10 @@ bool Runtime::make_engines(SetupError& e) {
         }
     }
 
-    if (handoff_) {
-        // Per recv flow id: its Receiver, and the rx lcore its data came in on.
-        auto table = [this](const char* name) {
-            auto* t = static_cast<uint8_t*>(rte_malloc(name, 65536, 64));
-            if (t != nullptr) {
-                memset(t, RxPlacer::kNoOwner, 65536);
-                allocs_.push_back(t);
-            }
-            return t;
-        };
-        rx_owner_ = table("tm_rx_owner");
-        rx_arrived_ = table("tm_rx_arrived");
-        // Each recv flow's data version and tag key: where its data arrives is
-        // learnt only from packets that verify (RxPlacer::set_handoff).
-        auth_of_ = static_cast<FlowAuth*>(rte_zmalloc("tm_rx_auth", sizeof(FlowAuth) * 65536, 64));
-        if (rx_owner_ == nullptr || rx_arrived_ == nullptr || auth_of_ == nullptr)
-            return oom("rx steering table");
-        allocs_.push_back(auth_of_);
-        for (uint32_t r = 0; r < rx_lcores_.size(); r++) {
-            char name[RTE_RING_NAMESIZE];
-            snprintf(name, sizeof(name), "tm_ho_%u", r);
-            rte_ring* q = rte_ring_create(name, kHandoffRing, rx_socket_, RING_F_SC_DEQ);
-            if (q == nullptr)
-                return oom("hand-off ring " + std::to_string(r));
-            handoff_in_.push_back(q);
-        }
+    if (handoff_) { // the moves' tables and rings (lib/tailmark-engine)
+        std::string what;
+        if (!rx_moves_.make(static_cast<uint32_t>(rx_lcores_.size()), rx_socket_, tsc_hz_ / 200, what)) // every 5 ms
+            return oom(what);
     }
 
     // rx: lcore r polls rx queue r with a Receiver.
@@ -377,15 +359,8 @@ bool Runtime::make_engines(SetupError& e) {
         }
         char name[24];
         snprintf(name, sizeof(name), "tm_r%u", r);
-        ReceiverConfig rc;
-        rc.parser.udp_port = opt_.udp_port;
-        rc.parser.verify_udp_checksum = opt_.udp_checksum;
+        ReceiverConfig rc = engine::receiver_config(ecfg_, tsc_hz_);
         rc.pool = tx_pool_;
-        rc.nack_delay = tsc_hz_ * opt_.nack_delay_us / 1000000;
-        rc.stream_min = opt_.stream_min;
-        rc.ack_min = tsc_hz_ * kAckMinUs / 1000000;
-        rc.ack_feedback = opt_.cc ? tsc_hz_ * opt_.ack_feedback_us / 1000000 : 0;
-        rc.tsc_hz = tsc_hz_;
         rc.routes.sender_of = sender_of_;
         rc.routes.wire_in = wire_in_.data();
         rc.routes.local_in = local_in_.data();
@@ -393,14 +368,10 @@ bool Runtime::make_engines(SetupError& e) {
         rc.routes.control = control_in_;
         rc.routes.ctl_out = senders_[r % port_senders_]->ctl_out(); // ACKs to remote peers: the port's
         if (handoff_) {
-            rc.routes.rx_owner = rx_owner_;
-            rc.routes.rx_arrived = rx_arrived_;
-            rc.routes.auth_of = auth_of_;
-            rc.routes.handoff_in = handoff_in_.data();
+            rx_moves_.fill(rc.routes);
             rc.routes.nreceivers = static_cast<uint32_t>(rx_lcores_.size());
             rc.routes.self = static_cast<uint8_t>(r);
         }
-        rc.mode = opt_.completion;
         rc.name = name;
         rc.socket = rx_socket_;
         auto* rcv = new (std::nothrow) Receiver(rc);
@@ -414,6 +385,12 @@ bool Runtime::make_engines(SetupError& e) {
         if (l == nullptr)
             return oom("request rings");
         l->rx = c;
+    }
+    if (handoff_) {
+        std::vector<unsigned> rx_lcores;
+        for (const RxCtx* c : rxs_)
+            rx_lcores.push_back(c->lcore);
+        rx_moves_.set_receivers(receivers_, std::move(rx_lcores));
     }
 
     // consumers
@@ -567,14 +544,7 @@ bool Runtime::make_recv_flow(FlowCtx& f, AppSession& a, Session& s, uint16_t id,
     f.receiver = receivers_[owner];
     f.recv_lcore = rxs_[owner]->lcore;
     if (handoff_) { // before the flow exists anywhere: no data of it can arrive yet
-        auth_of_[id].key = rs.auth.key; // the keys first, then the version that makes them read
-        auth_of_[id].data_auth = rs.auth.data_auth;
-        memcpy(auth_of_[id].auth_h, rs.auth.auth_h, sizeof(rs.auth.auth_h));
-        __atomic_store_n(&auth_of_[id].version, rs.auth.version, __ATOMIC_RELEASE);
-        __atomic_store_n(&rx_arrived_[id], RxPlacer::kNoOwner, __ATOMIC_RELAXED);
-        __atomic_store_n(&rx_owner_[id], static_cast<uint8_t>(owner), __ATOMIC_RELEASE);
-        f.moving = false;
-        f.arrival_seen = RxPlacer::kNoOwner;
+        rx_moves_.place(f, id, static_cast<uint8_t>(owner), rs.auth);
         f.remove_after_move = nullptr;
     }
     f.recv = Receiver::make_flow(rs, rx_socket_);
@@ -625,7 +595,7 @@ void Runtime::post_recv(FlowCtx& f, AppSession& a) {
     a.pending++;
     if (f.cons != nullptr) {
         post(f.cons_ctx->lcore,
-             {Request::Op::AddCons, false, FailReason::None, f.recv_id, f.index, f.cons_ctx, f.cons, &a});
+             {kAddCons, false, FailReason::None, f.recv_id, f.index, f.cons_ctx, f.cons, &a});
         a.pending++;
     }
 }
@@ -727,6 +697,8 @@ bool Runtime::make_unconnected(SetupError& e) {
 
 bool Runtime::setup(SetupError& e) {
     tsc_hz_ = rte_get_tsc_hz();
+    deferred_.set_delay(tsc_hz_); // what other threads may read goes a second later
+    ecfg_ = engine_config(opt_);
     // A released flow id waits out the peer timeout (and a second) before
     // it names another flow: see flow_ids.h.
     const uint64_t quarantine = tsc_hz_ * (opt_.peer_timeout_ms + 1000) / 1000;
@@ -945,49 +917,79 @@ AcceptDecision Runtime::decide(Session& s, const FlowParams& p) {
     return d;
 }
 
+// A flow of a session of this process that flow i of session s sends to
+// (its peer's flow i, loopback or two applications of the service), when
+// that flow is made; else null.
+AppSession* Runtime::local_peer_session(const Session& s) { return s.local_peer ? app_session(s.peer_id) : nullptr; }
+
+FlowCtx* Runtime::local_peer_flow(const Session& s, uint16_t i) {
+    AppSession* peer_side = local_peer_session(s);
+    return peer_side != nullptr && i < peer_side->flows.size() ? peer_side->flows[i] : nullptr;
+}
+
+uint32_t Runtime::send_queue_for(const Session& s, uint16_t i) {
+    const auto wire = static_cast<uint16_t>(s.peer_base + i);
+    const FlowCtx* peer = local_peer_flow(s, i);
+    // A peer in this process: over the in-memory loopback (where there is
+    // one), to its flow's rx lcore.
+    return peer != nullptr ? local_sender_for(*peer, wire, i) : sender_for(wire, i);
+}
+
+// The one place a session's send flow is opened, for the generator and the
+// service alike: its SendFlow made for the peer's flow id (the ACKs come
+// back with ours), its ACK route set, and the install posted to the
+// Sender's lcore. A peer in this process is credited through its
+// Receiver's words, not ACKs. False: out of memory (nothing posted).
+bool Runtime::open_send(FlowCtx& f, AppSession& a, const Session& s, uint16_t i, uint32_t si, const SendOpen& o) {
+    f.send_id = static_cast<uint16_t>(s.local_base + i);
+    const auto wire = static_cast<uint16_t>(s.peer_base + i);
+    SendFlowSpec sp;
+    sp.id = f.send_id;
+    TxFlow::make(sp.tx, wire, s.params.key_of(i), o.ring_size, s.params.mtu, address_to(s), s.link->data_version,
+                 s.link->tx_data_key, s.link->data_auth ? s.link->tx_auth_h : nullptr); // the MTU fits
+    sp.ring_size = o.ring_size;
+    sp.max_msg = s.params.max_msg;
+    sp.reliable = true;
+    sp.report = o.report;
+    sp.payload = o.payload;
+    sp.paths = ecfg_.paths;
+    sp.link = s.link;
+    if (const FlowCtx* peer = local_peer_flow(s, i); peer != nullptr && peer->recv != nullptr) {
+        sp.local_acked = Receiver::acked_word(peer->recv);
+        sp.local_released = peer->ring->released_word();
+    }
+    sp.user = o.user;
+    f.sender = senders_[si];
+    f.send_lcore = sender_lcore_[si];
+    f.send = Sender::make_flow(sp, tx_socket_);
+    if (f.send == nullptr)
+        return false;
+    __atomic_store_n(&sender_of_[f.send_id], static_cast<uint8_t>(si), __ATOMIC_RELEASE); // ACKs find it
+    post(f.send_lcore, {Request::Op::AddSend, false, FailReason::None, f.send_id, f.index, f.sender, f.send, &a});
+    a.pending++;
+    return true;
+}
+
 // The connector's flows, once the session is up: the generator's messages
-// go to the peer's flow ids, the ACKs come back with ours.
+// go to the peer's flow ids (open_send).
 void Runtime::install_send(AppSession& a, Session& s) {
-    AppSession* peer_side = s.local_peer ? app_session(s.peer_id) : nullptr;
     for (uint16_t i = 0; i < s.params.nflows; i++) {
         FlowCtx& f = *flows_[i];
         f.session = f.send_session = &a;
         a.flows.push_back(&f);
-        f.send_id = static_cast<uint16_t>(s.local_base + i);
-        const uint16_t wire = static_cast<uint16_t>(s.peer_base + i);
-        SendFlowSpec sp;
-        sp.id = f.send_id;
-        TxFlow::make(sp.tx, wire, s.params.key_of(i), s.params.ring_size, s.params.mtu, address_to(s),
-                     s.link->data_version, s.link->tx_data_key,
-                     s.link->data_auth ? s.link->tx_auth_h : nullptr); // the MTU fits
-        sp.ring_size = s.params.ring_size;
-        sp.max_msg = s.params.max_msg;
-        sp.reliable = true;
-        sp.paths = static_cast<uint32_t>(opt_.paths);
+        const uint32_t si = send_queue_for(s, i);
+        SendOpen o;
+        o.ring_size = s.params.ring_size;
         // The generator counts; send mode takes a completion per message for
         // its delivery latency (submit to the peer's release).
-        sp.report = opt_.mode == Mode::Send;
-        sp.link = s.link;
-        if (peer_side != nullptr && i < peer_side->flows.size() && peer_side->flows[i]->recv != nullptr) {
-            sp.local_acked = Receiver::acked_word(peer_side->flows[i]->recv);
-            sp.local_released = peer_side->flows[i]->ring->released_word();
-        }
-        const uint32_t si = sender_for(wire, i);
-        sp.user = gen_flow(f, txs_[si % txs_.size()]);
-        if (sp.user == nullptr) {
+        o.report = opt_.mode == Mode::Send;
+        o.user = gen_flow(f, txs_[si % txs_.size()]);
+        if (o.user == nullptr) {
             TM_LOG(ERR, app, "out of memory: generator state of flow %u", i);
             continue;
         }
-        f.sender = senders_[si];
-        f.send_lcore = sender_lcore_[si];
-        f.send = Sender::make_flow(sp, tx_socket_);
-        if (f.send == nullptr) {
+        if (!open_send(f, a, s, i, si, o))
             TM_LOG(ERR, app, "out of memory: send state of flow %u", i);
-            continue;
-        }
-        __atomic_store_n(&sender_of_[f.send_id], static_cast<uint8_t>(si), __ATOMIC_RELEASE); // ACKs find it
-        post(f.send_lcore, {Request::Op::AddSend, false, FailReason::None, f.send_id, f.index, f.sender, f.send, &a});
-        a.pending++;
     }
 }
 
@@ -1081,7 +1083,7 @@ bool Runtime::make_replay(FlowCtx& f, const TxFlow& tx, const CompletionRing* ri
     // replay_run's back-to-back stamps only where no other lcore reads the packets.
     r->own_lcore = std::all_of(rx_lcores_.begin(), rx_lcores_.end(), [&](unsigned l) { return l == c->lcore; });
     // id: the queue's place among the tx lcore's senders
-    post(c->lcore, {Request::Op::AddReplay, false, FailReason::None, static_cast<uint16_t>(si / txs_.size()), f.index, c,
+    post(c->lcore, {kAddReplay, false, FailReason::None, static_cast<uint16_t>(si / txs_.size()), f.index, c,
                     r, &a});
     a.pending++;
     return true;
@@ -1277,8 +1279,8 @@ void Runtime::post_remove_recv(FlowCtx& f, AppSession& a, FailReason why) {
 
 // A move between Receivers is over (done or not): the removal its session's
 // end left waiting, if any, goes now.
-void Runtime::end_move(FlowCtx& f) {
-    f.moving = false;
+void Runtime::end_move(FlowCtx& f, bool ok) {
+    rx_moves_.moved_in(f, ok);
     if (f.remove_after_move != nullptr) {
         AppSession* s = f.remove_after_move;
         f.remove_after_move = nullptr;
@@ -1294,25 +1296,14 @@ void Runtime::end_move(FlowCtx& f) {
 // are held on the new Receiver's ring (Receiver::route), so nothing is
 // dropped; every frame after that is placed where it arrives.
 void Runtime::rebalance(uint64_t now) {
-    if (!handoff_ || now < next_rebalance_)
+    if (!rx_moves_.due(now))
         return;
-    next_rebalance_ = now + tsc_hz_ / 200; // every 5 ms
-    const auto R = static_cast<uint8_t>(receivers_.size());
     for (FlowCtx* f : flows_) {
         if (f->recv == nullptr || f->moving || f->detach_pending != 0 || f->detached)
             continue; // not installed, moving already, or its session is ending
-        const uint8_t at = __atomic_load_n(&rx_arrived_[f->recv_id], __ATOMIC_RELAXED);
-        const uint8_t owner = __atomic_load_n(&rx_owner_[f->recv_id], __ATOMIC_RELAXED);
-        const bool other = at < R && at != owner;
-        if (!other || at != f->arrival_seen) {
-            f->arrival_seen = other ? at : RxPlacer::kNoOwner;
-            continue;
-        }
-        f->moving = true;
-        f->move_to = at;
-        f->arrival_seen = RxPlacer::kNoOwner;
-        post(f->recv_lcore, {Request::Op::MoveRecvOut, false, FailReason::None, f->recv_id, f->index, f->receiver,
-                             nullptr, nullptr});
+        Request out;
+        if (rx_moves_.look(*f, f->index, out))
+            post(f->recv_lcore, out);
     }
 }
 
@@ -1342,7 +1333,7 @@ void Runtime::detach(AppSession& a, uint64_t now) {
             a.pending++;
             if (f->cons != nullptr) {
                 post(f->cons_ctx->lcore,
-                     {Request::Op::RemoveCons, false, why, f->recv_id, f->index, f->cons_ctx, f->cons, &a});
+                     {kRemoveCons, false, why, f->recv_id, f->index, f->cons_ctx, f->cons, &a});
                 f->detach_pending++;
                 a.pending++;
             }
@@ -1354,7 +1345,7 @@ void Runtime::detach(AppSession& a, uint64_t now) {
 
 void Runtime::on_response(const Request& r, uint64_t now) {
     FlowCtx* f = r.index < flows_.size() ? flows_[r.index] : nullptr;
-    AppSession* a = r.session;
+    auto* a = static_cast<AppSession*>(r.session);
     switch (r.op) {
     case Request::Op::RemoveSend:
         if (!r.ok) { // still owes completions: ask again
@@ -1383,45 +1374,39 @@ void Runtime::on_response(const Request& r, uint64_t now) {
         f->last_acked = *Receiver::acked_word(rf);
         f->last_released = f->ring ? f->ring->released() : 0;
         f->recv = nullptr;
-        if (handoff_) {
-            f->last_owner = rx_owner_[f->recv_id];
-            f->last_arrived = __atomic_load_n(&rx_arrived_[f->recv_id], __ATOMIC_RELAXED);
-            __atomic_store_n(&rx_owner_[f->recv_id], RxPlacer::kNoOwner, __ATOMIC_RELEASE);
-            __atomic_store_n(&auth_of_[f->recv_id].version, uint8_t{0}, __ATOMIC_RELEASE);
-        }
+        if (handoff_)
+            rx_moves_.removed(*f, f->last_owner, f->last_arrived);
         later(now, [rf] { Receiver::free_flow(rf); });
         break;
     }
-    case Request::Op::RemoveCons:
+    case kRemoveCons:
         break;
     case Request::Op::MoveRecvOut: // out of the old Receiver: name the new one, then into it
         if (!r.ok || f == nullptr) {
             TM_LOG(ERR, app, "flow %u: the move between rx lcores found it gone", r.index);
             if (f != nullptr)
-                end_move(*f);
+                end_move(*f, false);
             return;
         }
-        __atomic_store_n(&rx_owner_[f->recv_id], f->move_to, __ATOMIC_RELEASE);
-        f->receiver = receivers_[f->move_to];
-        f->recv_lcore = rxs_[f->move_to]->lcore;
-        post(f->recv_lcore, {Request::Op::MoveRecvIn, false, FailReason::None, f->recv_id, f->index, f->receiver,
-                             r.obj, nullptr});
+    {
+        Request in;
+        rx_moves_.moved_out(*f, r, in);
+        post(f->recv_lcore, in);
         return;
+    }
     case Request::Op::MoveRecvIn:
         if (f == nullptr)
             return;
         if (!r.ok)
             TM_LOG(ERR, app, "flow %u: rx lcore %u refused it", r.index, f->recv_lcore);
-        else
-            moves_++;
-        end_move(*f);
+        end_move(*f, r.ok);
         return;
     default:
         if (!r.ok)
             TM_LOG(ERR, app, "lcore refused request %d for flow %u", static_cast<int>(r.op), r.index);
         break;
     }
-    if (f != nullptr && (r.op == Request::Op::RemoveRecv || r.op == Request::Op::RemoveCons) && --f->detach_pending == 0) {
+    if (f != nullptr && (r.op == Request::Op::RemoveRecv || r.op == kRemoveCons) && --f->detach_pending == 0) {
         // Neither the Receiver nor the consumer holds the ring any more.
         f->last_released = f->ring ? f->ring->released() : f->last_released;
         f->last_gave_up = f->ring ? f->ring->gave_up() : f->last_gave_up;
@@ -1467,14 +1452,7 @@ void Runtime::on_response(const Request& r, uint64_t now) {
         service_->on_stage(*a, now);
 }
 
-void Runtime::later(uint64_t now, std::function<void()> fn) { graveyard_.emplace_back(now, std::move(fn)); }
-
-void Runtime::bury(uint64_t now, bool all) {
-    size_t k = 0;
-    for (; k < graveyard_.size() && (all || now - graveyard_[k].first >= tsc_hz_); k++)
-        graveyard_[k].second();
-    graveyard_.erase(graveyard_.begin(), graveyard_.begin() + static_cast<std::ptrdiff_t>(k));
-}
+void Runtime::later(uint64_t now, std::function<void()> fn) { deferred_.later(now, std::move(fn)); }
 
 void Runtime::take_responses(uint64_t now) {
     for (unsigned l = 0; l < RTE_MAX_LCORE; l++) {
@@ -1600,6 +1578,13 @@ uint64_t Runtime::cc_max_mbps() const {
     return 100000;
 }
 
+bool Runtime::senders_busy() const {
+    for (const Sender* s : senders_)
+        if (s->busy() != 0)
+            return true;
+    return false;
+}
+
 Sender::FlowView Runtime::send_view(const FlowCtx& f) const {
     if (f.send != nullptr)
         return Sender::view(f.send);
@@ -1720,8 +1705,7 @@ void Runtime::control(uint64_t now) {
     take_responses(now);
     if (service_)
         service_->poll(now); // applications: requests, wake-ups, memory let go
-    if (!graveyard_.empty())
-        bury(now, false);
+    deferred_.run(now);
     // Sessions whose flows the lcores gave back, and those that never had any.
     for (Session* s : sessions_->sessions()) {
         if (s->state != SessionState::Ended)
@@ -1896,7 +1880,7 @@ void Runtime::watch_flows(uint64_t now) {
     nstalled_.store(n, std::memory_order_relaxed);
 }
 
-DropCounters Runtime::drop_totals() const {
+DropCounters Runtime::drops() const {
     DropCounters d{};
     for (const Sender* s : senders_)
         for (size_t i = 0; i < kDropReasonCount; i++)
@@ -1910,8 +1894,8 @@ DropCounters Runtime::drop_totals() const {
     return d;
 }
 
-Runtime::Totals Runtime::totals() const {
-    Totals t;
+Runtime::Stats Runtime::stats() const {
+    Stats t;
     for (uint32_t i = 0; i < senders_.size(); i++) {
         const Sender* s = senders_[i];
         const SenderCounters& c = s->counters();
@@ -1924,7 +1908,7 @@ Runtime::Totals Runtime::totals() const {
         if (opt_.mode == Mode::Send || opt_.mode == Mode::Service) // service: the applications' payload sent
             t.bytes += peek(c.bytes_sent);
     }
-    for (uint64_t d : drop_totals())
+    for (uint64_t d : drops())
         t.drops += d;
     for (const TxCtx* c : txs_) {
         t.sent += peek(c->replay_msgs);
@@ -1983,7 +1967,7 @@ uint64_t Runtime::bytes_released(uint32_t rel) const {
 }
 
 void Runtime::print_stats(uint64_t now) {
-    const Totals t = totals();
+    const Stats t = stats();
     const double dt = double(now - last_stats_tsc_) / double(tsc_hz_);
     const double el = double(now - launch_tsc_) / double(tsc_hz_);
     // Service mode's totals are its live flows': a session that ended takes
@@ -2079,8 +2063,8 @@ Results::Flow Runtime::flow_row(const FlowCtx& f) const {
     x.lat_p50_ns = double(f.lat.quantile(0.50)) * 1e9 / double(tsc_hz_);
     x.lat_p99_ns = double(f.lat.quantile(0.99)) * 1e9 / double(tsc_hz_);
     if (handoff_) {
-        const uint8_t o = f.recv != nullptr ? rx_owner_[f.recv_id] : f.last_owner;
-        const uint8_t at = f.recv != nullptr ? rx_arrived_[f.recv_id] : f.last_arrived;
+        const uint8_t o = f.recv != nullptr ? rx_moves_.owner_of(f.recv_id) : f.last_owner;
+        const uint8_t at = f.recv != nullptr ? rx_moves_.arrived_of(f.recv_id) : f.last_arrived;
         x.rx_owner = o == RxPlacer::kNoOwner ? -1 : o;
         x.rx_arrived = at == RxPlacer::kNoOwner ? -1 : at;
     }
@@ -2089,7 +2073,7 @@ Results::Flow Runtime::flow_row(const FlowCtx& f) const {
 
 Results Runtime::results() const {
     Results r;
-    const Totals t = totals();
+    const Stats t = stats();
     r.mode = opt_.mode;
     r.completion = completion();
     // Service: the flows the applications' sessions opened; their sizes are theirs.
@@ -2126,7 +2110,7 @@ Results Runtime::results() const {
     }
     r.fault = fault_counters();
     r.steering = steering_name();
-    r.rx_moves = moves_;
+    r.rx_moves = rx_moves_.moves();
     if (!traces_.empty()) {
         std::vector<const SlowTrace*> t;
         for (const auto& p : traces_)
@@ -2160,7 +2144,7 @@ Results Runtime::results() const {
         r.cc.timeouts += c.cc_timeouts;
         r.cc.paced += c.cc_paced;
     }
-    r.drops = drop_totals();
+    r.drops = drops();
     for (const TxCtx* c : txs_)
         r.gen_buf_waits += peek(c->buf_waits);
     for (const Receiver* rc : receivers_) {
@@ -2384,7 +2368,7 @@ void Runtime::teardown() {
     //    its installed flows as it goes: they must still be there), then the
     //    flows (the Senders' records let go of the generator's buffers),
     //    replay packets, rings, contexts.
-    bury(0, true);
+    deferred_.run_all();
     for (Sender* s : senders_)
         delete s;
     senders_.clear();
@@ -2416,12 +2400,7 @@ void Runtime::teardown() {
         rte_pktmbuf_free(m);
     rte_ring_free(control_in_);
     control_in_ = nullptr;
-    for (rte_ring* q : handoff_in_) {
-        while (rte_ring_dequeue(q, reinterpret_cast<void**>(&m)) == 0)
-            rte_pktmbuf_free(m);
-        rte_ring_free(q);
-    }
-    handoff_in_.clear();
+    rx_moves_.release(); // the hand-off rings drained, and the tables
     for (TxCtx* c : txs_)
         socket_delete(c);
     txs_.clear();

@@ -28,6 +28,9 @@
 #include "drivers/replay_pool.h"
 #include "options.h"
 #include "stop_request.h"
+#include "tailmark/engine/config.h"
+#include "tailmark/engine/deferred_free.h"
+#include "tailmark/engine/rx_moves.h"
 #include "tailmark/flow_ids.h"
 
 namespace tailmark::app {
@@ -71,6 +74,9 @@ struct AppSession {
         return a;
     }
 };
+
+// The engine's settings (lib/tailmark-engine), from the daemon's options.
+engine::EngineConfig engine_config(const Options& o);
 
 class Runtime {
 public:
@@ -118,11 +124,95 @@ public:
     Plane& plane() { return plane_; }
     const Plane& plane() const { return plane_; }
     StopRequest& stop_request() { return stop_; }
+    const Options& options() const { return opt_; }
+
+    // --- Read-only views, for any thread (the shell, telemetry, status) ---
+    // Counters summed over every engine and flow, with relaxed loads.
+    struct Stats {
+        uint64_t sent = 0, completed = 0, verified = 0, verify_errors = 0, bytes = 0;
+        uint64_t pkts_tx = 0, pkts_rx = 0, tx_dropped = 0, drops = 0, completion_writes = 0;
+        uint64_t acked = 0;
+        uint64_t retx = 0; // packets retransmitted
+        uint64_t pkts_local = 0; // of pkts_tx, through the in-memory loopback
+    };
+    Stats stats() const;
+    DropCounters drops() const; // every engine's, by reason
+    // A flow's sender-side cursors, live or as last seen.
+    Sender::FlowView send_view(const FlowCtx& f) const;
+    uint32_t released_of(const FlowCtx& f) const;
+    uint32_t acked_of(const FlowCtx& f) const;
+    // --consumer-lcores none: flow i (< flow_count()) has not moved its
+    // cursor for a while; how many such flows there are.
+    bool stalled(uint32_t i) const { return stalled_[i].load(std::memory_order_relaxed); }
+    uint32_t flows_stalled() const { return nstalled_.load(std::memory_order_relaxed); }
+    const char* steering_name() const {
+        return steer_by_queue_ ? "queue" : rss_ ? "rss" : handoff_ ? "handoff" : "single";
+    }
+    // The engines and the lcores' contexts, made at set-up and fixed after
+    // it: their counters are read with relaxed loads. lcores() is indexed
+    // by lcore id (null: not one of the run's).
+    const std::vector<Sender*>& senders() const { return senders_; }
+    const std::vector<RxCtx*>& rxs() const { return rxs_; }
+    const std::vector<ConsCtx*>& conss() const { return conss_; }
+    const std::vector<LcoreCtx*>& lcores() const { return lcores_; }
+    bool senders_busy() const; // any Sender holds a message
+    int tx_port_id() const { return tx_port_ ? tx_port_->id() : -1; }
+    int rx_port_id() const { return rx_port_ ? rx_port_->id() : -1; }
+    int tx_socket() const { return tx_socket_; }
+    const Service* service() const { return service_.get(); } // --mode service, else null
+
+    // --- Sessions' flows (control thread) ---
+    // How a send flow is opened: its window, whether the Sender reports each
+    // message's completion (to the tx lcore's sink), how the payload is
+    // taken, and the source's per-flow pointer.
+    struct SendOpen {
+        uint32_t ring_size = 0;
+        bool report = false;
+        PayloadMode payload = PayloadMode::Copy;
+        void* user = nullptr;
+    };
+    // The Sender (index) flow i of session s sends through.
+    uint32_t send_queue_for(const Session& s, uint16_t i);
+    // Flow i of session s's send side on f, through Sender si, posted to its
+    // lcore (a.pending counts it). False: out of memory.
+    bool open_send(FlowCtx& f, AppSession& a, const Session& s, uint16_t i, uint32_t si, const SendOpen& o);
+    // A session with this process (s.local_peer): the other end's record,
+    // and its flow i, if made (else null).
+    AppSession* local_peer_session(const Session& s);
+    FlowCtx* local_peer_flow(const Session& s, uint16_t i);
+    // Flow i of session s's receive side on f, under this process's id
+    // (false: `err` says why); post_recv hands it to its rx lcore and its
+    // consumer (a.pending counts them); free_recv frees what
+    // make_recv_flow made, for a flow that never went in.
+    bool make_recv_flow(FlowCtx& f, AppSession& a, Session& s, uint16_t id, uint16_t i, std::string& err);
+    void post_recv(FlowCtx& f, AppSession& a);
+    void free_recv(FlowCtx& f);
+    // Takes a session's flows back from the lcores (its end): a sender's
+    // failed then removed, a receiver's removed; freed as the answers come.
+    void detach(AppSession& a, uint64_t now);
+    // Frees what other threads may still be reading a second later.
+    void later(uint64_t now, std::function<void()> fn);
+    // The registry (registry.cc). add_flow gives f its slot (f->index): a
+    // forgotten flow's, or a new one (false: full); publish_flows shows the
+    // new slots to the other threads. abandon_flow: a flow that never went
+    // live, or one whose session is forgotten; its slot is free.
+    bool add_flow(FlowCtx* f, uint64_t now);
+    void abandon_flow(FlowCtx& f);
+    void publish_flows();
+    size_t registry_room() const { return kMaxRegistry - flows_.size() + free_slots_.size(); }
+    AppSession& add_session(std::unique_ptr<AppSession> a);
+    // What sessions are made with: the table, the secret every MAC is keyed
+    // with, the flow ids each end names its flows by, where flow state is
+    // allocated, the TSC rate, and the in-memory loopback's port (-1: none).
+    SessionTable& sessions() { return *sessions_; }
+    const SipKey& secret() const { return secret_; }
+    FlowIds& send_ids() { return send_ids_; }
+    FlowIds& recv_ids() { return recv_ids_; }
+    int rx_socket() const { return rx_socket_; }
+    uint64_t tsc_hz() const { return tsc_hz_; }
+    int local_port_id() const { return local_port_ ? local_port_->id() : -1; }
 
 private:
-    friend struct TelemetryAccess; // telemetry.cc: read-only views for the telemetry thread
-    friend struct ShellAccess;     // shell.cc: the interactive shell's views and controls
-    friend class Service;          // service/: sessions and flows opened for applications
     bool plan_lcores(SetupError& e);
     bool open_ports(SetupError& e);
     bool make_engines(SetupError& e);
@@ -143,34 +233,18 @@ private:
     uint32_t local_sender_for(const FlowCtx& peer_recv, uint16_t wire, uint16_t i) const;
     GenFlow* gen_flow(FlowCtx& f, TxCtx* c);
     Addressing address_to(const Session& s) const;
-    void detach(AppSession& a, uint64_t now);
     void rebalance(uint64_t now);
     void post_remove_recv(FlowCtx& f, AppSession& a, FailReason why);
-    void end_move(FlowCtx& f);
+    void end_move(FlowCtx& f, bool ok);
     void post(unsigned lcore, const Request& r);
     void take_responses(uint64_t now);
-    // Frees what other threads may still be reading a second later.
-    void later(uint64_t now, std::function<void()> fn);
-    void bury(uint64_t now, bool all);
     void on_response(const Request& r, uint64_t now);
     AppSession* app_session(uint16_t sid);
     FlowParams proposal() const;
-    bool make_recv_flow(FlowCtx& f, AppSession& a, Session& s, uint16_t id, uint16_t i, std::string& err);
-    // The registry (registry.cc). add_flow gives f its slot (f->index): a
-    // forgotten flow's, or a new one (false: full); publish_flows shows the
-    // new slots to the other threads. abandon_flow: a flow that never went
-    // live, or one whose session is forgotten; its slot is free.
-    bool add_flow(FlowCtx* f, uint64_t now);
-    void abandon_flow(FlowCtx& f);
-    void publish_flows();
-    size_t registry_room() const { return kMaxRegistry - flows_.size() + free_slots_.size(); }
-    AppSession& add_session(std::unique_ptr<AppSession> a);
     bool forgettable(const AppSession& a) const;
     void forget_ended(uint64_t now); // beyond --keep-ended, the oldest ended sessions go
     Results::Flow flow_row(const FlowCtx& f) const; // a flow's row of the summary
     uint64_t bytes_released(uint32_t released) const; // the payload of a flow's first `released` messages
-    void post_recv(FlowCtx& f, AppSession& a);
-    void free_recv(FlowCtx& f);
 
     void control(uint64_t now);
     bool done() const;
@@ -183,21 +257,9 @@ private:
     void watch_flows(uint64_t now); // --consumer-lcores none: cursors in, stalls out
     void update_rates(uint64_t now); // each flow's rate_sent and rate_done, once a second
 
-    struct Totals {
-        uint64_t sent = 0, completed = 0, verified = 0, verify_errors = 0, bytes = 0;
-        uint64_t pkts_tx = 0, pkts_rx = 0, tx_dropped = 0, drops = 0, completion_writes = 0;
-        uint64_t acked = 0;
-        uint64_t retx = 0; // packets retransmitted
-        uint64_t pkts_local = 0; // of pkts_tx, through the in-memory loopback
-    };
-    Totals totals() const;
-    DropCounters drop_totals() const; // every engine's, by reason (any thread)
-    // A flow's sender-side cursors, live or as last seen.
-    Sender::FlowView send_view(const FlowCtx& f) const;
-    uint32_t released_of(const FlowCtx& f) const;
-    uint32_t acked_of(const FlowCtx& f) const;
 
     Options opt_;
+    engine::EngineConfig ecfg_; // what the Senders and Receivers are made with (make_engines)
     StopRequest& stop_;
     Plane plane_;
     SipKey secret_;
@@ -217,19 +279,10 @@ private:
     bool steer_by_queue_ = false; // net_ring loopback: tx queue q arrives on rx queue q
     bool rss_ = false;
     bool handoff_ = false;        // several rx lcores, no computable hash: they pass each other data
-    static constexpr unsigned kHandoffRing = 4096;
-    uint8_t* rx_owner_ = nullptr; // handoff_: 65536, a recv flow id's Receiver
-    uint8_t* rx_arrived_ = nullptr; // handoff_: 65536, the rx lcore a recv flow's data last came in on
-    FlowAuth* auth_of_ = nullptr;   // handoff_: 65536, a recv flow's data version and tag key
-    uint64_t next_rebalance_ = 0;
+    engine::RxMoves rx_moves_;    // handoff_: the tables, the rings, the moves between rx lcores
     uint64_t next_flow_scan_ = 0; // the per-flow failure and congestion-floor look (control())
     uint64_t next_rates_ = 0, rates_tsc_ = 0; // update_rates: when next, and when last
-    uint64_t moves_ = 0;            // flows moved to the Receiver their frames reach
-    std::vector<rte_ring*> handoff_in_; // handoff_: per Receiver
     std::vector<std::unique_ptr<SlowTrace>> traces_; // --trace-slow-ns: one per consumer lcore
-    const char* steering_name() const {
-        return steer_by_queue_ ? "queue" : rss_ ? "rss" : handoff_ ? "handoff" : "single";
-    }
     uint16_t tx_nq_ = 1;          // tx queues: one Sender each
     rte_ether_addr mac_{};
     // lcores and engines
@@ -265,7 +318,7 @@ private:
     uint32_t sessions_complete_ = 0;
     bool refused_ = false;
     std::vector<Request> retry_;     // removals the lcores could not do yet
-    std::vector<std::pair<uint64_t, std::function<void()>>> graveyard_;
+    engine::DeferredFree deferred_; // later(): a second (tsc_hz_) after
     // run
     bool launched_ = false;
     uint64_t tsc_hz_ = 1;
@@ -273,7 +326,7 @@ private:
     uint64_t launch_tsc_ = 0, start_tsc_ = 0, end_tsc_ = 0, work_end_tsc_ = 0;
     uint64_t deadline_tsc_ = 0, drain_deadline_ = 0, drain_start_ = 0, close_deadline_ = 0;
     uint64_t next_stats_ = 0, last_stats_tsc_ = 0;
-    Totals last_stats_{};
+    Stats last_stats_{};
     std::string exit_reason_;
     std::atomic<double> stats_period_{opt_.stats_period};
     bool lingering_ = false;

@@ -31,10 +31,9 @@ constexpr uint32_t kSendQueueDepth = 64; // `send` requests waiting per flow
 constexpr double kStopWaitS = 2.0;       // `stop`: wait this long for in-flight messages
 constexpr double kWaitDefaultS = 10.0;   // `wait idle` without a timeout
 
-using A = ShellAccess;
 ShellState& sh() { return *g_shell; }
 Runtime& rt() { return *sh().rt; }
-const Options& opt() { return A::opt(rt()); }
+const Options& opt() { return rt().options(); }
 
 // Commands print to stdout, as testpmd's do (a command file's cmdline has no
 // output fd of its own), flushed so that the output and the prompt keep their order.
@@ -55,13 +54,13 @@ long parse_all_or(cmdline* cl, const char* s, unsigned long limit, const char* w
 }
 
 bool port_in_use(uint16_t p) {
-    return A::tx_port(rt()) == p || A::rx_port(rt()) == p;
+    return rt().tx_port_id() == p || rt().rx_port_id() == p;
 }
 
-Plane& plane() { return A::plane(rt()); }
+Plane& plane() { return rt().plane(); }
 // Flows the shell addresses: the configured ones (loopback, send), or every
 // session's so far (recv).
-uint32_t nflows() { return A::nflows(rt()); }
+uint32_t nflows() { return rt().flow_count(); }
 
 // Messages of flow f whose completion flag is set and not yet consumed (message mode).
 uint32_t completed_unconsumed(const FlowCtx& f, uint32_t consumed, uint32_t sent) {
@@ -78,14 +77,14 @@ uint32_t completed_unconsumed(const FlowCtx& f, uint32_t consumed, uint32_t sent
 // no tx lcore busy, and the generator off or through its --messages.
 bool idle() {
     const Options& o = opt();
-    if (A::busy(rt()))
+    if (rt().senders_busy())
         return false;
     for (uint32_t i = 0; i < nflows() && i < sh().requested.size(); i++) {
-        const FlowCtx& f = A::flow(rt(), i);
+        const FlowCtx& f = rt().flow_at(i);
         const uint64_t ss = f.sends_sent.load(std::memory_order_acquire);
         if (ss != sh().requested[i])
             return false;
-        const Sender::FlowView v = A::view(rt(), f);
+        const Sender::FlowView v = rt().send_view(f);
         const uint32_t sent = v.submitted;
         if (v.sent != v.submitted)
             return false;
@@ -129,7 +128,7 @@ void print_port_stats(cmdline* cl, uint16_t p) {
 // testpmd's stop: the forward statistics of each port in use, then the totals.
 void print_forward_stats(cmdline* cl) {
     const Results r = rt().results();
-    int ports[2] = {A::tx_port(rt()), A::rx_port(rt())};
+    int ports[2] = {rt().tx_port_id(), rt().rx_port_id()};
     const int np = ports[0] == ports[1] ? 1 : 2;
     uint64_t rx_all = 0, tx_all = 0, drop_all = 0;
     for (int k = 0; k < np; k++) {
@@ -137,7 +136,7 @@ void print_forward_stats(cmdline* cl) {
             continue;
         rte_eth_stats s{};
         rte_eth_stats_get(static_cast<uint16_t>(ports[k]), &s);
-        const bool is_rx = ports[k] == A::rx_port(rt()), is_tx = ports[k] == A::tx_port(rt());
+        const bool is_rx = ports[k] == rt().rx_port_id(), is_tx = ports[k] == rt().tx_port_id();
         const uint64_t rx_drop = s.imissed + (is_rx ? r.drops_total : 0);
         const uint64_t tx_drop = s.oerrors + (is_tx ? r.tx_dropped : 0);
         OUT("  ---------------------- Forward statistics for port %-2d ----------------------\n", ports[k]);
@@ -208,11 +207,11 @@ void cmd_stop_parsed(void*, cmdline* cl, void*) {
     OUT("Telling the tx lcores to start no new message ... waiting up to %.0f s for those in flight\n", kStopWaitS);
     const uint64_t hz = rte_get_tsc_hz(), end = rte_rdtsc() + static_cast<uint64_t>(kStopWaitS * double(hz));
     auto drained = [] {
-        if (A::busy(rt()))
+        if (rt().senders_busy())
             return false;
         if (opt().mode == Mode::Loopback)
             for (uint32_t i = 0; i < nflows(); i++)
-                if (A::flow(rt(), i).consumed.load() != A::view(rt(), A::flow(rt(), i)).sent)
+                if (rt().flow_at(i).consumed.load() != rt().send_view(rt().flow_at(i)).sent)
                     return false;
         return true;
     };
@@ -311,8 +310,8 @@ void cmd_port_info_parsed(void* res, cmdline* cl, void*) {
     OUT("  MTU: %u\n  Promiscuous mode: %s\n", mtu, rte_eth_promiscuous_get(p) == 1 ? "enabled" : "disabled");
     OUT("  Current number of RX queues: %u (max %u)\n  Current number of TX queues: %u (max %u)\n",
         di.nb_rx_queues, di.max_rx_queues, di.nb_tx_queues, di.max_tx_queues);
-    OUT("  Used by tailmarkd: %s\n", port_in_use(p) ? (A::tx_port(rt()) == p && A::rx_port(rt()) == p ? "tx and rx"
-                                                      : A::tx_port(rt()) == p ? "tx" : "rx")
+    OUT("  Used by tailmarkd: %s\n", port_in_use(p) ? (rt().tx_port_id() == p && rt().rx_port_id() == p ? "tx and rx"
+                                                      : rt().tx_port_id() == p ? "tx" : "rx")
                                                    : "no");
 }
 cmdline_parse_inst_t cmd_port_info = {
@@ -341,8 +340,8 @@ void cmd_show_flow_parsed(void* res, cmdline* cl, void*) {
     for (uint32_t i = 0; i < nflows(); i++) {
         if (w >= 0 && i != static_cast<uint32_t>(w))
             continue;
-        const FlowCtx& f = A::flow(rt(), i);
-        const Sender::FlowView v = A::view(rt(), f);
+        const FlowCtx& f = rt().flow_at(i);
+        const Sender::FlowView v = rt().send_view(f);
         const uint32_t consumed = f.consumed.load(std::memory_order_acquire);
         const uint32_t sent = v.sent;
         uint32_t completed;
@@ -388,7 +387,7 @@ void cmd_show_compl_parsed(void* res, cmdline* cl, void* data) {
         OUT("error: show completions: no flow %u (there are %u)\n", r->flow, nflows());
         return;
     }
-    const FlowCtx& f = A::flow(rt(), r->flow);
+    const FlowCtx& f = rt().flow_at(r->flow);
     if (f.ring == nullptr) {
         OUT("error: flow %u has no completion ring in %s mode\n", r->flow, to_string(opt().mode));
         return;
@@ -398,7 +397,7 @@ void cmd_show_compl_parsed(void* res, cmdline* cl, void* data) {
         n = f.ring_size;
     const uint32_t consumed = f.consumed.load(std::memory_order_acquire);
     uint32_t hi = opt().mode == Mode::Recv ? consumed + completed_unconsumed(f, consumed, consumed + f.ring_size)
-                                           : A::view(rt(), f).sent;
+                                           : rt().send_view(f).sent;
     const uint32_t lo = hi > n ? hi - n : 0;
     OUT("flow %u: the last %u of %u messages (ring %u, completion %s)\n", r->flow, hi - lo, hi, f.ring_size,
         to_string(rt().completion()));
@@ -481,7 +480,7 @@ cmdline_parse_inst_t cmd_show_config = {
 };
 
 void cmd_show_lcores_parsed(void*, cmdline* cl, void*) {
-    const auto& lcores = A::lcores(rt());
+    const auto& lcores = rt().lcores();
     const unsigned main_lcore = rte_get_main_lcore();
     unsigned l;
     RTE_LCORE_FOREACH(l) {
@@ -495,7 +494,7 @@ void cmd_show_lcores_parsed(void*, cmdline* cl, void*) {
                     s += ' ' + std::to_string(snd->port()) + ", queues";
                 s += ' ' + std::to_string(snd->queue()) + " [flows";
                 for (uint32_t i = 0; i < nflows(); i++)
-                    if (A::flow(rt(), i).sender == snd && A::flow(rt(), i).send != nullptr)
+                    if (rt().flow_at(i).sender == snd && rt().flow_at(i).send != nullptr)
                         s += ' ' + std::to_string(i);
                 s += ']';
             }
@@ -506,7 +505,7 @@ void cmd_show_lcores_parsed(void*, cmdline* cl, void*) {
         if (r != nullptr && r->cons) {
             s += " consumer(flows";
             for (uint32_t i = 0; i < nflows(); i++)
-                if (A::flow(rt(), i).cons_ctx == r->cons && A::flow(rt(), i).cons != nullptr)
+                if (rt().flow_at(i).cons_ctx == r->cons && rt().flow_at(i).cons != nullptr)
                     s += ' ' + std::to_string(i);
             s += ')';
         }
@@ -561,7 +560,7 @@ void cmd_send_parsed(void* res, cmdline* cl, void*) {
             o.msg_size);
         return;
     }
-    FlowCtx& f = A::flow(rt(), r->flow);
+    FlowCtx& f = rt().flow_at(r->flow);
     const GroupPlan plan = plan_group(r->size, stride_for_mtu(o.mtu));
     if (!plan.ok() || plan.pkt_count > f.pkts_per_msg) {
         OUT("error: send: SIZE %u B does not fit the flow's packet plan\n", r->size);
@@ -649,7 +648,7 @@ void cmd_set_burst_parsed(void* res, cmdline* cl, void*) {
         return;
     }
     plane().burst.store(n, std::memory_order_relaxed);
-    for (Sender* s : A::senders(rt()))
+    for (Sender* s : rt().senders())
         s->set_burst(n);
     OUT("burst set to %u packets\n", n);
 }
@@ -783,13 +782,13 @@ cmdline_parse_ctx_t* shell_context() {
 }
 
 bool shell_attach_channels(ShellState& sh, std::string& err) {
-    const Options& o = A::opt(*sh.rt);
+    const Options& o = sh.rt->options();
     sh.requested.assign(o.flows, 0);
     if (o.mode == Mode::Recv)
         return true; // nothing to send
-    const int socket = A::tx_socket(*sh.rt);
+    const int socket = sh.rt->tx_socket();
     for (uint32_t i = 0; i < o.flows; i++) {
-        FlowCtx& f = A::flow(*sh.rt, i);
+        FlowCtx& f = sh.rt->flow_at(i);
         char name[RTE_RING_NAMESIZE];
         snprintf(name, sizeof(name), "tm_send_%u", i);
         f.send_q = rte_ring_create_elem(name, sizeof(uint64_t), kSendQueueDepth, socket,
@@ -818,8 +817,8 @@ bool shell_attach_channels(ShellState& sh, std::string& err) {
 void shell_detach_channels(ShellState& sh) {
     if (sh.rt == nullptr)
         return;
-    for (uint32_t i = 0; i < A::nflows(*sh.rt) && i < A::opt(*sh.rt).flows; i++) {
-        FlowCtx& f = A::flow(*sh.rt, i);
+    for (uint32_t i = 0; i < sh.rt->flow_count() && i < sh.rt->options().flows; i++) {
+        FlowCtx& f = sh.rt->flow_at(i);
         rte_ring_free(f.send_q);
         f.send_q = nullptr;
         rte_free(f.sizes);

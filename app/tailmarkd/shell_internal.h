@@ -17,28 +17,6 @@
 
 namespace tailmark::app {
 
-// The Runtime's internals the shell reads (it is a friend of Runtime).
-struct ShellAccess {
-    static const Options& opt(const Runtime& r) { return r.opt_; }
-    static uint32_t nflows(const Runtime& r) { return r.flow_count(); }
-    static FlowCtx& flow(const Runtime& r, uint32_t i) { return r.flow_at(i); }
-    static Sender::FlowView view(const Runtime& r, const FlowCtx& f) { return r.send_view(f); }
-    static bool busy(const Runtime& r) {
-        for (const Sender* s : r.senders_)
-            if (s->busy() != 0)
-                return true;
-        return false;
-    }
-    static const std::vector<Sender*>& senders(const Runtime& r) { return r.senders_; }
-    static const std::vector<RxCtx*>& rxs(const Runtime& r) { return r.rxs_; }
-    static const std::vector<ConsCtx*>& conss(const Runtime& r) { return r.conss_; }
-    static const std::vector<LcoreCtx*>& lcores(const Runtime& r) { return r.lcores_; }
-    static Plane& plane(Runtime& r) { return r.plane_; }
-    static int tx_port(const Runtime& r) { return r.tx_port_ ? r.tx_port_->id() : -1; }
-    static int rx_port(const Runtime& r) { return r.rx_port_ ? r.rx_port_->id() : -1; }
-    static int tx_socket(const Runtime& r) { return r.tx_socket_; }
-};
-
 // One shell's state, owned by its Shell (shell.h).
 struct ShellState {
     Runtime* rt = nullptr;               // set while the shell runs

@@ -35,11 +35,11 @@ bool put_str(rte_tel_data* d, const char* key, const char* v) {
 
 } // namespace
 
-// Runtime's friend: read-only views of its counters.
-struct TelemetryAccess {
+// Read-only views of the Runtime's counters (its public views).
+struct TelemetryViews {
     static int stats(const Runtime& rt, rte_tel_data* d) {
-        const Runtime::Totals t = rt.totals();
-        const Options& o = rt.opt_;
+        const Runtime::Stats t = rt.stats();
+        const Options& o = rt.options();
         const uint64_t requested = o.messages * o.flows;
         const uint64_t base = o.mode == Mode::Recv ? t.completion_writes : t.sent;
         bool ok = rte_tel_data_start_dict(d) == 0;
@@ -63,7 +63,7 @@ struct TelemetryAccess {
         ok = ok && put(d, "tx_dropped", t.tx_dropped);
         ok = ok && put(d, "retransmits", t.retx);
         ok = ok && put(d, "in_flight", base > t.completed ? base - t.completed : 0);
-        ok = ok && put(d, "flows_stalled", rt.nstalled_.load(std::memory_order_relaxed));
+        ok = ok && put(d, "flows_stalled", rt.flows_stalled());
         ok = ok && put(d, "external_consumer", o.external_consumer);
         ok = ok && put(d, "done", requested != 0 && t.completed == requested);
         return ok ? 0 : -ENOSPC;
@@ -78,7 +78,7 @@ struct TelemetryAccess {
         if (errno != 0 || end == params || *end != '\0' || id >= rt.flow_count())
             return -EINVAL;
         const FlowCtx& f = rt.flow_at(static_cast<uint32_t>(id));
-        const bool ext = rt.opt_.external_consumer;
+        const bool ext = rt.options().external_consumer;
         const Sender::FlowView v = rt.send_view(f);
         bool ok = rte_tel_data_start_dict(d) == 0;
         ok = ok && put(d, "flow", f.index);
@@ -103,7 +103,7 @@ struct TelemetryAccess {
         ok = ok && put(d, "rate_sent_msgs", static_cast<uint64_t>(f.rate_sent.load(std::memory_order_relaxed) + 0.5));
         ok = ok && put(d, "rate_done_msgs", static_cast<uint64_t>(f.rate_done.load(std::memory_order_relaxed) + 0.5));
         ok = ok && put_str(d, "consumer", ext ? "external" : "lcore");
-        ok = ok && put(d, "stalled", ext ? rt.stalled_[id].load(std::memory_order_relaxed) : 0);
+        ok = ok && put(d, "stalled", ext ? rt.stalled(static_cast<uint32_t>(id)) : 0);
         return ok ? 0 : -ENOSPC;
     }
 
@@ -132,10 +132,10 @@ struct TelemetryAccess {
     // The service's handling of the applications' submissions (the
     // summary's `service` object, live). Not in service mode: null.
     static int service(const Runtime& rt, rte_tel_data* d) {
-        if (!rt.service_)
+        if (!rt.service())
             return -ENOTSUP;
         uint32_t sessions = 0;
-        const SvcCounters c = rt.service_->counters(&sessions);
+        const SvcCounters c = rt.service()->counters(&sessions);
         bool ok = rte_tel_data_start_dict(d) == 0;
         ok = ok && put(d, "sessions", sessions);
         for (const auto& [name, field] : kSvcCounterFields)
@@ -144,7 +144,7 @@ struct TelemetryAccess {
     }
 
     static int drops(const Runtime& rt, rte_tel_data* d) {
-        const DropCounters sum = rt.drop_totals();
+        const DropCounters sum = rt.drops();
         uint64_t total = 0;
         bool ok = rte_tel_data_start_dict(d) == 0;
         for (size_t i = 0; i < kDropReasonCount && ok; i++) {
@@ -163,7 +163,7 @@ struct TelemetryAccess {
         const std::vector<Results::RxLane> lanes = rt.rx_lanes();
         const unsigned main_lcore = rte_get_main_lcore();
         for (unsigned l = 0; l < RTE_MAX_LCORE && ok; l++) {
-            const LcoreCtx* lc = rt.lcores_[l];
+            const LcoreCtx* lc = rt.lcores()[l];
             if ((lc == nullptr || !lc->any()) && l != main_lcore)
                 continue;
             const LcoreCtx none{};
@@ -214,12 +214,12 @@ int guarded(const char*, const char* params, rte_tel_data* d) {
     return F(*g_rt, params, d);
 }
 
-int stats_cb(const Runtime& rt, const char*, rte_tel_data* d) { return TelemetryAccess::stats(rt, d); }
-int flow_cb(const Runtime& rt, const char* p, rte_tel_data* d) { return TelemetryAccess::flow(rt, p, d); }
-int drops_cb(const Runtime& rt, const char*, rte_tel_data* d) { return TelemetryAccess::drops(rt, d); }
-int rates_cb(const Runtime& rt, const char*, rte_tel_data* d) { return TelemetryAccess::rates(rt, d); }
-int lcores_cb(const Runtime& rt, const char*, rte_tel_data* d) { return TelemetryAccess::lcores(rt, d); }
-int service_cb(const Runtime& rt, const char*, rte_tel_data* d) { return TelemetryAccess::service(rt, d); }
+int stats_cb(const Runtime& rt, const char*, rte_tel_data* d) { return TelemetryViews::stats(rt, d); }
+int flow_cb(const Runtime& rt, const char* p, rte_tel_data* d) { return TelemetryViews::flow(rt, p, d); }
+int drops_cb(const Runtime& rt, const char*, rte_tel_data* d) { return TelemetryViews::drops(rt, d); }
+int rates_cb(const Runtime& rt, const char*, rte_tel_data* d) { return TelemetryViews::rates(rt, d); }
+int lcores_cb(const Runtime& rt, const char*, rte_tel_data* d) { return TelemetryViews::lcores(rt, d); }
+int service_cb(const Runtime& rt, const char*, rte_tel_data* d) { return TelemetryViews::service(rt, d); }
 
 } // namespace
 

@@ -4,6 +4,7 @@
 #include "source.h"
 
 #include <rte_branch_prediction.h>
+#include <rte_cycles.h>
 #include <rte_ring_elem.h>
 
 #include "context.h"
@@ -18,6 +19,17 @@ void gen_buf_free(void*, void* opaque) {
     GenBuf* b = static_cast<GenBuf*>(opaque);
     b->next = b->owner->free_bufs;
     b->owner->free_bufs = b;
+}
+
+void gen_delivered(void* ctx, const SendCompletion* done, uint32_t n) {
+    TxCtx& c = *static_cast<TxCtx*>(ctx);
+    const uint64_t t = rte_rdtsc();
+    for (uint32_t i = 0; i < n; i++)
+        if (done[i].status == SendStatus::Delivered) {
+            const uint64_t lat = t > done[i].cookie ? t - done[i].cookie : 0;
+            c.hist.add(lat);
+            static_cast<GenFlow*>(done[i].user)->f->lat.add(lat);
+        }
 }
 
 // Flow g's message msg_id, len bytes: the fixed bytes, the scratch buffer

@@ -9,6 +9,7 @@
 
 namespace tailmark {
 struct Message;
+struct SendCompletion;
 struct SourceLimits;
 } // namespace tailmark
 
@@ -20,6 +21,10 @@ bool gen_source(void* ctx, void* flow_user, uint32_t msg_id, Message& msg, uint6
 // The same, batched (SendSourceMany).
 uint32_t gen_source_many(void* ctx, void* flow_user, uint32_t first, uint32_t max, const SourceLimits& lim,
                          Message* msgs, uint64_t* cookies);
+// The tx lcore's completion sink (TxCtx::set_sink) in --mode send: each
+// delivered message's latency, its cookie (the submit TSC) to now, into the
+// lcore's and the flow's histograms. ctx is the TxCtx, each user a GenFlow.
+void gen_delivered(void* ctx, const SendCompletion* done, uint32_t n);
 // A generator buffer's free_cb (rte_mbuf_ext_shared_info): back on its stack.
 void gen_buf_free(void* addr, void* opaque);
 

@@ -8,7 +8,7 @@ namespace tailmark::app {
 
 void Service::on_hello(SvcApp& app, const tm_msg_hello& m, const int* fds, int nfds) {
     const uint64_t req = m.h.req_id;
-    const Options& o = rt_.opt_;
+    const Options& o = rt_.options();
     const int arena_fd = nfds > 0 ? fds[0] : -1;
     auto fail = [&](int err, const std::string& text) {
         bump(ctl_.refused_hello);
@@ -140,7 +140,7 @@ void Service::on_hello(SvcApp& app, const tm_msg_hello& m, const int* fds, int n
 
 void Service::on_connect(SvcApp& app, const tm_msg_connect& m, uint64_t now) {
     const uint64_t req = m.h.req_id;
-    const Options& o = rt_.opt_;
+    const Options& o = rt_.options();
     if (m.nflows == 0 || m.nflows > kMaxFlowsPerSession)
         return reply_error(app, req, EINVAL, "nflows " + std::to_string(m.nflows) + " is outside 1.." +
                                                  std::to_string(kMaxFlowsPerSession));
@@ -153,7 +153,7 @@ void Service::on_connect(SvcApp& app, const tm_msg_connect& m, uint64_t now) {
                                                  std::to_string(o.mtu));
     if (m.ip == 0 || m.service == 0)
         return reply_error(app, req, EINVAL, "no peer address or port");
-    const int base = rt_.send_ids_.alloc(m.nflows, now);
+    const int base = rt_.send_ids().alloc(m.nflows, now);
     if (base < 0)
         return reply_error(app, req, ENOSPC, "no flow ids left for " + std::to_string(m.nflows) + " flows");
     auto ss = std::make_unique<SvcSession>();
@@ -175,12 +175,12 @@ void Service::on_connect(SvcApp& app, const tm_msg_connect& m, uint64_t now) {
     p.keys_given = false; // the acceptor chooses
     p.version = static_cast<uint8_t>(o.data_version);
     p.data_auth = o.data_auth;
-    SipKey key = rt_.secret_;
+    SipKey key = rt_.secret();
     if (m.has_secret)
         memcpy(&key, m.secret, sizeof(key));
-    Session* s = rt_.sessions_->connect(ss->peer, m.service, key, p, static_cast<uint16_t>(base), nullptr, now, ss.get());
+    Session* s = rt_.sessions().connect(ss->peer, m.service, key, p, static_cast<uint16_t>(base), nullptr, now, ss.get());
     if (s == nullptr) {
-        rt_.send_ids_.unuse(static_cast<uint32_t>(base), m.nflows); // no CONNECT named them
+        rt_.send_ids().unuse(static_cast<uint32_t>(base), m.nflows); // no CONNECT named them
         return reply_error(app, req, ENOSPC, "the session table is full");
     }
     ss->s = s;
@@ -200,7 +200,7 @@ void Service::on_listen(SvcApp& app, const tm_msg_listen& m) {
     if (it != listeners_.end())
         return reply_error(app, req, EBUSY, "port " + std::to_string(m.service) + " has a listener: " +
                                                 it->second->label());
-    SipKey key = rt_.secret_;
+    SipKey key = rt_.secret();
     if (m.has_secret)
         memcpy(&key, m.secret, sizeof(key));
     struct Limits {
@@ -208,7 +208,7 @@ void Service::on_listen(SvcApp& app, const tm_msg_listen& m) {
         uint32_t ring, msg;
     } lim{m.max_flows, m.max_ring, m.max_msg};
     const uint16_t port = m.service;
-    if (!rt_.sessions_->listen(port, key, [this, port, lim](Session& s, const FlowParams& p) {
+    if (!rt_.sessions().listen(port, key, [this, port, lim](Session& s, const FlowParams& p) {
             AcceptDecision d;
             auto refuse = [&](RefuseReason r, uint64_t ours, uint64_t theirs) {
                 d.reason = r;
@@ -237,7 +237,7 @@ void Service::on_unlisten(SvcApp& app, uint64_t req, uint16_t port) {
     auto it = listeners_.find(port);
     if (it == listeners_.end() || it->second != &app)
         return reply_error(app, req, ENOENT, "not listening on port " + std::to_string(port));
-    rt_.sessions_->unlisten(port);
+    rt_.sessions().unlisten(port);
     listeners_.erase(it);
     reply_ok(app, req);
 }
@@ -274,7 +274,7 @@ void Service::drop_app(SvcApp& app, uint64_t now, const char* why) {
     }
     for (auto it = listeners_.begin(); it != listeners_.end();)
         if (it->second == &app) {
-            rt_.sessions_->unlisten(it->first);
+            rt_.sessions().unlisten(it->first);
             it = listeners_.erase(it);
         } else {
             ++it;

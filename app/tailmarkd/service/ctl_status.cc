@@ -6,8 +6,8 @@ namespace tailmark::app {
 // The daemon as operators see it (status.h). On the control loop: reads the
 // flows as update_rates() does, and the counters as the summary does.
 StatusSnapshot Service::status_snapshot(uint64_t now) const {
-    const Options& o = rt_.opt_;
-    const double hz = static_cast<double>(rt_.tsc_hz_);
+    const Options& o = rt_.options();
+    const double hz = static_cast<double>(rt_.tsc_hz());
     StatusSnapshot st;
     st.pid = static_cast<uint32_t>(getpid());
     st.version = TAILMARK_VERSION;
@@ -51,8 +51,8 @@ StatusSnapshot Service::status_snapshot(uint64_t now) const {
     port(o.tx_port, "data");
     if (o.rx_port != o.tx_port)
         port(o.rx_port, "data");
-    if (rt_.local_port_)
-        port(rt_.local_port_->id(), "local");
+    if (rt_.local_port_id() >= 0)
+        port(static_cast<uint16_t>(rt_.local_port_id()), "local");
     for (const auto& ap : apps_) {
         const SvcApp& a = *ap;
         if (!a.hello || a.dead)
@@ -112,12 +112,12 @@ StatusSnapshot Service::status_snapshot(uint64_t now) const {
         }
         st.sessions.push_back(std::move(x));
     }
-    const DropCounters d = rt_.drop_totals();
+    const DropCounters d = rt_.drops();
     for (size_t i = 0; i < kDropReasonCount; i++) {
         st.drops.emplace_back(std::string(kDropReasonNames[i]), d[i]);
         st.drops_total += d[i];
     }
-    st.tx_dropped = rt_.totals().tx_dropped;
+    st.tx_dropped = rt_.stats().tx_dropped;
     const SvcCounters c = counters();
     for (const auto& [name, field] : kSvcCounterFields)
         st.service.emplace_back(name, c.*field);
@@ -128,7 +128,7 @@ StatusSnapshot Service::status_snapshot(uint64_t now) const {
 // costs the control loop one snapshot per 50 ms) in a sealed memfd, then the
 // connection is closed quietly: it said no HELLO and holds nothing.
 void Service::on_status(SvcApp& app, const tm_msg_status& m, uint64_t now) {
-    if (status_cache_.empty() || now - status_tsc_ > rt_.tsc_hz_ / 20) {
+    if (status_cache_.empty() || now - status_tsc_ > rt_.tsc_hz() / 20) {
         status_cache_ = status_json(status_snapshot(now));
         status_tsc_ = now;
     }

@@ -1,6 +1,6 @@
 // The service's data path, on the tx lcores: an application's submissions
 // as the Sender's source, and its completions into its rings. Reached
-// through the Sender's function pointers and tx_step's calls, as before.
+// through the Sender's source and the tx lcore's completion sink.
 // Fast path: no heap allocation, no lock, no log.
 #include "internal.h"
 
@@ -83,7 +83,9 @@ bool svc_source(void* ctx, void* user, uint32_t msg_id, Message& m, uint64_t& co
     }
 }
 
-void svc_complete(const SendCompletion& c) {
+namespace {
+
+inline void svc_complete(const SendCompletion& c) {
     SvcSendFlow& f = *static_cast<SvcSendFlow*>(c.user);
     tm_cqe& q = f.cqe[f.cq_head & f.cq_mask];
     q.cookie = c.cookie;
@@ -96,9 +98,19 @@ void svc_complete(const SendCompletion& c) {
     bump(c.status == SendStatus::Delivered ? f.ctr.delivered : f.ctr.failed);
 }
 
-void svc_publish(const SendCompletion& c) {
+inline void svc_publish(const SendCompletion& c) {
     SvcSendFlow& f = *static_cast<SvcSendFlow*>(c.user);
     __atomic_store_n(&f.cq->head, f.cq_head, __ATOMIC_RELEASE);
+}
+
+} // namespace
+
+void svc_complete_burst(void*, const SendCompletion* done, uint32_t k) {
+    for (uint32_t i = 0; i < k; i++) {
+        svc_complete(done[i]);
+        if (i + 1 == k || done[i + 1].user != done[i].user) // the flow's last of the burst
+            svc_publish(done[i]);
+    }
 }
 
 } // namespace tailmark::app

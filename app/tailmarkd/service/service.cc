@@ -68,7 +68,7 @@ Service::~Service() {
 }
 
 bool Service::open(SetupError& e) {
-    const Options& o = rt_.opt_;
+    const Options& o = rt_.options();
     path_ = o.control_socket;
     // The socket and the directories made for it belong to the first
     // --allow-group (default: ours): only its members (and ours) reach it.
@@ -192,7 +192,7 @@ void Service::poll(uint64_t now) {
         finish_closes(now);
     if (now < next_socket_tsc_)
         return;
-    next_socket_tsc_ = now + rt_.tsc_hz_ * kSocketUs / 1000000;
+    next_socket_tsc_ = now + rt_.tsc_hz() * kSocketUs / 1000000;
     expire_hellos(now);
     std::vector<pollfd> pf;
     pf.reserve(apps_.size() + 1);

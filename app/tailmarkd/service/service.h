@@ -10,7 +10,7 @@
 // behalf (SessionTable), and the sleeping applications' wake-ups. The data
 // path is two hooks on the tx lcore: svc_source() takes an application's
 // next submission as the Sender's next message (extbuf over its arena), and
-// svc_complete() puts the Sender's completion in its completion ring. The
+// svc_complete_burst() puts the Sender's completions in its completion ring. The
 // rx lcore places into the application's receive rings as into any
 // CompletionRing. An application that goes away (the socket closes) loses
 // its sessions; its memory is let go only once nothing references it.
@@ -72,10 +72,10 @@ struct alignas(64) SvcSendFlow {
 };
 
 bool svc_source(void* ctx, void* user, uint32_t msg_id, Message& m, uint64_t& cookie);
-// A completion into its flow's ring; svc_publish makes the flow's written
-// completions visible to the app (once per batch: the app polls that line).
-void svc_complete(const SendCompletion& c);
-void svc_publish(const SendCompletion& c);
+// The tx lcore's completion sink (TxCtx::set_sink) in --mode service: each
+// completion into its flow's ring, and each flow's written completions made
+// visible to the app once per burst (the app polls that line).
+void svc_complete_burst(void* ctx, const SendCompletion* done, uint32_t n);
 
 class Service {
 public:

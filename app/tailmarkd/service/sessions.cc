@@ -9,7 +9,7 @@ namespace tailmark::app {
 // one CompletionRing per flow, installed before the ACCEPT goes out.
 AcceptDecision Service::decide(uint16_t port, Session& s, const FlowParams& p) {
     AcceptDecision d;
-    const Options& o = rt_.opt_;
+    const Options& o = rt_.options();
     auto it = listeners_.find(port);
     auto refuse = [&](RefuseReason r, uint64_t ours, uint64_t theirs) {
         d = AcceptDecision{};
@@ -38,7 +38,7 @@ AcceptDecision Service::decide(uint16_t port, Session& s, const FlowParams& p) {
         return refuse(RefuseReason::NoRoom, o.svc_max_session_mb << 20, total);
     if (p.nflows > rt_.registry_room())
         return refuse(RefuseReason::NoRoom, rt_.registry_room(), p.nflows);
-    const int base = rt_.recv_ids_.alloc(p.nflows, rte_rdtsc());
+    const int base = rt_.recv_ids().alloc(p.nflows, rte_rdtsc());
     if (base < 0)
         return refuse(RefuseReason::NoRoom, 65536, p.nflows);
 
@@ -57,7 +57,7 @@ AcceptDecision Service::decide(uint16_t port, Session& s, const FlowParams& p) {
     void* map = nullptr;
     ss->memfd = make_memfd("tailmark-recv", len, map, true);
     if (ss->memfd < 0) {
-        rt_.recv_ids_.unuse(static_cast<uint32_t>(base), p.nflows); // refused: no packet carried them
+        rt_.recv_ids().unuse(static_cast<uint32_t>(base), p.nflows); // refused: no packet carried them
         return refuse(RefuseReason::NoRoom, 0, total);
     }
     ss->mem.addr = map;
@@ -80,7 +80,7 @@ AcceptDecision Service::decide(uint16_t port, Session& s, const FlowParams& p) {
     std::string err;
     bool ok = true;
     for (uint16_t i = 0; i < p.nflows && ok; i++) {
-        FlowCtx* f = socket_new<FlowCtx>(rt_.rx_socket_);
+        FlowCtx* f = socket_new<FlowCtx>(rt_.rx_socket());
         if (f == nullptr || !rt_.add_flow(f, rte_rdtsc())) {
             socket_delete(f);
             ok = false;
@@ -105,7 +105,7 @@ AcceptDecision Service::decide(uint16_t port, Session& s, const FlowParams& p) {
             rt_.abandon_flow(*f);
         }
         rt_.publish_flows();
-        rt_.recv_ids_.unuse(static_cast<uint32_t>(base), p.nflows); // refused: no packet carried them
+        rt_.recv_ids().unuse(static_cast<uint32_t>(base), p.nflows); // refused: no packet carried them
         s.user = nullptr;
         d = AcceptDecision{};
         d.reason = RefuseReason::NoRoom;
@@ -128,7 +128,7 @@ void Service::install_send(SvcSession& ss, Session& s, uint64_t now) {
     (void)now;
     SvcApp& app = *ss.app;
     AppSession& a = *ss.a;
-    AppSession* peer_side = s.local_peer ? rt_.app_session(s.peer_id) : nullptr;
+    AppSession* peer_side = rt_.local_peer_session(s);
     const uint32_t ring = s.params.ring_size;
     ss.sq_size = pow2_at_least(uint64_t(ring) * 2);
     ss.cq_size = ss.sq_size;
@@ -139,7 +139,7 @@ void Service::install_send(SvcSession& ss, Session& s, uint64_t now) {
     ss.memfd = make_memfd("tailmark-send", len, map, false);
     if (ss.memfd < 0) {
         TM_LOG(ERR, app, "service: session %u: send rings: %s", s.id, strerror(errno));
-        rt_.sessions_->close(&s, now); // ends it: the CONNECT is answered then
+        rt_.sessions().close(&s, now); // ends it: the CONNECT is answered then
         return;
     }
     ss.mem.addr = map;
@@ -154,13 +154,13 @@ void Service::install_send(SvcSession& ss, Session& s, uint64_t now) {
         c->size = ss.cq_size;
         c->entry_bytes = sizeof(tm_cqe);
 
-        FlowCtx* f = socket_new<FlowCtx>(rt_.tx_socket_);
-        auto* sf = static_cast<SvcSendFlow*>(rte_zmalloc_socket("tm_svc_flow", sizeof(SvcSendFlow), 64, rt_.tx_socket_));
+        FlowCtx* f = socket_new<FlowCtx>(rt_.tx_socket());
+        auto* sf = static_cast<SvcSendFlow*>(rte_zmalloc_socket("tm_svc_flow", sizeof(SvcSendFlow), 64, rt_.tx_socket()));
         if (f == nullptr || sf == nullptr || !rt_.add_flow(f, now)) {
             socket_delete(f);
             rte_free(sf);
             TM_LOG(ERR, app, "service: session %u: out of memory (flow %u)", s.id, i);
-            rt_.sessions_->close(&s, now);
+            rt_.sessions().close(&s, now);
             return;
         }
         new (sf) SvcSendFlow();
@@ -178,10 +178,10 @@ void Service::install_send(SvcSession& ss, Session& s, uint64_t now) {
         sf->nshinfo = ring * 2;
         char name[RTE_RING_NAMESIZE];
         snprintf(name, sizeof(name), "tm_svh_%u", ring_names_++); // names are process-wide
-        sf->free_shinfo = rte_ring_create_elem(name, sizeof(uint32_t), sf->nshinfo, rt_.tx_socket_,
+        sf->free_shinfo = rte_ring_create_elem(name, sizeof(uint32_t), sf->nshinfo, rt_.tx_socket(),
                                                RING_F_SC_DEQ | RING_F_EXACT_SZ);
         auto* holds = static_cast<SvcHold*>(rte_zmalloc_socket("tm_svc_holds", sizeof(SvcHold) * sf->nshinfo, 64,
-                                                                rt_.tx_socket_));
+                                                                rt_.tx_socket()));
         {
             std::lock_guard<std::mutex> lk(counters_mu_);
             ss.send.push_back(sf);
@@ -194,7 +194,7 @@ void Service::install_send(SvcSession& ss, Session& s, uint64_t now) {
         if (sf->free_shinfo == nullptr || holds == nullptr) {
             rte_free(holds);
             TM_LOG(ERR, app, "service: session %u: out of memory (flow %u)", s.id, i);
-            rt_.sessions_->close(&s, now);
+            rt_.sessions().close(&s, now);
             return;
         }
         sf->shinfo = reinterpret_cast<rte_mbuf_ext_shared_info*>(holds);
@@ -205,44 +205,21 @@ void Service::install_send(SvcSession& ss, Session& s, uint64_t now) {
             holds[k].index = k;
             rte_ring_sp_enqueue_elem(sf->free_shinfo, &k, sizeof(k));
         }
-        f->send_id = static_cast<uint16_t>(s.local_base + i);
-        const uint16_t wire = static_cast<uint16_t>(s.peer_base + i);
-        SendFlowSpec sp;
-        sp.id = f->send_id;
-        TxFlow::make(sp.tx, wire, s.params.key_of(i), ring, s.params.mtu, rt_.address_to(s), s.link->data_version,
-                     s.link->tx_data_key, s.link->data_auth ? s.link->tx_auth_h : nullptr);
-        sp.ring_size = ring;
-        sp.max_msg = s.params.max_msg;
-        sp.reliable = true;
-        sp.report = true;
-        sp.paths = static_cast<uint32_t>(rt_.opt_.paths);
-        sp.payload = app.zero_copy ? PayloadMode::ZeroCopy : PayloadMode::Copy; // extbufs over the arena, or copies
-        sp.link = s.link;
-        if (peer_side != nullptr && i < peer_side->flows.size() && peer_side->flows[i]->recv != nullptr) {
-            sp.local_acked = Receiver::acked_word(peer_side->flows[i]->recv);
-            sp.local_released = peer_side->flows[i]->ring->released_word();
+        if (peer_side != nullptr && i < peer_side->flows.size() && peer_side->flows[i]->recv != nullptr)
             if (auto* ps = static_cast<SvcSession*>(peer_side->svc); ps != nullptr) {
                 ss.local_peer = ps;
                 ps->local_peer = &ss;
             }
-        }
-        sp.user = sf;
-        // A peer in this daemon: over the in-memory loopback, to its flow's rx lcore.
-        const uint32_t si = peer_side != nullptr && i < peer_side->flows.size()
-                                ? rt_.local_sender_for(*peer_side->flows[i], wire, i)
-                                : rt_.sender_for(wire, i);
-        f->sender = rt_.senders_[si];
-        f->send_lcore = rt_.sender_lcore_[si];
-        f->send = Sender::make_flow(sp, rt_.tx_socket_);
-        if (f->send == nullptr) {
+        Runtime::SendOpen o;
+        o.ring_size = ring;
+        o.report = true;
+        o.payload = app.zero_copy ? PayloadMode::ZeroCopy : PayloadMode::Copy; // extbufs over the arena, or copies
+        o.user = sf;
+        if (!rt_.open_send(*f, a, s, i, rt_.send_queue_for(s, i), o)) {
             TM_LOG(ERR, app, "service: session %u: out of memory (send state of flow %u)", s.id, i);
-            rt_.sessions_->close(&s, now);
+            rt_.sessions().close(&s, now);
             return;
         }
-        __atomic_store_n(&rt_.sender_of_[f->send_id], static_cast<uint8_t>(si), __ATOMIC_RELEASE);
-        rt_.post(f->send_lcore,
-                 {Request::Op::AddSend, false, FailReason::None, f->send_id, f->index, f->sender, f->send, &a});
-        a.pending++;
     }
     rt_.publish_flows();
 }
@@ -300,7 +277,7 @@ void Service::on_session(Session& s, uint64_t now) {
                 break;
             case SessionEnd::ArpFailed:
                 err = EHOSTUNREACH;
-                if (const uint32_t hop = rt_.sessions_->next_hop(s.peer.ip); hop != s.peer.ip)
+                if (const uint32_t hop = rt_.sessions().next_hop(s.peer.ip); hop != s.peer.ip)
                     why = "the gateway " + ip_to_string(hop) + " did not answer ARP";
                 else
                     why = ip_to_string(s.peer.ip) + " did not answer ARP (on another subnet? the daemon needs --gateway)";
@@ -318,7 +295,7 @@ void Service::on_session(Session& s, uint64_t now) {
     // this end's cursors, which are let go a second after its flows).
     if (ss->local_peer != nullptr && ss->local_peer->s != nullptr && ss->local_peer->s->state != SessionState::Ended) {
         ss->local_peer->end = SessionEnd::PeerClosed; // what its application is told
-        rt_.sessions_->close(ss->local_peer->s, now);
+        rt_.sessions().close(ss->local_peer->s, now);
     }
     AppSession& a = *ss->a;
     a.end = s.end;
@@ -415,13 +392,13 @@ void Service::close_session(SvcSession& ss, uint64_t now) {
     if (ss.s == nullptr || ss.s->state == SessionState::Ended)
         return;
     if (ss.connector || ss.a == nullptr || ss.s->local_peer) {
-        rt_.sessions_->close(ss.s, now);
+        rt_.sessions().close(ss.s, now);
         return;
     }
     for (const auto& c : closing_)
         if (c.first == &ss)
             return;
-    closing_.emplace_back(&ss, now + rt_.tsc_hz_ * kCloseFlushUs / 1000000);
+    closing_.emplace_back(&ss, now + rt_.tsc_hz() * kCloseFlushUs / 1000000);
 }
 
 void Service::finish_closes(uint64_t now) {
@@ -437,7 +414,7 @@ void Service::finish_closes(uint64_t now) {
             continue;
         }
         if (ss.s != nullptr && ss.s->state != SessionState::Ended)
-            rt_.sessions_->close(ss.s, now);
+            rt_.sessions().close(ss.s, now);
         closing_.erase(closing_.begin() + static_cast<std::ptrdiff_t>(i));
     }
 }

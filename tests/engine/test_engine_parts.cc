@@ -1,0 +1,138 @@
+// lib/tailmark-engine's parts on their own: deferred free (what other
+// threads may read goes only once its delay passed, oldest first), and the
+// request rings an lcore serves between rounds (the engine's ops applied by
+// the library, the application's handed to its handler, every one answered
+// in order). Time is explicit ticks; the rings are real rte_rings.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include <rte_ring.h>
+#include <rte_ring_elem.h>
+
+#include "fixtures.h"
+#include "tailmark/engine/config.h"
+#include "tailmark/engine/deferred_free.h"
+#include "tailmark/engine/lcore.h"
+
+using namespace tailmark;
+using engine::DeferredFree;
+using engine::Request;
+
+TEST_CASE("DeferredFree: an entry runs once its delay passed, to the tick, oldest first", "[engine]") {
+    DeferredFree d(100);
+    std::vector<int> ran;
+    d.later(1000, [&] { ran.push_back(1); });
+    d.later(1050, [&] { ran.push_back(2); });
+    d.later(1020, [&] { ran.push_back(3); }); // let go later than 2's time, but queued after it
+    CHECK(d.pending() == 3);
+    CHECK(d.run(1099) == 0);
+    CHECK(ran.empty());
+    CHECK(d.run(1100) == 1);
+    CHECK(ran == std::vector<int>{1});
+    // 3 is due at 1120, but waits behind 2 (due at 1150): order is kept.
+    CHECK(d.run(1120) == 0);
+    CHECK(d.run(1150) == 2);
+    CHECK(ran == std::vector<int>{1, 2, 3});
+    CHECK(d.pending() == 0);
+}
+
+TEST_CASE("DeferredFree: an entry may defer another; run_all runs everything", "[engine]") {
+    DeferredFree d(10);
+    int a = 0, b = 0;
+    d.later(0, [&] {
+        a++;
+        d.later(10, [&] { b++; });
+    });
+    CHECK(d.run(10) == 1); // the one it deferred is not due yet (10 + 10)
+    CHECK(a == 1);
+    CHECK(b == 0);
+    CHECK(d.pending() == 1);
+    d.later(1000, [&] { b += 10; });
+    CHECK(d.run_all() == 2);
+    CHECK(b == 11);
+    CHECK(d.pending() == 0);
+}
+
+TEST_CASE("serve_requests: the application's ops to its handler, each answered in order", "[engine]") {
+    const std::string name = tmtest::unique_name("eng_rq");
+    rte_ring* req = rte_ring_create_elem((name + "q").c_str(), sizeof(Request), 16, SOCKET_ID_ANY,
+                                         RING_F_SP_ENQ | RING_F_SC_DEQ);
+    rte_ring* resp = rte_ring_create_elem((name + "p").c_str(), sizeof(Request), 16, SOCKET_ID_ANY,
+                                          RING_F_SP_ENQ | RING_F_SC_DEQ);
+    REQUIRE(req != nullptr);
+    REQUIRE(resp != nullptr);
+    std::vector<uint32_t> seen;
+    auto app = [&](Request& r) {
+        seen.push_back(r.index);
+        r.ok = r.index % 2 == 0;
+    };
+    CHECK_FALSE(engine::serve_requests(req, resp, app)); // nothing asked
+
+    const auto op = Request::Op::App1;
+    for (uint32_t i = 0; i < 5; i++) {
+        Request r{op};
+        r.index = i;
+        REQUIRE(rte_ring_sp_enqueue_elem(req, &r, sizeof(r)) == 0);
+    }
+    CHECK(engine::serve_requests(req, resp, app));
+    CHECK(seen == std::vector<uint32_t>{0, 1, 2, 3, 4});
+    for (uint32_t i = 0; i < 5; i++) {
+        Request r{};
+        REQUIRE(rte_ring_sc_dequeue_elem(resp, &r, sizeof(r)) == 0);
+        CHECK(r.index == i);
+        CHECK(r.op == op);
+        CHECK(r.ok == (i % 2 == 0));
+    }
+    CHECK(rte_ring_count(resp) == 0);
+    rte_ring_free(req);
+    rte_ring_free(resp);
+}
+
+TEST_CASE("EngineConfig: the Senders' and Receivers' configs, in TSC cycles; the in-memory loopback unpaced",
+          "[engine]") {
+    engine::EngineConfig c;
+    c.udp_port = 4000;
+    c.udp_checksum = true;
+    c.burst = 16;
+    c.rto_us = 200;
+    c.rto_max_us = 5000;
+    c.retry_limit = 30;
+    c.nack_delay_us = 50;
+    c.completion = CompletionMode::Packet;
+    c.cc.enabled = true;
+    c.cc.target_us = 100;
+    c.cc.start_mbps = 20000;
+    c.cc.max_mbps = 10000; // the start is clamped to it
+    c.cc.ack_feedback_us = 30;
+    const uint64_t hz = 2'000'000'000;
+
+    const SenderConfig s = engine::sender_config(c, hz, false);
+    CHECK(s.udp_port == 4000);
+    CHECK(s.udp_checksum);
+    CHECK(s.burst == 16);
+    CHECK(s.rto == 400'000);
+    CHECK(s.rto_max == 10'000'000);
+    CHECK(s.retry_limit == 30);
+    CHECK(s.stall == hz / 4); // 250 ms
+    CHECK(s.cc.enabled);
+    CHECK(s.cc.tsc_hz == hz);
+    CHECK(s.cc.max_bps == 10e9);
+    CHECK(s.cc.start_bps == 10e9);
+
+    const SenderConfig l = engine::sender_config(c, hz, true);
+    CHECK_FALSE(l.cc.enabled);
+    CHECK_FALSE(l.udp_checksum);
+    CHECK(l.rto == s.rto);
+
+    const ReceiverConfig r = engine::receiver_config(c, hz);
+    CHECK(r.parser.udp_port == 4000);
+    CHECK(r.parser.verify_udp_checksum);
+    CHECK(r.nack_delay == 100'000);
+    CHECK(r.ack_min == 40'000); // 20 us
+    CHECK(r.ack_feedback == 60'000);
+    CHECK(r.mode == CompletionMode::Packet);
+    c.cc.enabled = false;
+    CHECK(engine::receiver_config(c, hz).ack_feedback == 0);
+}
