@@ -666,6 +666,81 @@ TEST_CASE("NACK service: a retransmission in progress stops once its message is 
     CHECK(r.s->busy() == 0);
 }
 
+// The world-8 all_to_all (2 hosts x 4 ranks, 2026-12-04): one Sender
+// serves 16 sessions' retransmissions from one queue. Served strictly in
+// order, a request whose session's pacer held it (at a low rate a whole
+// 1 MiB message's NACK takes seconds) held back every other session's
+// NACKs and timer probes: their timers expired with the probes still
+// queued here, counted as the peer's silence, halved their rates too, and
+// flows failed at their retry limit between live peers.
+TEST_CASE("NACK service: a request its session's pacer holds back holds back no other session's", "[sender]") {
+    Opts o;
+    o.cc = true;
+    o.burst = 64;
+    o.rto = o.rto_max = uint64_t(1) << 40; // no probes: only the NACKs below
+    Rig r(o);
+    SessionLink lb; // a second session, its own pacer
+    lb.key = kKey;
+    lb.local_epoch = kLocalEpoch;
+    lb.peer_epoch = kPeerEpoch;
+    memcpy(lb.l2l4, r.link.l2l4, sizeof(lb.l2l4));
+    constexpr uint16_t kB = kFlow + 1;
+    r.add(r.spec(8, kFlow));
+    SendFlowSpec sb = r.spec(8, kB, &lb);
+    sb.tx = tmtest::make_flow(kPeerFlow + 1, kDataKey, 8);
+    r.add(sb);
+    const auto a = tmtest::pattern(64 * 1024, 1); // 46 packets
+    const auto b = tmtest::pattern(2 * kStride + 10, 2); // 3 packets
+    REQUIRE(r.s->submit(kFlow, bytes_msg(a), 1) == 0);
+    REQUIRE(r.s->submit(kB, bytes_msg(b), 2) == 0);
+    uint64_t now = 1000000;
+    size_t first = 0;
+    for (; first < 49 && now < 100000000; now += 1000) {
+        r.s->poll(now);
+        first += take(r.port).size();
+    }
+    REQUIRE(first == 49);
+    // Both pacers idle long enough to open. The whole of a lost, then one
+    // packet of b: a's request first in the queue.
+    now += 10000000;
+    Control na = r.nack(0, {{0, 0}}, 0, 0);
+    REQUIRE(r.s->on_control(na, now) == R::None);
+    Control nb = r.nack(0, {{1, 1}}, 0, 0);
+    nb.n.flow = kB;
+    REQUIRE(r.s->on_control(nb, now) == R::None);
+    // a's first step, then its pacer holds it: b's packet goes in the same
+    // round, not after a's 46 (2.8 ms at 200 Mbit/s).
+    r.s->poll(now);
+    auto p = take(r.port);
+    REQUIRE(p.size() == 4);
+    for (size_t i = 0; i < 3; i++) {
+        CHECK(p[i].h.flow == kPeerFlow);
+        CHECK(p[i].h.pkt_idx == i);
+        CHECK(p[i].is(Flags::Retx));
+    }
+    CHECK(p[3].h.flow == kPeerFlow + 1);
+    CHECK(p[3].h.pkt_idx == 1);
+    CHECK(p[3].is(Flags::Retx));
+    CHECK(p[3].payload == slice(b, kStride, kStride));
+    // The rest of a's request, at its pacer's rate, each packet once, in
+    // order; counted as one request.
+    uint32_t next = 3;
+    for (uint64_t t = now + 1000; next < 46 && t < now + 100000000; t += 1000) {
+        r.s->poll(t);
+        for (const Pkt& k : take(r.port)) {
+            CHECK(k.h.flow == kPeerFlow);
+            CHECK(k.h.pkt_idx == next);
+            CHECK(k.is(next == 45 ? Flags::Last | Flags::Retx : Flags::Retx));
+            next++;
+        }
+    }
+    CHECK(next == 46);
+    CHECK(r.s->counters().retx_pkts == 47);
+    CHECK(r.s->counters().retx_reqs == 2);
+    CHECK(r.s->counters().stale_reqs == 0);
+    CHECK(r.s->busy() == 0);
+}
+
 TEST_CASE("RTO: expiry at exactly sent + rto, probes of the LASTs, back-off to rto_max, failure after "
           "retry_limit",
           "[sender]") {
