@@ -805,6 +805,16 @@ void Sender::on_timer(SendFlow& f, uint64_t now) {
         arm(f, now, f.rto - (now - head.sent_tsc)); // sent recently: not late yet
         return;
     }
+    if (f.jobs != 0) {
+        // Its own retransmissions (a NACK's, the last expiry's probes) are
+        // still queued here, waiting for its session's pacer: the peer was
+        // not asked yet, so its silence says nothing. Neither counted nor
+        // a cut of the rate nor probes on top; looked at again in a timeout.
+        // (A dead peer sends no NACKs: the queue drains and the timer
+        // counts again.)
+        arm(f, now, f.rto);
+        return;
+    }
     if (f.acked == f.sent && f.spec.local_released != nullptr) {
         // The receiver is in this process: it is alive, its consumer is slow.
         // Look at its cursor again later; nothing to probe or count.

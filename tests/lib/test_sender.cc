@@ -113,6 +113,7 @@ struct Opts {
     uint32_t completions = 4096;
     unsigned tx_ring = 4096;
     PayloadMode payload = PayloadMode::Copy;
+    double cc_start_bps = 200e6;
     bool cc = false; // congestion control: its own cases below; off, the timings above are the reliability's alone
 };
 
@@ -142,7 +143,7 @@ struct Rig {
         c.completions = o.completions;
         c.cc.enabled = o.cc;
         c.cc.tsc_hz = 1000000000; // one cycle, one nanosecond
-        c.cc.start_bps = 200e6;   // 40 ns per byte
+        c.cc.start_bps = o.cc_start_bps; // 200e6: 40 ns per byte
         c.name = name.c_str();
         s = std::make_unique<Sender>(c);
         REQUIRE(s->ok());
@@ -802,6 +803,55 @@ TEST_CASE("RTO: expiry at exactly sent + rto, probes of the LASTs, back-off to r
     CHECK(r.ack(1000001, 2, 2) == R::FlowFailed);
     CHECK(r.drops(R::FlowFailed) == 1);
     CHECK(r.s->busy() == 0);
+}
+
+// The other half of the world-8 all_to_all failure: a flow whose own
+// retransmission waits here for its session's pacer (a slow session: a
+// 64 KiB message's 46 packets at 1 Mbit/s take 0.55 s) was counted an
+// expiry of the peer's silence at every timeout meanwhile, and failed at
+// its retry limit before its retransmission had even left.
+TEST_CASE("RTO: an expiry while the flow's own retransmission is still queued here does not count; a silent peer "
+          "still fails once it left",
+          "[sender]") {
+    Opts o;
+    o.cc = true;
+    o.cc_start_bps = 1e6; // 8 us a byte: a 1.5 KB frame every 12 ms
+    o.retry_limit = 4;
+    Rig r(o);
+    SendFlow* f = r.add(r.spec(8));
+    const auto b = tmtest::pattern(4 * kStride, 3); // 5 packets: the trailer in a LAST of its own
+    REQUIRE(r.s->submit(kFlow, bytes_msg(b), 1) == 0);
+    uint64_t now = 1000000;
+    uint32_t got = 0;
+    for (; got < 5 && now < 1000000000; now += 1000) {
+        r.s->poll(now);
+        got += static_cast<uint32_t>(take(r.port).size());
+    }
+    REQUIRE(got == 5);
+    // The whole message NACKed at once (no echo: no RTT sample): 5 packets,
+    // about 60 ms at the session's rate, against rto 1 ms .. 8 ms.
+    REQUIRE(r.s->on_control(r.nack(0, {{0, 0}}, 0, 0), now) == R::None);
+    uint32_t retx = 0;
+    uint64_t t = now;
+    for (; retx < 5 && t < now + 1000000000; t += 100) {
+        r.s->poll(t);
+        for (const Pkt& k : take(r.port)) {
+            CHECK(k.h.pkt_idx == retx);
+            retx++;
+        }
+        CHECK(r.s->counters().rto_expired == 0);
+        REQUIRE(r.failed(f) == FailReason::None);
+    }
+    REQUIRE(retx == 5);
+    CHECK(t - now > 40000000); // it took the pacer's time
+    CHECK(r.s->counters().probes == 0);
+    // Out: now a silent peer counts, and fails the flow at the limit.
+    for (; r.failed(f) == FailReason::None && t < now + 10000000000ull; t += 100) {
+        r.s->poll(t);
+        take(r.port);
+    }
+    CHECK(r.failed(f) == FailReason::RetryLimit);
+    CHECK(r.s->counters().rto_expired == 5);
 }
 
 TEST_CASE("RTO: progress (the cumulative ACK moved) before the deadline resets the back-off", "[sender]") {
