@@ -106,6 +106,7 @@ struct SendFlow {
     bool graced = false;  // one late firing forgiven since the last progress
     bool unrecorded = false; // the active message has no record (see new_data)
     uint32_t index = 0;   // in the round robin
+    uint32_t jobs = 0;    // its retransmission requests queued or in service here (NACKs', probes')
     ReplayWindow ctl_win; // its peer's ACK and NACK numbers taken (wire only)
     NackFilter nacks;     // the NACKs taken lately: which part of the next one is news
     Congestion* cc = nullptr; // its session's (nullptr: not congestion-controlled)
@@ -192,7 +193,9 @@ Sender::Sender(const SenderConfig& cfg)
         cfg_.burst = TxMarker::kMaxBurst;
     table_ = static_cast<SendFlow**>(rte_zmalloc_socket("tm_send_table", sizeof(SendFlow*) * 65536, 64, cfg.socket));
     flows_.reserve(cfg.max_flows);
-    jobs_.resize(cfg.jobs ? cfg.jobs : 1);
+    jobs_cap_ = cfg.jobs ? cfg.jobs : 1;
+    jobs_.resize(jobs_cap_ + 1);
+    jobs_begun_.resize(jobs_cap_ + 1);
     comp_.resize(rte_align32pow2(cfg.completions ? cfg.completions : 1)); // a mask, not a division, per message
     char name[RTE_RING_NAMESIZE];
     snprintf(name, sizeof(name), "%s_wi", cfg.name); // set-up only
@@ -656,21 +659,78 @@ uint32_t Sender::path_views(PathView* out, uint32_t max) const {
 // --- retransmission ----------------------------------------------------------------
 
 bool Sender::push_job(const Nack& n) {
-    if (job_count_ == jobs_.size())
+    if (job_count_ >= jobs_cap_)
         return false;
-    jobs_[(job_head_ + job_count_) % jobs_.size()] = n;
+    const uint32_t at = (job_head_ + job_count_) % static_cast<uint32_t>(jobs_.size());
+    jobs_[at] = n;
+    jobs_begun_[at] = 0;
     job_count_++;
+    jobs_held_until_ = 0; // a request the pacers may not hold
+    if (SendFlow* f = table_[n.flow]; f != nullptr)
+        f->jobs++;
     return true;
 }
 
-// Takes up the next request: only for a message the flow still owes (sent,
-// not yet released) and ranges inside its group; of the message being cut,
-// the packets already sent (a paced 1 MiB message is out for many RTTs, and
-// its gaps are NACKed meanwhile). False: none left.
-bool Sender::start_job() {
-    while (job_count_ > 0) {
-        job_ = jobs_[job_head_];
-        job_head_ = (job_head_ + 1) % static_cast<uint32_t>(jobs_.size());
+// A request of `flow` leaves the queue for good (served, or stale).
+inline void Sender::job_over(uint16_t flow) {
+    if (SendFlow* f = table_[flow]; f != nullptr && f->jobs != 0)
+        f->jobs--;
+}
+
+// The request in service, held by its session's pacer: what is left of it
+// goes back to the front of the queue (the spare slot), so that the
+// requests of other sessions behind it go meanwhile.
+void Sender::park_job() {
+    Nack rest;
+    rest.flow = job_.flow;
+    rest.msg_id = job_.msg_id;
+    rest.nranges = 0;
+    rest.ranges[rest.nranges++] = {static_cast<uint16_t>(job_pos_), static_cast<uint16_t>(job_end_ - job_pos_)};
+    for (uint32_t r = job_r_ + 1; r < job_.nranges && r < kMaxNackRanges; r++)
+        rest.ranges[rest.nranges++] = job_.ranges[r];
+    const uint32_t size = static_cast<uint32_t>(jobs_.size());
+    job_head_ = (job_head_ + size - 1) % size;
+    jobs_[job_head_] = rest;
+    jobs_begun_[job_head_] = job_fresh_ ? 0 : 1;
+    job_count_++;
+    job_on_ = false;
+}
+
+// Takes up the next request: the oldest whose session's pacer lets it go
+// (the requests of a session share its pacer, so each session's go in
+// order; one session held back by its pacer, at a low rate a whole
+// message's retransmission for seconds, holds back no other: issue
+// 2026-12-04, the world-8 all_to_all). Only for a message the flow still
+// owes (sent, not yet released) and ranges inside its group; of the message
+// being cut, the packets already sent (a paced 1 MiB message is out for
+// many RTTs, and its gaps are NACKed meanwhile). False: none left, or every
+// one held (jobs_held_until_: until when).
+bool Sender::start_job(uint64_t now) {
+    const uint32_t size = static_cast<uint32_t>(jobs_.size());
+    uint32_t i = 0; // requests at the front that their pacers hold
+    uint64_t held_until = UINT64_MAX;
+    while (i < job_count_) {
+        uint32_t at = (job_head_ + i) % size;
+        {
+            const Nack& c = jobs_[at];
+            const SendFlow* hf = table_[c.flow];
+            if (hf != nullptr && hf->cc != nullptr && hf->failed == FailReason::None && c.nranges != 0 &&
+                !hf->cc->may_send(now) && !before(c.msg_id, hf->released)) {
+                if (hf->cc->next_send() < held_until)
+                    held_until = hf->cc->next_send();
+                i++;
+                continue;
+            }
+        }
+        job_ = jobs_[at];
+        const bool begun = jobs_begun_[at] != 0;
+        // Out of the queue; those held in front of it move up one, in order.
+        for (; at != job_head_; at = (at + size - 1) % size) {
+            const uint32_t prev = (at + size - 1) % size;
+            jobs_[at] = jobs_[prev];
+            jobs_begun_[at] = jobs_begun_[prev];
+        }
+        job_head_ = (job_head_ + 1) % size;
         job_count_--;
         SendFlow* f = table_[job_.flow];
         const bool cutting = f != nullptr && f->active && !f->unrecorded && job_.msg_id == f->sent;
@@ -704,10 +764,20 @@ bool Sender::start_job() {
             }
         }
         if (ok) {
-            job_fresh_ = true; // counted once its first packet is built, or as stale if let go before
+            // Counted once its first packet is built, or as stale if let go
+            // before; a parked one was counted when it began.
+            job_fresh_ = !begun;
             return true;
         }
-        bump(ctr_.stale_reqs);
+        if (!begun)
+            bump(ctr_.stale_reqs);
+        job_over(job_.flow);
+    }
+    if (job_count_ != 0) { // every one held: no need to look again before the first pacer opens
+        jobs_held_until_ = held_until;
+        bump(ctr_.cc_paced);
+        if (paced_until_ == 0 || held_until < paced_until_)
+            paced_until_ = held_until;
     }
     return false;
 }
@@ -741,8 +811,10 @@ inline void Sender::pace(SendFlow& f, uint64_t now, uint32_t first, uint32_t k) 
 
 // Retransmissions into pend_[n..), before any new message.
 uint32_t Sender::serve_jobs(uint32_t burst, uint32_t n, uint64_t now) {
+    if (!job_on_ && now < jobs_held_until_)
+        return n; // every request waits for its session's pacer
     while (n < burst) {
-        if (!job_on_ && !(job_on_ = start_job()))
+        if (!job_on_ && !(job_on_ = start_job(now)))
             break;
         SendFlow& f = *table_[job_.flow];
         // A request served over several rounds: its message may have been
@@ -752,10 +824,15 @@ uint32_t Sender::serve_jobs(uint32_t burst, uint32_t n, uint64_t now) {
             if (job_fresh_)
                 bump(ctr_.stale_reqs);
             job_on_ = false;
+            job_over(job_.flow);
             continue;
         }
-        if (paced(f, now))
-            break; // its turn comes with the pacer's (requests are served in order)
+        if (paced(f, now)) {
+            // Its turn comes with its pacer's; the other sessions' requests
+            // meanwhile (start_job passes over this one while it is held).
+            park_job();
+            continue;
+        }
         uint32_t k = job_end_ - job_pos_;
         if (k > burst - n)
             k = burst - n;
@@ -799,6 +876,8 @@ uint32_t Sender::serve_jobs(uint32_t burst, uint32_t n, uint64_t now) {
                 job_on_ = true;
                 break;
             }
+            if (!job_on_)
+                job_over(job_.flow);
         }
     }
     return n;
@@ -861,6 +940,16 @@ void Sender::on_timer(SendFlow& f, uint64_t now) {
     const OutMsg& head = f.out[head_id & f.mask];
     if (f.acked != f.sent && head.msg_id == head_id && now - head.sent_tsc < f.rto) {
         arm(f, now, f.rto - (now - head.sent_tsc)); // sent recently: not late yet
+        return;
+    }
+    if (f.jobs != 0) {
+        // Its own retransmissions (a NACK's, the last expiry's probes) are
+        // still queued here, waiting for its session's pacer: the peer was
+        // not asked yet, so its silence says nothing. Neither counted nor
+        // a cut of the rate nor probes on top; looked at again in a timeout.
+        // (A dead peer sends no NACKs: the queue drains and the timer
+        // counts again.)
+        arm(f, now, f.rto);
         return;
     }
     if (f.acked == f.sent && f.spec.local_released != nullptr) {

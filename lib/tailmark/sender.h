@@ -314,7 +314,9 @@ private:
     DropReason apply(SendFlow& f, const Control& c, uint64_t now, bool wire);
     void sync_local(SendFlow& f);
     bool push_job(const Nack& n);
-    bool start_job();
+    bool start_job(uint64_t now);
+    void park_job();
+    void job_over(uint16_t flow);
     void next_turn();
     void prefetch_next() const;
     void fill_msg(SendFlow& f, const Message& m);
@@ -350,9 +352,14 @@ private:
     rte_mbuf** pend_; // tx_'s slots
     MbufStash stash_; // new data's mbufs, per round
     Control ctl_in_[16]; // intake's records (a buffer, not rebuilt every round)
-    // Retransmission requests (NACKs, timer probes): a circular queue.
+    // Retransmission requests (NACKs, timer probes): a circular queue, in
+    // order, served in order per session; a request its session's pacer
+    // holds lets those behind it of other sessions go (start_job). One slot
+    // more than cfg.jobs: room to put the request in service back (park_job).
     std::vector<Nack> jobs_;
-    uint32_t job_head_ = 0, job_count_ = 0;
+    std::vector<uint8_t> jobs_begun_; // per slot: the request built packets already (a parked one)
+    uint32_t job_head_ = 0, job_count_ = 0, jobs_cap_ = 1;
+    uint64_t jobs_held_until_ = 0; // every queued request's pacer holds it until then (0: look)
     Nack job_{};
     bool job_on_ = false;
     bool job_fresh_ = false; // job_ has built no packet yet

@@ -115,6 +115,7 @@ struct Opts {
     uint32_t completions = 4096;
     unsigned tx_ring = 4096;
     PayloadMode payload = PayloadMode::Copy;
+    double cc_start_bps = 200e6;
     bool cc = false; // congestion control: its own cases below; off, the timings above are the reliability's alone
     uint32_t paths = 1; // --paths: spraying, its own cases below
 };
@@ -147,7 +148,7 @@ struct Rig {
         c.paths = o.paths;
         paths = o.paths;
         c.cc.tsc_hz = 1000000000; // one cycle, one nanosecond
-        c.cc.start_bps = 200e6;   // 40 ns per byte
+        c.cc.start_bps = o.cc_start_bps; // 200e6: 40 ns per byte
         c.name = name.c_str();
         s = std::make_unique<Sender>(c);
         REQUIRE(s->ok());
@@ -671,6 +672,81 @@ TEST_CASE("NACK service: a retransmission in progress stops once its message is 
     CHECK(r.s->busy() == 0);
 }
 
+// The world-8 all_to_all (2 hosts x 4 ranks, 2026-12-04): one Sender
+// serves 16 sessions' retransmissions from one queue. Served strictly in
+// order, a request whose session's pacer held it (at a low rate a whole
+// 1 MiB message's NACK takes seconds) held back every other session's
+// NACKs and timer probes: their timers expired with the probes still
+// queued here, counted as the peer's silence, halved their rates too, and
+// flows failed at their retry limit between live peers.
+TEST_CASE("NACK service: a request its session's pacer holds back holds back no other session's", "[sender]") {
+    Opts o;
+    o.cc = true;
+    o.burst = 64;
+    o.rto = o.rto_max = uint64_t(1) << 40; // no probes: only the NACKs below
+    Rig r(o);
+    SessionLink lb; // a second session, its own pacer
+    lb.key = kKey;
+    lb.local_epoch = kLocalEpoch;
+    lb.peer_epoch = kPeerEpoch;
+    memcpy(lb.l2l4, r.link.l2l4, sizeof(lb.l2l4));
+    constexpr uint16_t kB = kFlow + 1;
+    r.add(r.spec(8, kFlow));
+    SendFlowSpec sb = r.spec(8, kB, &lb);
+    sb.tx = tmtest::make_flow(kPeerFlow + 1, kDataKey, 8);
+    r.add(sb);
+    const auto a = tmtest::pattern(64 * 1024, 1); // 46 packets
+    const auto b = tmtest::pattern(2 * kStride + 10, 2); // 3 packets
+    REQUIRE(r.s->submit(kFlow, bytes_msg(a), 1) == 0);
+    REQUIRE(r.s->submit(kB, bytes_msg(b), 2) == 0);
+    uint64_t now = 1000000;
+    size_t first = 0;
+    for (; first < 49 && now < 100000000; now += 1000) {
+        r.s->poll(now);
+        first += take(r.port).size();
+    }
+    REQUIRE(first == 49);
+    // Both pacers idle long enough to open. The whole of a lost, then one
+    // packet of b: a's request first in the queue.
+    now += 10000000;
+    Control na = r.nack(0, {{0, 0}}, 0, 0);
+    REQUIRE(r.s->on_control(na, now) == R::None);
+    Control nb = r.nack(0, {{1, 1}}, 0, 0);
+    nb.n.flow = kB;
+    REQUIRE(r.s->on_control(nb, now) == R::None);
+    // a's first step, then its pacer holds it: b's packet goes in the same
+    // round, not after a's 46 (2.8 ms at 200 Mbit/s).
+    r.s->poll(now);
+    auto p = take(r.port);
+    REQUIRE(p.size() == 4);
+    for (size_t i = 0; i < 3; i++) {
+        CHECK(p[i].h.flow == kPeerFlow);
+        CHECK(p[i].h.pkt_idx == i);
+        CHECK(p[i].is(Flags::Retx));
+    }
+    CHECK(p[3].h.flow == kPeerFlow + 1);
+    CHECK(p[3].h.pkt_idx == 1);
+    CHECK(p[3].is(Flags::Retx));
+    CHECK(p[3].payload == slice(b, kStride, kStride));
+    // The rest of a's request, at its pacer's rate, each packet once, in
+    // order; counted as one request.
+    uint32_t next = 3;
+    for (uint64_t t = now + 1000; next < 46 && t < now + 100000000; t += 1000) {
+        r.s->poll(t);
+        for (const Pkt& k : take(r.port)) {
+            CHECK(k.h.flow == kPeerFlow);
+            CHECK(k.h.pkt_idx == next);
+            CHECK(k.is(next == 45 ? Flags::Last | Flags::Retx : Flags::Retx));
+            next++;
+        }
+    }
+    CHECK(next == 46);
+    CHECK(r.s->counters().retx_pkts == 47);
+    CHECK(r.s->counters().retx_reqs == 2);
+    CHECK(r.s->counters().stale_reqs == 0);
+    CHECK(r.s->busy() == 0);
+}
+
 TEST_CASE("RTO: expiry at exactly sent + rto, probes of the LASTs, back-off to rto_max, failure after "
           "retry_limit",
           "[sender]") {
@@ -732,6 +808,55 @@ TEST_CASE("RTO: expiry at exactly sent + rto, probes of the LASTs, back-off to r
     CHECK(r.ack(1000001, 2, 2) == R::FlowFailed);
     CHECK(r.drops(R::FlowFailed) == 1);
     CHECK(r.s->busy() == 0);
+}
+
+// The other half of the world-8 all_to_all failure: a flow whose own
+// retransmission waits here for its session's pacer (a slow session: a
+// 64 KiB message's 46 packets at 1 Mbit/s take 0.55 s) was counted an
+// expiry of the peer's silence at every timeout meanwhile, and failed at
+// its retry limit before its retransmission had even left.
+TEST_CASE("RTO: an expiry while the flow's own retransmission is still queued here does not count; a silent peer "
+          "still fails once it left",
+          "[sender]") {
+    Opts o;
+    o.cc = true;
+    o.cc_start_bps = 1e6; // 8 us a byte: a 1.5 KB frame every 12 ms
+    o.retry_limit = 4;
+    Rig r(o);
+    SendFlow* f = r.add(r.spec(8));
+    const auto b = tmtest::pattern(4 * kStride, 3); // 5 packets: the trailer in a LAST of its own
+    REQUIRE(r.s->submit(kFlow, bytes_msg(b), 1) == 0);
+    uint64_t now = 1000000;
+    uint32_t got = 0;
+    for (; got < 5 && now < 1000000000; now += 1000) {
+        r.s->poll(now);
+        got += static_cast<uint32_t>(take(r.port).size());
+    }
+    REQUIRE(got == 5);
+    // The whole message NACKed at once (no echo: no RTT sample): 5 packets,
+    // about 60 ms at the session's rate, against rto 1 ms .. 8 ms.
+    REQUIRE(r.s->on_control(r.nack(0, {{0, 0}}, 0, 0), now) == R::None);
+    uint32_t retx = 0;
+    uint64_t t = now;
+    for (; retx < 5 && t < now + 1000000000; t += 100) {
+        r.s->poll(t);
+        for (const Pkt& k : take(r.port)) {
+            CHECK(k.h.pkt_idx == retx);
+            retx++;
+        }
+        CHECK(r.s->counters().rto_expired == 0);
+        REQUIRE(r.failed(f) == FailReason::None);
+    }
+    REQUIRE(retx == 5);
+    CHECK(t - now > 40000000); // it took the pacer's time
+    CHECK(r.s->counters().probes == 0);
+    // Out: now a silent peer counts, and fails the flow at the limit.
+    for (; r.failed(f) == FailReason::None && t < now + 10000000000ull; t += 100) {
+        r.s->poll(t);
+        take(r.port);
+    }
+    CHECK(r.failed(f) == FailReason::RetryLimit);
+    CHECK(r.s->counters().rto_expired == 5);
 }
 
 TEST_CASE("RTO: progress (the cumulative ACK moved) before the deadline resets the back-off", "[sender]") {
