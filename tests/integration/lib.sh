@@ -161,6 +161,19 @@ tm_run() {
     TM_RC=$?
 }
 
+# tm_netns NS...: network namespaces, each with IPv6 off (no neighbour
+# discovery on the wire) and lo up, remembered for the cleanup.
+tm_netns() {
+    local ns
+    TM_NETNS+=("$@")
+    for ns in "$@"; do
+        ip netns add "$ns" || return 1
+        ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 || return 1
+        ip netns exec "$ns" sysctl -qw net.ipv6.conf.default.disable_ipv6=1 || return 1
+        ip -n "$ns" link set lo up || return 1
+    done
+}
+
 # tm_veth_pair NA NB: two network namespaces joined by a veth pair, vethA in
 # NA and vethB in NB, up, IPv6 off (no neighbour discovery on the wire), and
 # remembered for the cleanup. Sets MAC_A and MAC_B.

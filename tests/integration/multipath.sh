@@ -52,14 +52,8 @@ CASE=0
 net() {
     CASE=$((CASE + 1))
     NS=tm_mps${CASE}_$$ N1=tm_mp1${CASE}_$$ N2=tm_mp2${CASE}_$$ ND=tm_mpd${CASE}_$$
-    TM_NETNS+=("$NS" "$N1" "$N2" "$ND")
     local ns i
-    for ns in "$NS" "$N1" "$N2" "$ND"; do
-        ip netns add "$ns" || return 1
-        ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 || return 1
-        ip netns exec "$ns" sysctl -qw net.ipv6.conf.default.disable_ipv6=1 || return 1
-        ip -n "$ns" link set lo up || return 1
-    done
+    tm_netns "$NS" "$N1" "$N2" "$ND" || return 1
     ip link add vethS netns "$NS" type veth peer name s1 netns "$N1" || return 1
     ip link add vethD netns "$ND" type veth peer name d1 netns "$N2" || return 1
     ip -n "$N1" addr add 198.18.1.254/24 dev s1 && ip -n "$N2" addr add 198.18.2.254/24 dev d1 || return 1

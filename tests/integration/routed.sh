@@ -20,15 +20,8 @@ tm_require_daemon
 tm_require_root
 
 NA=tm_rta_$$ NR=tm_rtr_$$ NB=tm_rtb_$$
-TM_NETNS+=("$NA" "$NR" "$NB")
 setup() {
-    local ns
-    for ns in "$NA" "$NR" "$NB"; do
-        ip netns add "$ns" || return 1
-        ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 || return 1
-        ip netns exec "$ns" sysctl -qw net.ipv6.conf.default.disable_ipv6=1 || return 1
-        ip -n "$ns" link set lo up || return 1
-    done
+    tm_netns "$NA" "$NR" "$NB" || return 1
     ip link add vethA netns "$NA" type veth peer name rA netns "$NR" || return 1
     ip link add vethB netns "$NB" type veth peer name rB netns "$NR" || return 1
     ip -n "$NR" addr add 198.18.1.254/24 dev rA && ip -n "$NR" addr add 198.18.2.254/24 dev rB || return 1
