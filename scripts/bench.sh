@@ -43,9 +43,15 @@
 #   scripts/bench.sh --compare REV
 #                               only an A/B of this tree against git revision
 #                               REV (built in build-ab/): the core rows, both
-#                               builds interleaved run by run, three rounds,
-#                               medians, their ratio, and the median of
-#                               each round's own ratio (build/bench/compare.md)
+#                               builds interleaved run by run, three rounds
+#                               (TM_BENCH_ROUNDS), medians, their ratio, and
+#                               the median of each round's own ratio
+#                               (build/bench/compare.md). On a machine lent
+#                               for it, with no compiler: scripts/lib/bench_device.sh
+#   scripts/bench.sh --compare REV --instructions
+#                               the same A/B in instructions per message
+#                               under callgrind: noise-free, a few rows
+#                               (build/bench/compare-instructions.md)
 #
 # Writes build/bench/results.json, build/bench/results.md and, when Debian's
 # python3-matplotlib is there, build/bench/goodput.png.
@@ -111,12 +117,21 @@ fi
 out=$TM_BUILD/bench
 mkdir -p "$out"
 
-TM_PACKAGES+=(python3-matplotlib) # the plot; only the benchmark needs it
-tm_ensure_packages || exit 1
+# TM_BENCH_PREBUILT=1: the binaries under $TM_BUILD are already built and no
+# package is installed (a machine with no compiler or registry, as
+# scripts/lib/bench_device.sh uses it); with --compare, TM_BENCH_B_BUILD
+# names REV's build directory and TM_BENCH_A_REV / TM_BENCH_B_REV the names
+# the table prints, since such a machine may have no git history.
+prebuilt=${TM_BENCH_PREBUILT:-0}
+PY=${TM_PY:-/usr/bin/python3} # Debian's, beside the pyenv one (docs/testing.md)
+if [ "$prebuilt" != 1 ]; then
+    TM_PACKAGES+=(python3-matplotlib) # the plot; only the benchmark needs it
+    tm_ensure_packages || exit 1
+fi
 # 16 MiB x 64 flows holds 3.3 GB: 2 regions per flow and each flow's message buffer.
 [ "$TM_HUGEPAGES" -ge 3072 ] || TM_HUGEPAGES=3072
 tm_setup_hugepages
-tm_build "$TM_BUILD" || exit 1
+[ "$prebuilt" = 1 ] || tm_build "$TM_BUILD" || exit 1
 daemon=$(tm_daemon) || { tm_say "tailmarkd was not built"; exit 1; }
 if [ $torch -eq 1 ]; then
     source "$TM_ROOT/scripts/lib/bench_torch.sh"
@@ -143,6 +158,11 @@ if [ $catb -eq 1 ]; then
     bench_cat "$out"
     exit $?
 fi
+if [ -n "$compare" ] && [ $instructions -eq 1 ]; then
+    source "$TM_ROOT/scripts/lib/bench_instr_compare.sh"
+    bench_instr_compare "$out" "$compare"
+    exit $?
+fi
 if [ $stages -eq 1 ]; then
     source "$TM_ROOT/scripts/lib/bench_stages.sh"
     bench_stages "$out"
@@ -150,8 +170,10 @@ if [ $stages -eq 1 ]; then
 fi
 read -r -a MEM <<<"${TAILMARK_EAL_MEM---no-huge -m 1024}"
 [ ${#MEM[@]} -eq 0 ] || MEM=(--no-huge -m 2048)
+# EAL arguments for every DPDK process: -d PMDS where DPDK is carried, not installed.
+[ -n "${TM_BENCH_EAL_EXTRA:-}" ] && read -r -a extra <<<"$TM_BENCH_EAL_EXTRA" && MEM+=("${extra[@]}")
 TESTPMD=$(command -v dpdk-testpmd)
-secs=$([ $quick -eq 1 ] && echo 3 || echo 8)
+secs=${TM_BENCH_SECS:-$([ $quick -eq 1 ] && echo 3 || echo 8)} # the timed rows' length
 raw=$out/raw
 rm -rf "$raw"
 mkdir -p "$raw"
@@ -213,19 +235,25 @@ svc() {
 # VM falls on both; medians of three rounds and their ratio.
 if [ -n "$compare" ]; then
     ab=$TM_ROOT/build-ab
-    rev=$(git -C "$TM_ROOT" rev-parse --verify "$compare^{commit}") || { tm_say "--compare: no revision $compare"; exit 2; }
-    if [ "$(git -C "$ab/src" rev-parse HEAD 2>/dev/null)" != "$rev" ]; then
-        git -C "$TM_ROOT" worktree remove --force "$ab/src" 2>/dev/null
-        rm -rf "$ab"
-        mkdir -p "$ab"
-        git -C "$TM_ROOT" worktree add --detach "$ab/src" "$rev" >/dev/null || exit 1
+    if [ -n "${TM_BENCH_B_BUILD:-}" ]; then # REV built elsewhere (TM_BENCH_PREBUILT)
+        old=$TM_BENCH_B_BUILD/app/tailmarkd/tailmarkd
+        [ -x "$old" ] || { tm_say "--compare: no $old"; exit 1; }
+    else
+        rev=$(git -C "$TM_ROOT" rev-parse --verify "$compare^{commit}") || { tm_say "--compare: no revision $compare"; exit 2; }
+        if [ "$(git -C "$ab/src" rev-parse HEAD 2>/dev/null)" != "$rev" ]; then
+            git -C "$TM_ROOT" worktree remove --force "$ab/src" 2>/dev/null
+            rm -rf "$ab"
+            mkdir -p "$ab"
+            git -C "$TM_ROOT" worktree add --detach "$ab/src" "$rev" >/dev/null || exit 1
+        fi
+        if [ ! -f "$ab/build/build.ninja" ]; then
+            meson setup "$ab/build" "$ab/src" -Dtests=false >"$ab/setup.log" 2>&1 || { cat "$ab/setup.log"; exit 1; }
+        fi
+        ninja -C "$ab/build" >"$ab/ninja.log" 2>&1 || { tail -30 "$ab/ninja.log"; exit 1; }
+        old=$ab/build/app/tailmarkd/tailmarkd
+        [ -x "$old" ] || { tm_say "--compare: $rev did not build"; exit 1; }
     fi
-    if [ ! -f "$ab/build/build.ninja" ]; then
-        meson setup "$ab/build" "$ab/src" -Dtests=false >"$ab/setup.log" 2>&1 || { cat "$ab/setup.log"; exit 1; }
-    fi
-    ninja -C "$ab/build" >"$ab/ninja.log" 2>&1 || { tail -30 "$ab/ninja.log"; exit 1; }
-    old=$ab/build/app/tailmarkd/tailmarkd
-    [ -x "$old" ] || { tm_say "--compare: $rev did not build"; exit 1; }
+    [ "${TM_BENCH_BUILD_ONLY:-0}" = 1 ] && exit 0 # scripts/lib/bench_device.sh pack
     new=$daemon
     rows=(
         "tx64 --vdev=net_null0,copy=0,no-rx=1 -- --flows 1 --msg-size 64 --messages 0 --duration $secs --flow-control off --ring-size 64"
@@ -271,7 +299,8 @@ if [ -n "$compare" ]; then
             --log-level=lib.eal:warning --log-level='tailmark.*:warning' "${eal[@]}" -- \
             --stats-period 0 --summary-json "$raw/$name.json" --udp-checksum off "$@" >"$raw/$name.out" 2>&1
     }
-    for rep in 1 2 3; do
+    rounds=${TM_BENCH_ROUNDS:-3} # odd, so each row has a median run
+    for rep in $(seq "$rounds"); do
         line_rt "rt_ab_round_$rep"
         for row in "${rows[@]}"; do
             read -r -a r <<<"$row"
@@ -287,15 +316,17 @@ if [ -n "$compare" ]; then
                 run_ab "$new" "ab_${name}_A_$rep" "${r[@]:1}"
             fi
         done
-        tm_say "A/B round $rep of 3 done"
+        tm_say "A/B round $rep of $rounds done"
     done
     line_rt rt_ab_after
-    /usr/bin/python3 - "$raw" "$out" "$(git -C "$TM_ROOT" rev-parse --short HEAD)$(git -C "$TM_ROOT" diff --quiet || echo +)" \
-        "$(git -C "$TM_ROOT" rev-parse --short "$rev")" "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')" \
-        "${rows[@]%% *}" <<'PYEOF'
+    a_rev=${TM_BENCH_A_REV:-$(git -C "$TM_ROOT" rev-parse --short HEAD)$(git -C "$TM_ROOT" diff --quiet || echo +)}
+    b_rev=${TM_BENCH_B_REV:-$(git -C "$TM_ROOT" rev-parse --short "$rev")}
+    "$PY" - "$raw" "$out" "$a_rev" "$b_rev" "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $(nproc) CPUs" \
+        "$rounds" "${rows[@]%% *}" <<'PYEOF'
 import json, os, sys
 raw, out, a_rev, b_rev, cpu = sys.argv[1:6]
-names = sys.argv[6:]
+R = range(1, int(sys.argv[6]) + 1)
+names = sys.argv[7:]
 def metric(d, name):
     if name.startswith("lat"): # paced at 80000 msgs/s in all (issue 17's figure): the tail, lower is better
         return (d.get("latency_ns") or {}).get("p99", 0) / 1e3, "p99 us (lower is better)"
@@ -312,10 +343,13 @@ for n in names:
     vals, by_round = {}, {}
     for side in "AB":
         v = []
-        for rep in (1, 2, 3):
+        for rep in R:
             p = os.path.join(raw, f"ab_{n}_{side}_{rep}.json")
-            if os.path.exists(p):
+            try: # a run that failed left nothing, or half a file: the row shows the rest
                 d = json.load(open(p))
+            except (OSError, ValueError):
+                d = None
+            if d is not None:
                 m, unit = metric(d, n)
                 cyc = d.get("cycles", {})
                 dp = os.path.join(raw, f"ab_{n}_{side}_{rep}.daemon.json") # app rows: the service's cycles
@@ -328,7 +362,7 @@ for n in names:
     # A and B of one round ran back to back: where the host moved the vCPUs
     # between rounds (the line round trip below), their ratio still compares
     # like with like, where the medians of the two sides may not.
-    paired = sorted(by_round[("A", k)] / by_round[("B", k)] for k in (1, 2, 3)
+    paired = sorted(by_round[("A", k)] / by_round[("B", k)] for k in R
                     if by_round.get(("B", k)) and ("A", k) in by_round)
     if not vals["A"] or not vals["B"]:
         continue
@@ -336,27 +370,27 @@ for n in names:
     unit = metric({"packets_tx": 0, "elapsed_s": 1, "msgs_per_s": 0, "latency_ns": {"p99": 0}}, n)[1]
     ratio = a[0] / b[0] if b[0] else 0
     pr = paired[len(paired) // 2] if paired else 0
-    row_rt = [round_trip(f"rt_ab_{n}_{k}") for k in (1, 2, 3)]
+    row_rt = [round_trip(f"rt_ab_{n}_{k}") for k in R]
     res.append({"row": n, "unit": unit, "A": a[0], "B": b[0], "ratio": ratio, "paired_ratio": pr,
                 "paired_ratios": paired, "line_round_trip_ns_by_round": row_rt,
-                "A_by_round": [by_round.get(("A", k)) for k in (1, 2, 3)],
-                "B_by_round": [by_round.get(("B", k)) for k in (1, 2, 3)],
+                "A_by_round": [by_round.get(("A", k)) for k in R],
+                "B_by_round": [by_round.get(("B", k)) for k in R],
                 "A_runs": [x[0] for x in vals["A"]], "B_runs": [x[0] for x in vals["B"]],
                 "A_tx_cycles": a[1], "B_tx_cycles": b[1], "A_rx_cycles": a[2], "B_rx_cycles": b[2]})
     rt_col = "/".join(f"{x:.0f}" for x in row_rt) if None not in row_rt else ""
     rows.append(f"| {n} | {a[0]:.3f} | {b[0]:.3f} | {ratio:.2f}x | {pr:.2f}x | {min(x[0] for x in vals['A']):.3f}-{max(x[0] for x in vals['A']):.3f} | "
                 f"{min(x[0] for x in vals['B']):.3f}-{max(x[0] for x in vals['B']):.3f} | {unit} | {rt_col} |")
-rt = [round_trip(f"rt_ab_round_{k}") for k in (1, 2, 3)] + [round_trip("rt_ab_after")]
-md = [f"A/B: A = {a_rev} (this tree), B = {b_rev}; {cpu}; each row the median of 3 rounds, A and B back to back "
+rt = [round_trip(f"rt_ab_round_{k}") for k in R] + [round_trip("rt_ab_after")]
+md = [f"A/B: A = {a_rev} (this tree), B = {b_rev}; {cpu}; each row the median of {len(R)} rounds, A and B back to back "
       "in alternating order. A/B: the ratio of the medians; paired: the median of each round's own A/B.", "",
-      "| row | A | B | A/B | paired | A range | B range | unit | line round trip, ns (rounds 1/2/3) |",
+      f"| row | A | B | A/B | paired | A range | B range | unit | line round trip, ns (rounds {'/'.join(map(str, R))}) |",
       "|---|---:|---:|---:|---:|---|---|---|---|"] + rows
 if None not in rt:
-    md += ["", "A cache line's round trip between lcore 0's and lcore 1's CPUs (tailmark-jitter) before rounds 1, 2 "
-           f"and 3 and after: {', '.join(f'{x:.0f}' for x in rt)} ns. The rows that cross between them (rx*, app*) "
+    md += ["", "A cache line's round trip between lcore 0's and lcore 1's CPUs (tailmark-jitter) before each round "
+           f"and after: {', '.join(f'{x:.0f}' for x in rt)} ns. The rows that cross between them (rx*, app*) "
            "move with it; where it changed between rounds, read the paired ratio."]
 open(os.path.join(out, "compare.md"), "w").write("\n".join(md) + "\n")
-json.dump({"A": a_rev, "B": b_rev, "cpu": cpu, "rows": res, "line_round_trip_ns": {"rounds": rt[:3], "after": rt[3]}},
+json.dump({"A": a_rev, "B": b_rev, "cpu": cpu, "rows": res, "line_round_trip_ns": {"rounds": rt[:-1], "after": rt[-1]}},
           open(os.path.join(out, "compare.json"), "w"), indent=1)
 print("\n".join(md))
 PYEOF

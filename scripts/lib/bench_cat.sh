@@ -11,7 +11,7 @@
 # alternating round by round. The figure is the payload over the sender's
 # wall time (its attach to its last delivery). Writes $out/cat.md, cat.json.
 bench_cat() {
-    local out=$1 na=tm_bc_a_$$ nb=tm_bc_b_$$ rounds=5 r f port=7300 size=268435456
+    local out=$1 na=tm_bc_a_$$ nb=tm_bc_b_$$ rounds=${TM_BENCH_ROUNDS:-5} r f port=7300 size=268435456
     [ "$(id -u)" -eq 0 ] || { tm_say "--cat needs root (network namespaces)"; return 1; }
     [ $quick -eq 1 ] && rounds=2
     local cat_bin=$TM_BUILD/app/tailmark-cat/tailmark-cat raw=$out/cat_raw
@@ -22,7 +22,7 @@ bench_cat() {
     trap "kill -INT \$pa \$pb 2>/dev/null; wait \$pa \$pb 2>/dev/null; ip netns del $na 2>/dev/null; ip netns del $nb 2>/dev/null" RETURN
     tm_veth_netns $na $nb || return 1
     local mem=()
-    read -r -a mem <<<"${TAILMARK_EAL_MEM---no-huge -m 1024}"
+    read -r -a mem <<<"${TAILMARK_EAL_MEM---no-huge -m 1024} ${TM_BENCH_EAL_EXTRA:-}"
     local secret=00112233445566778899aabbccddeeff
     ip netns exec $na "$daemon" "${mem[@]}" --no-pci --file-prefix "tm_bc_a_$$" --log-level=lib.eal:warning \
         --vdev=net_af_packet0,iface=vethA,framecnt=4096 -l 0 -- --mode service --src-ip 198.18.0.1 \
@@ -65,8 +65,8 @@ bench_cat() {
         done
     done
     rm -f "$raw/in"
-    /usr/bin/python3 - "$out" "$raw" "$rounds" "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')" \
-        "$(git -C "$TM_ROOT" rev-parse --short HEAD)$(git -C "$TM_ROOT" diff --quiet || echo +)" <<'PY'
+    "$PY" - "$out" "$raw" "$rounds" "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')" \
+        "${TM_BENCH_A_REV:-$(git -C "$TM_ROOT" rev-parse --short HEAD)$(git -C "$TM_ROOT" diff --quiet || echo +)}" <<'PY'
 import json, os, statistics, sys, datetime
 out, raw, rounds, cpu, rev = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
 g = {f: [float(open(os.path.join(raw, f"gbps_{f}_{r}")).read()) for r in range(1, rounds + 1)] for f in (1, 4)}
