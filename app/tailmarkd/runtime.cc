@@ -255,6 +255,28 @@ void Runtime::control(uint64_t now) {
     if (opt_.external_consumer && opt_.mode != Mode::Send)
         watch_flows(now);
     rebalance(now);
+    scan_flows(now);
+    if (now >= next_rates_) {
+        update_rates(now);
+        forget_ended(now); // once a second too
+    }
+    check_done(now);
+    // The period may change at run time (shell: `set stats-period`).
+    const uint64_t period = static_cast<uint64_t>(stats_period_.load(std::memory_order_relaxed) * double(tsc_hz_));
+    if (period == 0)
+        next_stats_ = 0;
+    else if (next_stats_ == 0 || next_stats_ > now + period)
+        next_stats_ = now + period;
+    if (next_stats_ && now >= next_stats_ && plane_.phase_now() != Phase::Stop) {
+        print_stats(now);
+        while (next_stats_ <= now)
+            next_stats_ += period;
+    }
+}
+
+// Every 10 ms, each flow's Sender state: a failed flow logged once, and a
+// session held at the congestion floor warned about once.
+void Runtime::scan_flows(uint64_t now) {
     if (failed_logged_.size() < flows_.size())
         failed_logged_.resize(flows_.size(), false);
     if (floor_since_.size() < flows_.size())
@@ -296,10 +318,11 @@ void Runtime::control(uint64_t now) {
                    double(v.cc_base_rtt) * 1e3 / double(tsc_hz_), opt_.cc_target_us);
         }
     }
-    if (now >= next_rates_) {
-        update_rates(now);
-        forget_ended(now); // once a second too
-    }
+}
+
+// How the work ends: recv sessions complete, the run done (linger, or
+// close and stop), a drain over, the CLOSE packets out.
+void Runtime::check_done(uint64_t now) {
     // recv: a session is complete once every flow consumed --messages.
     for (auto& a : app_sessions_) {
         if (a->connector || a->complete || opt_.messages == 0 || a->flows.empty())
@@ -341,17 +364,6 @@ void Runtime::control(uint64_t now) {
                 out = out && (s->state == SessionState::Ended || !s->local_peer);
         if (out || now >= close_deadline_)
             plane_.phase.store(static_cast<int>(Phase::Stop), std::memory_order_relaxed);
-    }
-    // The period may change at run time (shell: `set stats-period`).
-    const uint64_t period = static_cast<uint64_t>(stats_period_.load(std::memory_order_relaxed) * double(tsc_hz_));
-    if (period == 0)
-        next_stats_ = 0;
-    else if (next_stats_ == 0 || next_stats_ > now + period)
-        next_stats_ = now + period;
-    if (next_stats_ && now >= next_stats_ && plane_.phase_now() != Phase::Stop) {
-        print_stats(now);
-        while (next_stats_ <= now)
-            next_stats_ += period;
     }
 }
 

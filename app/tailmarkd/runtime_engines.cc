@@ -24,6 +24,12 @@ namespace {
 constexpr unsigned kRequestRing = 4096;     // requests per lcore in flight
 constexpr uint64_t kGenBudget = 512ull << 20;  // generator buffers per tx lcore, at most (bytes)
 
+// An allocation failed: exit code 1, and what to do about it.
+bool oom(SetupError& e, const std::string& what) {
+    e = {1, "out of memory: " + what + " (raise EAL -m)"};
+    return false;
+}
+
 } // namespace
 
 LcoreCtx* Runtime::lcore_ctx(unsigned l) {
@@ -50,27 +56,33 @@ LcoreCtx* Runtime::lcore_ctx(unsigned l) {
 // The engines: a Sender per tx queue, a Receiver per rx queue, the consumer
 // contexts, and the rings between them. No flow yet: sessions bring them.
 bool Runtime::make_engines(SetupError& e) {
-    auto oom = [&](const std::string& what) {
-        e = {1, "out of memory: " + what + " (raise EAL -m)"};
-        return false;
-    };
     mac_ = opt_.src_mac_set ? opt_.src_mac : tx_port_->mac();
     ecfg_.cc.max_mbps = cc_max_mbps(); // --cc-max-mbps, else the port's link speed
     sender_of_ = static_cast<uint8_t*>(rte_malloc("tm_sender_of", 65536, 64));
     if (sender_of_ == nullptr)
-        return oom("ACK routes");
+        return oom(e, "ACK routes");
     memset(sender_of_, kNoSender, 65536);
     allocs_.push_back(sender_of_);
     control_in_ = rte_ring_create("tm_ctl_in", 4096, SOCKET_ID_ANY, RING_F_SC_DEQ);
     if (control_in_ == nullptr)
-        return oom("control ring");
+        return oom(e, "control ring");
+    if (!make_senders(e) || !make_gen_bufs(e) || !make_receivers(e) || !make_consumers(e))
+        return false;
+    // The main lcore runs the control loop, and its roles if it has any.
+    if (lcore_ctx(rte_get_main_lcore()) == nullptr)
+        return oom(e, "request rings");
+    make_session_table();
+    return true;
+}
 
-    // tx: lcore t owns the tx queues q with q % T == t, one Sender each.
+// tx: lcore t owns the tx queues q with q % T == t, one Sender each; then
+// the in-memory loopback's Senders.
+bool Runtime::make_senders(SetupError& e) {
     const auto T = static_cast<uint32_t>(tx_lcores_.size());
     for (uint32_t t = 0; t < T; t++) {
         TxCtx* c = socket_new<TxCtx>(tx_socket_);
         if (c == nullptr)
-            return oom("tx context");
+            return oom(e, "tx context");
         txs_.push_back(c);
         c->plane = &plane_;
         c->lcore = tx_lcores_[t];
@@ -82,7 +94,7 @@ bool Runtime::make_engines(SetupError& e) {
         c->hist.clear();
         LcoreCtx* l = lcore_ctx(c->lcore);
         if (l == nullptr)
-            return oom("request rings");
+            return oom(e, "request rings");
         l->tx = c;
     }
     for (uint16_t q = 0; q < tx_nq_; q++) {
@@ -100,7 +112,7 @@ bool Runtime::make_engines(SetupError& e) {
         auto* s = new (std::nothrow) Sender(sc);
         if (s == nullptr || !s->ok()) {
             delete s;
-            return oom("sender " + std::to_string(q));
+            return oom(e, "sender " + std::to_string(q));
         }
         if (opt_.mode == Mode::Service)
             s->set_source(svc_source, c); // the applications' submissions
@@ -141,7 +153,7 @@ bool Runtime::make_engines(SetupError& e) {
         auto* s = new (std::nothrow) Sender(sc);
         if (s == nullptr || !s->ok()) {
             delete s;
-            return oom("in-memory loopback sender " + std::to_string(r));
+            return oom(e, "in-memory loopback sender " + std::to_string(r));
         }
         s->set_source(svc_source, c);
         senders_.push_back(s);
@@ -150,11 +162,15 @@ bool Runtime::make_engines(SetupError& e) {
         local_in_.push_back(s->local_inbox());
         c->senders.push_back(s);
     }
+    return true;
+}
 
-    // The generator's buffers: each tx lcore's flows may hold up to a window
-    // of messages each until they are delivered, within a memory budget, but
-    // at least one per flow (fewer stop nothing: a flow waits for a buffer).
+// The generator's buffers: each tx lcore's flows may hold up to a window
+// of messages each until they are delivered, within a memory budget, but
+// at least one per flow (fewer stop nothing: a flow waits for a buffer).
+bool Runtime::make_gen_bufs(SetupError& e) {
     if (opt_.mode != Mode::Recv && opt_.mode != Mode::Service && !opt_.fixed_payload && !opt_.replay) {
+        const auto T = static_cast<uint32_t>(tx_lcores_.size());
         const uint64_t size = RTE_ALIGN_CEIL(opt_.msg_size ? opt_.msg_size : 1, 64);
         for (TxCtx* c : txs_) {
             const uint64_t nflows = (opt_.flows + T - 1) / T;
@@ -166,8 +182,8 @@ bool Runtime::make_engines(SetupError& e) {
             if (bufs == nullptr || mem == nullptr) {
                 rte_free(bufs);
                 rte_free(mem);
-                return oom("generator buffers (" + std::to_string(n) + " x " + std::to_string(size) +
-                           " B: flows x --ring-size x --msg-size)");
+                return oom(e, "generator buffers (" + std::to_string(n) + " x " + std::to_string(size) +
+                              " B: flows x --ring-size x --msg-size)");
             }
             allocs_.push_back(bufs);
             allocs_.push_back(mem);
@@ -183,18 +199,22 @@ bool Runtime::make_engines(SetupError& e) {
             }
         }
     }
+    return true;
+}
 
+// rx: a Receiver per rx lcore, and with hand-off the moves between them.
+bool Runtime::make_receivers(SetupError& e) {
     if (handoff_) { // the moves' tables and rings (lib/tailmark-engine)
         std::string what;
         if (!rx_moves_.make(static_cast<uint32_t>(rx_lcores_.size()), rx_socket_, tsc_hz_ / 200, what)) // every 5 ms
-            return oom(what);
+            return oom(e, what);
     }
 
     // rx: lcore r polls rx queue r with a Receiver.
     for (uint32_t r = 0; r < rx_lcores_.size(); r++) {
         RxCtx* c = socket_new<RxCtx>(rx_socket_);
         if (c == nullptr)
-            return oom("rx context");
+            return oom(e, "rx context");
         rxs_.push_back(c);
         c->plane = &plane_;
         c->lcore = rx_lcores_[r];
@@ -209,7 +229,7 @@ bool Runtime::make_engines(SetupError& e) {
             snprintf(name, sizeof(name), "tm_fault_%u", r);
             auto* shim = new (std::nothrow) drivers::FaultShim(opt_.fault, name);
             if (shim == nullptr)
-                return oom("fault shim");
+                return oom(e, "fault shim");
             shims_.push_back(shim);
             const rte_eth_rxtx_callback* cb = shim->attach_rx(c->port, c->queue);
             if (cb == nullptr) {
@@ -240,13 +260,13 @@ bool Runtime::make_engines(SetupError& e) {
         auto* rcv = new (std::nothrow) Receiver(rc);
         if (rcv == nullptr || !rcv->ok()) {
             delete rcv;
-            return oom("receiver " + std::to_string(r));
+            return oom(e, "receiver " + std::to_string(r));
         }
         receivers_.push_back(rcv);
         c->receiver = rcv;
         LcoreCtx* l = lcore_ctx(c->lcore);
         if (l == nullptr)
-            return oom("request rings");
+            return oom(e, "request rings");
         l->rx = c;
     }
     if (handoff_) {
@@ -255,12 +275,15 @@ bool Runtime::make_engines(SetupError& e) {
             rx_lcores.push_back(c->lcore);
         rx_moves_.set_receivers(receivers_, std::move(rx_lcores));
     }
+    return true;
+}
 
-    // consumers
+// The consumers: a context per --consumer-lcores lcore (and its slow trace).
+bool Runtime::make_consumers(SetupError& e) {
     for (uint32_t k = 0; k < cons_lcores_.size(); k++) {
         ConsCtx* c = socket_new<ConsCtx>(rx_socket_);
         if (c == nullptr)
-            return oom("consumer context");
+            return oom(e, "consumer context");
         conss_.push_back(c);
         c->plane = &plane_;
         c->lcore = cons_lcores_[k];
@@ -268,17 +291,19 @@ bool Runtime::make_engines(SetupError& e) {
         c->flows.reserve(16384);
         LcoreCtx* l = lcore_ctx(c->lcore);
         if (l == nullptr)
-            return oom("request rings");
+            return oom(e, "request rings");
         l->cons = c;
         if (opt_.trace_slow_ns != 0) { // the consumer's lcore records its iterations
             traces_.push_back(std::make_unique<SlowTrace>(opt_.trace_slow_ns * tsc_hz_ / 1000000000, 4096));
             c->trace = l->trace = traces_.back().get();
         }
     }
-    // The main lcore runs the control loop, and its roles if it has any.
-    if (lcore_ctx(rte_get_main_lcore()) == nullptr)
-        return oom("request rings");
+    return true;
+}
 
+// The session table: this end's addresses and timers, the data versions
+// it serves, and where its packets go.
+void Runtime::make_session_table() {
     SessionTable::Config tc;
     tc.pool = tx_pool_;
     tc.mac = mac_;
@@ -318,7 +343,6 @@ bool Runtime::make_engines(SetupError& e) {
             return false;
         },
         [this](Session& s) { on_session(s); });
-    return true;
 }
 
 } // namespace tailmark::app

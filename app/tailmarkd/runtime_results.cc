@@ -283,6 +283,36 @@ Results Runtime::results() const {
         for (uint32_t j = 0; j < k; j++)
             r.paths.push_back({i, pv[j]});
     }
+    sum_engine_counters(r);
+    sum_cycles(r, t);
+    merge_latency(r);
+    // Rates over the time work was in flight: from the first session up (the
+    // start, without sessions) to when the work was done, or the stop.
+    const uint64_t begin = start_tsc_ ? start_tsc_ : launch_tsc_;
+    uint64_t end = end_tsc_ ? end_tsc_ : rte_rdtsc();
+    if (work_end_tsc_ != 0 && work_end_tsc_ < end)
+        end = work_end_tsc_;
+    r.elapsed_s = begin && end > begin ? double(end - begin) / double(tsc_hz_) : 0;
+    if (r.elapsed_s > 0) {
+        r.msgs_per_s = double(opt_.mode == Mode::Send ? r.messages_sent : r.messages_completed) / r.elapsed_s;
+        r.mpps = double(opt_.mode == Mode::Recv ? r.packets_rx : r.packets_tx) / r.elapsed_s / 1e6;
+        r.gbps = double(r.bytes_payload) * 8 / r.elapsed_s / 1e9;
+    }
+    r.exit_reason = exit_reason_.empty() ? "stopped" : exit_reason_;
+
+    uint64_t sends = 0;
+    for (const FlowCtx* f : flows_)
+        sends += f->sends_requested.load(std::memory_order_relaxed);
+    add_flow_rows(r);
+    add_session_rows(r);
+    verdict(r, sends);
+    return r;
+}
+
+// The engines' counters, summed: the Senders', drops by reason, the
+// generator's waits, the Receivers', the session table's, the service's,
+// and the control packets.
+void Runtime::sum_engine_counters(Results& r) const {
     for (const Sender* s : senders_) {
         const SenderCounters& c = s->counters();
         r.acks_rx += c.acks_rx;
@@ -340,6 +370,11 @@ Results Runtime::results() const {
     r.control_rx = ctl_rx + r.sess.rx + r.sess.arp_rx;
     for (uint64_t d : r.drops)
         r.drops_total += d;
+}
+
+// Cycles per packet (tx, rx) and per message (consumer), and the DPDK
+// heap in use.
+void Runtime::sum_cycles(Results& r, const Stats& t) const {
     uint64_t cy_tx = 0, cy_rx = 0, cy_cons = 0;
     for (const LcoreCtx* l : lcores_) {
         if (l == nullptr)
@@ -359,6 +394,11 @@ Results Runtime::results() const {
         if (rte_malloc_get_socket_stats(sock, &ms) == 0)
             r.memory_bytes += ms.heap_allocsz_bytes;
     }
+}
+
+// The run's latency: the consumers' histograms (send mode: the tx lcores'
+// delivery latency) merged.
+void Runtime::merge_latency(Results& r) const {
     LatencyHist* h = static_cast<LatencyHist*>(rte_zmalloc("tm_hist", sizeof(LatencyHist), 64));
     if (h) {
         for (const ConsCtx* c : conss_)
@@ -373,23 +413,11 @@ Results Runtime::results() const {
         r.lat_max_ns = double(h->max()) * ns;
         rte_free(h);
     }
-    // Rates over the time work was in flight: from the first session up (the
-    // start, without sessions) to when the work was done, or the stop.
-    const uint64_t begin = start_tsc_ ? start_tsc_ : launch_tsc_;
-    uint64_t end = end_tsc_ ? end_tsc_ : rte_rdtsc();
-    if (work_end_tsc_ != 0 && work_end_tsc_ < end)
-        end = work_end_tsc_;
-    r.elapsed_s = begin && end > begin ? double(end - begin) / double(tsc_hz_) : 0;
-    if (r.elapsed_s > 0) {
-        r.msgs_per_s = double(opt_.mode == Mode::Send ? r.messages_sent : r.messages_completed) / r.elapsed_s;
-        r.mpps = double(opt_.mode == Mode::Recv ? r.packets_rx : r.packets_tx) / r.elapsed_s / 1e6;
-        r.gbps = double(r.bytes_payload) * 8 / r.elapsed_s / 1e9;
-    }
-    r.exit_reason = exit_reason_.empty() ? "stopped" : exit_reason_;
+}
 
-    uint64_t sends = 0;
-    for (const FlowCtx* f : flows_)
-        sends += f->sends_requested.load(std::memory_order_relaxed);
+// Each flow's row, the forgotten flows' failures, and the fastest
+// session's congestion controller.
+void Runtime::add_flow_rows(Results& r) const {
     r.flows_failed = static_cast<uint32_t>(forgotten_.flows_failed);
     r.messages_failed = forgotten_.messages_failed;
     for (const FlowCtx* f : flows_) {
@@ -410,6 +438,10 @@ Results Runtime::results() const {
         }
         r.per_flow.push_back(x);
     }
+}
+
+// Each session's row: its role, state, end, and its flows' counts.
+void Runtime::add_session_rows(Results& r) const {
     for (const auto& a : app_sessions_) {
         Results::SessionSummary ss;
         ss.index = a->index;
@@ -437,6 +469,11 @@ Results Runtime::results() const {
         }
         r.sessions.push_back(ss);
     }
+}
+
+// What was requested (`sends`: the shell's `send` messages besides
+// --messages), and whether the run did it.
+void Runtime::verdict(Results& r, uint64_t sends) const {
     switch (opt_.mode) {
     case Mode::Loopback: // -i: the shell's `send` adds messages; every message sent is requested
         r.requested = opt_.messages && !opt_.interactive ? opt_.messages * opt_.flows + sends : r.messages_sent;
@@ -457,7 +494,6 @@ Results Runtime::results() const {
         r.ok = r.tx_dropped == 0;
         break;
     }
-    return r;
 }
 
 drivers::FaultCounters Runtime::fault_counters() const {
