@@ -62,59 +62,79 @@ Err apply_ini(const std::string& path, Options& o) {
 
 } // namespace option_parsing
 
+namespace {
+
+// --msg-size as given: the size, or the list of sizes.
+std::string sizes_text(const Options& x) {
+    if (x.msg_sizes.empty())
+        return std::to_string(x.msg_size);
+    std::string r;
+    for (uint64_t v : x.msg_sizes) {
+        if (!r.empty())
+            r.push_back(',');
+        r.append(std::to_string(v));
+    }
+    return r;
+}
+
+// An lcore list: "0,2,3".
+std::string lcores_text(const std::vector<unsigned>& v) {
+    std::string r;
+    for (unsigned l : v) {
+        if (!r.empty())
+            r += ',';
+        r += std::to_string(l);
+    }
+    return r;
+}
+
+std::string mac_text(const rte_ether_addr& m) {
+    char b[RTE_ETHER_ADDR_FMT_SIZE];
+    rte_ether_format_addr(b, sizeof(b), &m);
+    return std::string(b);
+}
+
+// User or group ids: "0,1000".
+std::string ids_text(const std::vector<uint32_t>& v) {
+    std::string r;
+    for (uint32_t x : v) {
+        if (!r.empty())
+            r.push_back(',');
+        r.append(std::to_string(x));
+    }
+    return r;
+}
+
+} // namespace
+
 std::string dump_ini(const Options& o) {
     std::ostringstream s;
-    auto sizes = [](const Options& x) {
-        if (x.msg_sizes.empty())
-            return std::to_string(x.msg_size);
-        std::string r;
-        for (uint64_t v : x.msg_sizes) {
-            if (!r.empty())
-                r.push_back(',');
-            r.append(std::to_string(v));
-        }
-        return r;
-    };
-    auto lc = [](const std::vector<unsigned>& v) {
-        std::string r;
-        for (unsigned l : v) {
-            if (!r.empty())
-                r += ',';
-            r += std::to_string(l);
-        }
-        return r;
-    };
     auto ip = ip_to_string;
-    auto mac = [](const rte_ether_addr& m) {
-        char b[RTE_ETHER_ADDR_FMT_SIZE];
-        rte_ether_format_addr(b, sizeof(b), &m);
-        return std::string(b);
-    };
     char key[16];
     snprintf(key, sizeof(key), "0x%08x", o.key);
     s << "[tailmark]\n"
       << "mode = " << to_string(o.mode) << "\n"
       << "flows = " << o.flows << "\n"
-      << "msg-size = " << sizes(o) << "\n"
+      << "msg-size = " << sizes_text(o) << "\n"
       << "messages = " << o.messages << "\n"
       << "duration = " << o.duration << "\n"
       << "ring-size = " << o.ring_size << "\n"
       << "mtu = " << o.mtu << "\n"
       << "completion = " << to_string(o.completion) << "\n";
     if (!o.tx_lcores.empty())
-        s << "tx-lcores = " << lc(o.tx_lcores) << "\n";
+        s << "tx-lcores = " << lcores_text(o.tx_lcores) << "\n";
     if (!o.rx_lcores.empty())
-        s << "rx-lcores = " << lc(o.rx_lcores) << "\n";
+        s << "rx-lcores = " << lcores_text(o.rx_lcores) << "\n";
     if (o.external_consumer)
         s << "consumer-lcores = none\n";
     else if (!o.consumer_lcores.empty())
-        s << "consumer-lcores = " << lc(o.consumer_lcores) << "\n";
+        s << "consumer-lcores = " << lcores_text(o.consumer_lcores) << "\n";
     s << "tx-port = " << o.tx_port << "\n"
       << "rx-port = " << o.rx_port << "\n";
     if (o.src_mac_set)
-        s << "src-mac = " << mac(o.src_mac) << "\n";
+        s << "src-mac = " << mac_text(o.src_mac) << "\n";
     if (o.dst_mac_set)
-        s << "dst-mac = " << mac(o.dst_mac) << "\n";
+        s << "dst-mac = " << mac_text(o.dst_mac) << "\n";
     s << "src-ip = " << ip(o.src_ip);
     if (o.src_prefix != 0)
         s << "/" << unsigned{o.src_prefix};
@@ -159,15 +179,6 @@ std::string dump_ini(const Options& o) {
       << "trace-slow-ns = " << o.trace_slow_ns << "\n"
       << "peer-timeout-ms = " << o.peer_timeout_ms << "\n"
       << "connect-timeout-ms = " << o.connect_timeout_ms << "\n";
-    auto ids = [](const std::vector<uint32_t>& v) {
-        std::string r;
-        for (uint32_t x : v) {
-            if (!r.empty())
-                r.push_back(',');
-            r.append(std::to_string(x));
-        }
-        return r;
-    };
     if (o.mode == Mode::Service) {
         s << "control-socket = " << o.control_socket << "\n"
           << "max-apps = " << o.svc_max_apps << "\n"
@@ -176,9 +187,9 @@ std::string dump_ini(const Options& o) {
           << "max-arena = " << o.svc_max_arena << "\n"
           << "zero-copy = " << (o.svc_zero_copy == Options::ZeroCopy::Off ? "off" : "auto") << "\n";
         if (o.svc_allow_uids_set)
-            s << "allow-uid = " << ids(o.svc_allow_uids) << "\n";
+            s << "allow-uid = " << ids_text(o.svc_allow_uids) << "\n";
         if (o.svc_allow_gids_set)
-            s << "allow-group = " << ids(o.svc_allow_gids) << "\n";
+            s << "allow-group = " << ids_text(o.svc_allow_gids) << "\n";
     }
     // The secret itself never: only where it comes from.
     switch (o.secret_from) {

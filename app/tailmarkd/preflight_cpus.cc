@@ -15,6 +15,60 @@
 
 namespace tailmark::app::preflight_checks {
 
+namespace {
+
+// One thread of another process: its CPU time (ticks), the CPU it last ran
+// on, its process and name.
+struct TaskSample {
+    uint64_t ticks;
+    int cpu;
+    int pid;
+    std::string comm;
+};
+
+// Every other process's threads, from /proc/PID/task/TID/stat, by thread id.
+std::map<long, TaskSample> sample_tasks() {
+    std::map<long, TaskSample> m;
+    DIR* proc = opendir("/proc");
+    if (proc == nullptr)
+        return m;
+    while (dirent* pe = readdir(proc)) {
+        if (!isdigit(static_cast<unsigned char>(pe->d_name[0])))
+            continue;
+        const int pid = atoi(pe->d_name);
+        if (pid == getpid())
+            continue;
+        DIR* td = opendir(("/proc/" + std::string(pe->d_name) + "/task").c_str());
+        if (td == nullptr)
+            continue;
+        while (dirent* te = readdir(td)) {
+            if (!isdigit(static_cast<unsigned char>(te->d_name[0])))
+                continue;
+            std::string s;
+            if (!read_text("/proc/" + std::string(pe->d_name) + "/task/" + te->d_name + "/stat", s))
+                continue;
+            const size_t lp = s.find('('), rp = s.rfind(')');
+            if (lp == std::string::npos || rp == std::string::npos)
+                continue;
+            std::istringstream ss(s.substr(rp + 2));
+            std::vector<std::string> f;
+            std::string x;
+            while (ss >> x)
+                f.push_back(x);
+            if (f.size() < 37)
+                continue;
+            // f[0] is field 3 (state): utime 14, stime 15, processor 39.
+            m[atol(te->d_name)] = {strtoull(f[11].c_str(), nullptr, 10) + strtoull(f[12].c_str(), nullptr, 10),
+                                   atoi(f[36].c_str()), pid, s.substr(lp + 1, rp - lp - 1)};
+        }
+        closedir(td);
+    }
+    closedir(proc);
+    return m;
+}
+
+} // namespace
+
 // The CPUs: online, in this process's affinity, and who else runs there.
 void check_cpus(Report& r, const EalView& e, const Options* o) {
     std::string online_s;
@@ -74,54 +128,9 @@ void check_cpus(Report& r, const EalView& e, const Options* o) {
                 }
     }
     // Busy threads of other processes on those CPUs: two looks 250 ms apart.
-    struct T {
-        uint64_t ticks;
-        int cpu;
-        int pid;
-        std::string comm;
-    };
-    auto sample = [&]() {
-        std::map<long, T> m;
-        DIR* proc = opendir("/proc");
-        if (proc == nullptr)
-            return m;
-        while (dirent* pe = readdir(proc)) {
-            if (!isdigit(static_cast<unsigned char>(pe->d_name[0])))
-                continue;
-            const int pid = atoi(pe->d_name);
-            if (pid == getpid())
-                continue;
-            DIR* td = opendir(("/proc/" + std::string(pe->d_name) + "/task").c_str());
-            if (td == nullptr)
-                continue;
-            while (dirent* te = readdir(td)) {
-                if (!isdigit(static_cast<unsigned char>(te->d_name[0])))
-                    continue;
-                std::string s;
-                if (!read_text("/proc/" + std::string(pe->d_name) + "/task/" + te->d_name + "/stat", s))
-                    continue;
-                const size_t lp = s.find('('), rp = s.rfind(')');
-                if (lp == std::string::npos || rp == std::string::npos)
-                    continue;
-                std::istringstream ss(s.substr(rp + 2));
-                std::vector<std::string> f;
-                std::string x;
-                while (ss >> x)
-                    f.push_back(x);
-                if (f.size() < 37)
-                    continue;
-                // f[0] is field 3 (state): utime 14, stime 15, processor 39.
-                m[atol(te->d_name)] = {strtoull(f[11].c_str(), nullptr, 10) + strtoull(f[12].c_str(), nullptr, 10),
-                                       atoi(f[36].c_str()), pid, s.substr(lp + 1, rp - lp - 1)};
-            }
-            closedir(td);
-        }
-        closedir(proc);
-        return m;
-    };
-    const auto a = sample();
+    const auto a = sample_tasks();
     std::this_thread::sleep_for(std::chrono::milliseconds(250));
-    const auto b = sample();
+    const auto b = sample_tasks();
     const double hz = static_cast<double>(sysconf(_SC_CLK_TCK));
     std::map<int, std::vector<std::pair<double, std::string>>> busy; // cpu -> (share, "pid N (comm)")
     for (const auto& [tid, t] : b) {
