@@ -216,6 +216,12 @@ private:
     bool plan_lcores(SetupError& e);
     bool open_ports(SetupError& e);
     bool make_engines(SetupError& e);
+    // make_engines' steps, in its order (false: `e` says why).
+    bool make_senders(SetupError& e);
+    bool make_gen_bufs(SetupError& e);
+    bool make_receivers(SetupError& e);
+    bool make_consumers(SetupError& e);
+    void make_session_table();
     bool make_registry(SetupError& e);
     bool make_unconnected(SetupError& e);
     LcoreCtx* lcore_ctx(unsigned lcore);
@@ -244,9 +250,18 @@ private:
     bool forgettable(const AppSession& a) const;
     void forget_ended(uint64_t now); // beyond --keep-ended, the oldest ended sessions go
     Results::Flow flow_row(const FlowCtx& f) const; // a flow's row of the summary
+    // results()' parts, in its order.
+    void sum_engine_counters(Results& r) const;
+    void sum_cycles(Results& r, const Stats& t) const;
+    void merge_latency(Results& r) const;
+    void add_flow_rows(Results& r) const;
+    void add_session_rows(Results& r) const;
+    void verdict(Results& r, uint64_t sends) const;
     uint64_t bytes_released(uint32_t released) const; // the payload of a flow's first `released` messages
 
     void control(uint64_t now);
+    void scan_flows(uint64_t now); // control(): every 10 ms, failed flows and the congestion floor
+    void check_done(uint64_t now); // control(): done, drained, closed: what comes next
     bool done() const;
     bool drained() const;
     void begin_drain(uint64_t now, const char* reason);

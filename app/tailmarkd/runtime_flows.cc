@@ -1,0 +1,394 @@
+// One flow's two halves as a session makes them: its receive side, its send
+// side (generator, service, or --replay's ready-made packets), its Sender.
+#include "runtime.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include <rte_errno.h>
+#include <rte_malloc.h>
+#include <rte_ring_elem.h>
+
+#include "bench/generator.h"
+#include "bench/source.h"
+#include "tailmark/log.h"
+
+namespace tailmark::app {
+
+// A flow's receive side: ring (memzone), per-packet ring, the Receiver's
+// state and the consumer's; handed to the lcores by the caller.
+bool Runtime::make_recv_flow(FlowCtx& f, AppSession& a, Session& s, uint16_t id, uint16_t i, std::string& err) {
+    const uint32_t stride = stride_for_mtu(s.params.mtu, s.params.version);
+    f.recv_id = id;
+    if (!f.ring) // --mode service lays it out in the application's memory first
+        f.ring = CompletionRing::create(id, s.params.ring_size, s.params.max_msg, rx_socket_);
+    if (!f.ring) {
+        const double mib = double(s.params.ring_size) * double(RTE_ALIGN_CEIL(s.params.max_msg ? s.params.max_msg : 1, 4096)) /
+                           (1 << 20);
+        err = "--ring-size/--msg-size: the completion ring of flow " + std::to_string(f.index) + " needs " +
+              std::to_string(static_cast<uint64_t>(mib + 0.5)) + " MiB (" + rte_strerror(rte_errno) +
+              "); lower them, or raise EAL -m";
+        return false;
+    }
+    f.consumed.store(f.ring->released(), std::memory_order_relaxed);
+    if (opt_.completion == CompletionMode::Packet || switchable()) {
+        // Room for every packet of a full window: the placer never finds it full.
+        const uint64_t cap = uint64_t(s.params.ring_size) * plan_group(s.params.max_msg, stride).pkt_count + kMaxBurst;
+        char name[RTE_RING_NAMESIZE];
+        snprintf(name, sizeof(name), "tm_cq_%u", id);
+        f.pkt_cq = rte_ring_create_elem(name, sizeof(PacketCompletion), static_cast<unsigned>(cap), rx_socket_,
+                                        RING_F_SP_ENQ | RING_F_SC_DEQ | RING_F_EXACT_SZ);
+        if (f.pkt_cq == nullptr) {
+            err = "--completion packet: per-packet completion ring of flow " + std::to_string(f.index) + " (" +
+                  std::to_string(cap) + " entries): " + rte_strerror(rte_errno) + "; lower --ring-size, or raise EAL -m";
+            return false;
+        }
+    }
+    // Which rx lcore sees this flow's data: net_ring loopback steers by
+    // queue (id % R); RSS hashes the data's 5-tuple; hand-off deals flows
+    // out (id % R) and the rx lcores pass each other the rest.
+    const auto R = static_cast<uint32_t>(rxs_.size());
+    uint32_t owner = 0;
+    if (steer_by_queue_ || handoff_) {
+        owner = id % R;
+    } else if (R > 1 && rss_) {
+        const int q = rx_port_->rss_queue_of(s.peer.ip, opt_.src_ip, TxFlow::source_port(id), opt_.udp_port);
+        if (q < 0 || static_cast<uint32_t>(q) >= R) {
+            err = "flow " + std::to_string(f.index) + ": RSS queue unknown";
+            return false;
+        }
+        owner = static_cast<uint32_t>(q);
+    }
+    RecvFlowSpec rs;
+    rs.id = id;
+    rs.ring = f.ring.get();
+    rs.key = s.params.key_of(i);
+    rs.stride = stride;
+    if (s.link != nullptr) { // version 2: the peer's packets tagged under the link's key
+        rs.auth = {s.link->rx_data_key, s.params.version};
+        rs.auth.data_auth = s.link->data_auth;
+        memcpy(rs.auth.auth_h, s.link->rx_auth_h, sizeof(rs.auth.auth_h));
+    } else { // --flow-control off: no session, untagged
+        rs.auth = {SipKey{}, kVersion};
+    }
+    rs.peer_flow = static_cast<uint16_t>(s.peer_base + i);
+    rs.link = opt_.replay ? nullptr : s.link; // --replay: ready-made packets, nobody to acknowledge to
+    rs.pkt_cq = f.pkt_cq;
+    f.receiver = receivers_[owner];
+    f.recv_lcore = rxs_[owner]->lcore;
+    if (handoff_) { // before the flow exists anywhere: no data of it can arrive yet
+        rx_moves_.place(f, id, static_cast<uint8_t>(owner), rs.auth);
+        f.remove_after_move = nullptr;
+    }
+    f.recv = Receiver::make_flow(rs, rx_socket_);
+    if (f.recv == nullptr) {
+        err = "out of memory: receive state of flow " + std::to_string(f.index);
+        return false;
+    }
+    (void)a;
+    if (!conss_.empty()) {
+        ConsCtx* c = conss_[f.index % conss_.size()];
+        f.cons_ctx = c;
+        auto* cf = socket_new<ConsFlow>(rx_socket_);
+        if (cf == nullptr) {
+            err = "out of memory: consumer state";
+            return false;
+        }
+        cf->f = &f;
+        cf->ring = f.ring.get();
+        cf->pkt_cq = f.pkt_cq;
+        cf->next = f.ring->released();
+        if (f.pkt_cq != nullptr) {
+            cf->slots = static_cast<PktSlot*>(rte_zmalloc_socket("tm_pkt_slots", sizeof(PktSlot) * s.params.ring_size, 64,
+                                                                 rx_socket_));
+            if (cf->slots == nullptr) {
+                socket_delete(cf);
+                err = "out of memory: packet mode slots";
+                return false;
+            }
+        }
+        if (opt_.replay || opt_.fixed_payload) { // the bytes every message carries, compared in place
+            cf->expect_len = ConsFlow::kExpectMax;
+            cf->expect = static_cast<uint8_t*>(rte_malloc_socket("tm_expect", cf->expect_len, 64, rx_socket_));
+            if (cf->expect == nullptr) {
+                socket_delete(cf);
+                err = "out of memory: consumer state";
+                return false;
+            }
+            generate(f.gen_id, 0, cf->expect, cf->expect_len);
+        }
+        f.cons = cf;
+    }
+    return true;
+}
+
+// Hands a flow's receive side to its lcores.
+void Runtime::post_recv(FlowCtx& f, AppSession& a) {
+    post(f.recv_lcore, {Request::Op::AddRecv, false, FailReason::None, f.recv_id, f.index, f.receiver, f.recv, &a});
+    a.pending++;
+    if (f.cons != nullptr) {
+        post(f.cons_ctx->lcore,
+             {kAddCons, false, FailReason::None, f.recv_id, f.index, f.cons_ctx, f.cons, &a});
+        a.pending++;
+    }
+}
+
+// Frees what make_recv_flow made (the lcores never had it, or gave it back).
+void Runtime::free_recv(FlowCtx& f) {
+    Receiver::free_flow(f.recv);
+    f.recv = nullptr;
+    if (f.cons != nullptr) {
+        socket_delete(f.cons);
+        f.cons = nullptr;
+    }
+    rte_ring_free(f.pkt_cq);
+    f.pkt_cq = nullptr;
+    f.ring.reset(); // the memzone
+}
+
+// A flow of a session of this process that flow i of session s sends to
+// (its peer's flow i, loopback or two applications of the service), when
+// that flow is made; else null.
+AppSession* Runtime::local_peer_session(const Session& s) { return s.local_peer ? app_session(s.peer_id) : nullptr; }
+
+FlowCtx* Runtime::local_peer_flow(const Session& s, uint16_t i) {
+    AppSession* peer_side = local_peer_session(s);
+    return peer_side != nullptr && i < peer_side->flows.size() ? peer_side->flows[i] : nullptr;
+}
+
+uint32_t Runtime::send_queue_for(const Session& s, uint16_t i) {
+    const auto wire = static_cast<uint16_t>(s.peer_base + i);
+    const FlowCtx* peer = local_peer_flow(s, i);
+    // A peer in this process: over the in-memory loopback (where there is
+    // one), to its flow's rx lcore.
+    return peer != nullptr ? local_sender_for(*peer, wire, i) : sender_for(wire, i);
+}
+
+// The one place a session's send flow is opened, for the generator and the
+// service alike: its SendFlow made for the peer's flow id (the ACKs come
+// back with ours), its ACK route set, and the install posted to the
+// Sender's lcore. A peer in this process is credited through its
+// Receiver's words, not ACKs. False: out of memory (nothing posted).
+bool Runtime::open_send(FlowCtx& f, AppSession& a, const Session& s, uint16_t i, uint32_t si, const SendOpen& o) {
+    f.send_id = static_cast<uint16_t>(s.local_base + i);
+    const auto wire = static_cast<uint16_t>(s.peer_base + i);
+    SendFlowSpec sp;
+    sp.id = f.send_id;
+    TxFlow::make(sp.tx, wire, s.params.key_of(i), o.ring_size, s.params.mtu, address_to(s), s.link->data_version,
+                 s.link->tx_data_key, s.link->data_auth ? s.link->tx_auth_h : nullptr); // the MTU fits
+    sp.ring_size = o.ring_size;
+    sp.max_msg = s.params.max_msg;
+    sp.reliable = true;
+    sp.report = o.report;
+    sp.payload = o.payload;
+    sp.paths = ecfg_.paths;
+    sp.link = s.link;
+    if (const FlowCtx* peer = local_peer_flow(s, i); peer != nullptr && peer->recv != nullptr) {
+        sp.local_acked = Receiver::acked_word(peer->recv);
+        sp.local_released = peer->ring->released_word();
+    }
+    sp.user = o.user;
+    f.sender = senders_[si];
+    f.send_lcore = sender_lcore_[si];
+    f.send = Sender::make_flow(sp, tx_socket_);
+    if (f.send == nullptr)
+        return false;
+    __atomic_store_n(&sender_of_[f.send_id], static_cast<uint8_t>(si), __ATOMIC_RELEASE); // ACKs find it
+    post(f.send_lcore, {Request::Op::AddSend, false, FailReason::None, f.send_id, f.index, f.sender, f.send, &a});
+    a.pending++;
+    return true;
+}
+
+// The connector's flows, once the session is up: the generator's messages
+// go to the peer's flow ids (open_send).
+void Runtime::install_send(AppSession& a, Session& s) {
+    for (uint16_t i = 0; i < s.params.nflows; i++) {
+        FlowCtx& f = *flows_[i];
+        f.session = f.send_session = &a;
+        a.flows.push_back(&f);
+        const uint32_t si = send_queue_for(s, i);
+        SendOpen o;
+        o.ring_size = s.params.ring_size;
+        // The generator counts; send mode takes a completion per message for
+        // its delivery latency (submit to the peer's release).
+        o.report = opt_.mode == Mode::Send;
+        o.user = gen_flow(f, txs_[si % txs_.size()]);
+        if (o.user == nullptr) {
+            TM_LOG(ERR, app, "out of memory: generator state of flow %u", i);
+            continue;
+        }
+        if (!open_send(f, a, s, i, si, o))
+            TM_LOG(ERR, app, "out of memory: send state of flow %u", i);
+    }
+}
+
+// The least distance, in bytes, between two consecutive ready-made groups.
+constexpr uint32_t kReplayGap = 4096;
+
+// --replay: one flow as ready-made packet groups (ring_size sets of one
+// message's content, built once), re-stamped per message on the tx lcore.
+// `ring`: the receiving side's, whose cursor gives the credits (null: none,
+// --flow-control off).
+bool Runtime::make_replay(FlowCtx& f, const TxFlow& tx, const CompletionRing* ring, uint32_t si, AppSession& a) {
+    std::vector<uint8_t> buf(opt_.msg_size ? opt_.msg_size : 1);
+    generate(f.gen_id, 0, buf.data(), opt_.msg_size);
+    TxMessage m;
+    m.bytes = {buf.data(), static_cast<size_t>(opt_.msg_size)};
+    m.plan = plan_group(m.length(), tx.stride);
+    const uint32_t n = m.plan.pkt_count;
+    // The packets' own pool: a free makes a packet reusable (ReplayPool),
+    // with room for the guards below and the marker's bulk takes.
+    const uint32_t room = rte_pktmbuf_data_room_size(tx_pool_) - RTE_PKTMBUF_HEADROOM;
+    const uint32_t obj = static_cast<uint32_t>(rte_mempool_calc_obj_size(sizeof(rte_mbuf) + RTE_PKTMBUF_HEADROOM + room,
+                                                                         0, nullptr));
+    const uint32_t guard = (kReplayGap + obj - 1) / obj;
+    std::string err;
+    auto pool = drivers::ReplayPool::create("tm_replay_" + std::to_string(replay_pools_.size()),
+                                            (n + guard) * opt_.ring_size + 2 * TxMarker::kMaxBurst, room, tx_socket_,
+                                            err);
+    if (pool == nullptr) {
+        TM_LOG(ERR, app, "--replay: %s; lower --ring-size, or raise EAL -m", err.c_str());
+        return false;
+    }
+    drivers::ReplayPool& rp = *pool;
+    replay_pools_.push_back(std::move(pool));
+    TxMarker marker(rp.get(), PayloadMode::Copy);
+    marker.prepare(tx, m);
+    // The packets, then where each one's stamps go: one block.
+    const size_t npkts = static_cast<size_t>(n) * opt_.ring_size;
+    const size_t stamps_at = RTE_ALIGN_CEIL(sizeof(rte_mbuf*) * npkts, RTE_CACHE_LINE_SIZE);
+    auto* pkts = static_cast<rte_mbuf**>(
+        rte_zmalloc_socket("tm_replay", stamps_at + sizeof(ReplayStamp) * npkts, 64, tx_socket_));
+    auto* r = socket_new<ReplayFlow>(tx_socket_);
+    if (pkts == nullptr || r == nullptr) {
+        TM_LOG(ERR, app, "--replay: out of memory");
+        rte_free(pkts);
+        socket_delete(r);
+        return false;
+    }
+    auto* stamps = reinterpret_cast<ReplayStamp*>(reinterpret_cast<uint8_t*>(pkts) + stamps_at);
+    allocs_.push_back(r);
+    replay_pkts_.push_back(pkts);
+    // Consecutive groups at least a page apart: the pool hands out adjacent
+    // objects, and guard objects, left unused, go between two groups. The
+    // receiver's hardware prefetchers, streaming through one group, would
+    // otherwise fetch the next group's lines while this lcore re-stamps them,
+    // and each such line crossed the cores twice: rx64 1.27x with the gap.
+    // Within a group the packets stay adjacent (a 64 KiB message is read as
+    // one stream: spacing every packet a page apart cost rx64k 12%).
+    std::vector<void*> guards(guard * opt_.ring_size);
+    for (uint32_t set = 0; set < opt_.ring_size; set++) {
+        if (guard != 0 && rte_mempool_get_bulk(rp.get(), guards.data() + set * guard, guard) != 0) {
+            TM_LOG(ERR, app, "--replay: the packet pool is short of its guards");
+            return false;
+        }
+        for (uint32_t first = 0; first < n; first += kMaxBurst) {
+            const uint32_t cnt = n - first < kMaxBurst ? n - first : kMaxBurst;
+            bool ok = marker.build(tx, m, first, cnt, pkts + set * n + first) >= 0;
+            for (uint32_t k = 0; ok && k < cnt; k++)
+                ok = pkts[set * n + first + k]->nb_segs == 1;
+            if (!ok) {
+                TM_LOG(ERR, app, "--replay: %u x %u ready packets per flow do not fit the mbuf pool (or are not "
+                                 "single-segment); lower --ring-size", opt_.ring_size, n);
+                return false;
+            }
+        }
+    }
+    if (!guards.empty()) // back into the pool, as spares
+        rte_mempool_put_bulk(rp.get(), guards.data(), static_cast<unsigned>(guards.size()));
+    // Every packet built: from now on a free makes one reusable.
+    rp.seal(pkts, n * opt_.ring_size);
+    for (size_t i = 0; i < npkts; i++) {
+        uint8_t* d = rte_pktmbuf_mtod(pkts[i], uint8_t*);
+        stamps[i].msg_id = d + kEthLen + kIpLen + kUdpLen + offsetof(WireHeader, msg_id);
+        stamps[i].trailer = i % n == n - 1 ? d + pkts[i]->data_len - kTrailerLen : nullptr;
+    }
+    r->pkts = pkts;
+    r->stamps = stamps;
+    r->pool = &rp;
+    r->plan = m.plan;
+    r->ring = ring;
+    TxCtx* c = txs_[si % txs_.size()];
+    // replay_run's back-to-back stamps only where no other lcore reads the packets.
+    r->own_lcore = std::all_of(rx_lcores_.begin(), rx_lcores_.end(), [&](unsigned l) { return l == c->lcore; });
+    // id: the queue's place among the tx lcore's senders
+    post(c->lcore, {kAddReplay, false, FailReason::None, static_cast<uint16_t>(si / txs_.size()), f.index, c,
+                    r, &a});
+    a.pending++;
+    return true;
+}
+
+// The generator's state for a flow (its Sender's per-flow user pointer),
+// made once: --payload fixed writes message 0's bytes here.
+GenFlow* Runtime::gen_flow(FlowCtx& f, TxCtx* c) {
+    if (f.gen != nullptr)
+        return f.gen;
+    auto* g = socket_new<GenFlow>(tx_socket_);
+    if (g == nullptr)
+        return nullptr;
+    allocs_.push_back(g);
+    g->f = &f;
+    g->c = c;
+    if (opt_.fixed_payload) {
+        g->fixed = static_cast<uint8_t*>(rte_malloc_socket("tm_fixed", opt_.msg_size ? opt_.msg_size : 1, 64, tx_socket_));
+        if (g->fixed == nullptr)
+            return nullptr;
+        allocs_.push_back(g->fixed);
+        generate(f.gen_id, 0, g->fixed, opt_.msg_size);
+    } else if (!opt_.flow_control) {
+        // Unreliable, copy mode: nothing is ever resent, and the Sender asks
+        // for a flow's next message only once the last one's packets were
+        // built (copied). One buffer per flow serves: no hold, no pool.
+        g->scratch = static_cast<uint8_t*>(rte_malloc_socket("tm_scratch", opt_.msg_size ? opt_.msg_size : 1, 64,
+                                                             tx_socket_));
+        if (g->scratch == nullptr)
+            return nullptr;
+        allocs_.push_back(g->scratch);
+    }
+    f.gen = g;
+    return g;
+}
+
+// The sender of a flow: net_ring loopback sends a flow on the queue its
+// receiving rx lcore polls; elsewhere flows take turns over the senders.
+uint32_t Runtime::sender_for(uint16_t wire, uint16_t i) const {
+    // The port's Senders only: the in-memory loopback's carry a peer of this process (local_sender_for).
+    return steer_by_queue_ ? wire % static_cast<uint32_t>(rxs_.size()) : i % port_senders_;
+}
+
+uint32_t Runtime::local_sender_for(const FlowCtx& peer_recv, uint16_t wire, uint16_t i) const {
+    if (!local_port_)
+        return sender_for(wire, i);
+    for (uint32_t r = 0; r < receivers_.size(); r++)
+        if (receivers_[r] == peer_recv.receiver)
+            return port_senders_ + r;
+    return port_senders_ + wire % static_cast<uint32_t>(receivers_.size());
+}
+
+Addressing Runtime::address_to(const Session& s) const {
+    Addressing addr;
+    addr.src_mac = mac_;
+    addr.dst_mac = s.peer_mac;
+    addr.src_ip = opt_.src_ip;
+    addr.dst_ip = s.peer.ip;
+    addr.udp_port = s.peer.port;
+    return addr;
+}
+
+void Runtime::install_replay(AppSession& a, Session& s) {
+    AppSession* peer_side = app_session(s.peer_id);
+    for (uint16_t i = 0; i < s.params.nflows; i++) {
+        FlowCtx& f = *flows_[i];
+        f.session = f.send_session = &a;
+        a.flows.push_back(&f);
+        const uint16_t wire = static_cast<uint16_t>(s.peer_base + i);
+        TxFlow tx;
+        TxFlow::make(tx, wire, s.params.key_of(i), s.params.ring_size, s.params.mtu, address_to(s), s.link->data_version,
+                     s.link->tx_data_key, s.link->data_auth ? s.link->tx_auth_h : nullptr);
+        if (peer_side != nullptr && i < peer_side->flows.size())
+            make_replay(f, tx, peer_side->flows[i]->ring.get(), sender_for(wire, i), a);
+    }
+}
+
+} // namespace tailmark::app

@@ -1,0 +1,390 @@
+// Set-up and teardown: the order the run is built in (lcores, ports,
+// engines, flows) and the order it is taken apart in.
+#include "runtime.h"
+
+#include <cinttypes>
+#include <cstdio>
+#include <string>
+
+#include <rte_cycles.h>
+#include <rte_ethdev.h>
+#include <rte_launch.h>
+#include <rte_malloc.h>
+#include <rte_random.h>
+#include <rte_ring_elem.h>
+
+#include "service/service.h"
+#include "tailmark/log.h"
+
+namespace tailmark::app {
+
+namespace {
+
+std::string lcore_list() {
+    std::string s;
+    unsigned l;
+    RTE_LCORE_FOREACH(l) {
+        if (!s.empty())
+            s += ',';
+        s += std::to_string(l);
+    }
+    return s;
+}
+
+std::string mac_str(const rte_ether_addr& m) {
+    char b[RTE_ETHER_ADDR_FMT_SIZE];
+    rte_ether_format_addr(b, sizeof(b), &m);
+    return b;
+}
+
+} // namespace
+
+// The engine's settings, from the daemon's options (cc.max_mbps: from the
+// port once it is open, cc_max_mbps()).
+engine::EngineConfig engine_config(const Options& o) {
+    engine::EngineConfig c;
+    c.udp_port = o.udp_port;
+    c.udp_checksum = o.udp_checksum;
+    c.burst = o.burst;
+    c.tx_quantum = o.tx_quantum;
+    c.rto_us = o.rto_us;
+    c.rto_max_us = o.rto_max_us;
+    c.retry_limit = o.retry_limit;
+    c.nack_delay_us = o.nack_delay_us;
+    c.stream_min = o.stream_min;
+    c.completion = o.completion;
+    c.cc.enabled = o.cc;
+    c.cc.target_us = o.cc_target_us;
+    c.cc.start_mbps = o.cc_start_mbps;
+    c.cc.max_mbps = o.cc_max_mbps;
+    c.cc.ack_feedback_us = o.ack_feedback_us;
+    c.idle_sleep_us = static_cast<uint32_t>(o.idle_sleep_us);
+    c.paths = static_cast<uint32_t>(o.paths);
+    return c;
+}
+
+// --- set-up -----------------------------------------------------------------
+
+bool Runtime::plan_lcores(SetupError& e) {
+    unsigned def = rte_get_next_lcore(static_cast<unsigned>(-1), 1, 0);
+    if (def >= RTE_MAX_LCORE)
+        def = rte_get_main_lcore();
+    auto take = [&](const std::vector<unsigned>& given, const char* opt, std::vector<unsigned>& out) {
+        out = given.empty() ? std::vector<unsigned>{def} : given;
+        for (unsigned l : out) {
+            if (!rte_lcore_is_enabled(l)) {
+                e = {2, std::string(opt) + ": lcore " + std::to_string(l) +
+                            " is not enabled (EAL -l/--lcores gives " + lcore_list() + ")"};
+                return false;
+            }
+        }
+        return true;
+    };
+    if (!take(opt_.tx_lcores, "--tx-lcores", tx_lcores_) ||
+        !take(opt_.rx_lcores, "--rx-lcores", rx_lcores_) ||
+        !take(opt_.consumer_lcores, "--consumer-lcores", cons_lcores_))
+        return false;
+    if (opt_.external_consumer) {
+        if (opt_.completion == CompletionMode::Packet) {
+            e = {2, "--consumer-lcores none: a consumer process needs --completion message"};
+            return false;
+        }
+        cons_lcores_.clear(); // the flows' rings are consumed by another process
+    }
+    if (opt_.mode == Mode::Send) {
+        if (!opt_.consumer_lcores.empty())
+            TM_LOG(WARNING, app, "--consumer-lcores: nothing to consume in send mode; ignored");
+        cons_lcores_.clear();
+    }
+    return true;
+}
+
+// Ports, pools and flow steering: planned and opened by drivers/port_plan.h.
+bool Runtime::open_ports(SetupError& e) {
+    drivers::PortNeeds n;
+    n.tx_port = opt_.tx_port;
+    n.rx_port = opt_.rx_port;
+    n.tx_lcores = static_cast<uint16_t>(tx_lcores_.size());
+    n.rx_lcores = static_cast<uint16_t>(rx_lcores_.size());
+    n.mtu = opt_.mtu;
+    n.loopback = opt_.mode == Mode::Loopback;
+    n.send_only = opt_.mode == Mode::Send;
+    n.l4_checksum = opt_.udp_checksum;
+    n.local_loop = opt_.mode == Mode::Service;
+    drivers::PortSet ps;
+    drivers::PortError pe;
+    const bool ok = drivers::open_ports(n, ps, pe);
+    // Kept, opened or not: teardown() closes the ports, then frees the pools.
+    pools_ = std::move(ps.pools);
+    tx_pool_ = ps.tx_pool;
+    rx_pool_ = ps.rx_pool;
+    tx_port_ = std::move(ps.tx_port);
+    rx_port_owned_ = std::move(ps.rx_port_owned);
+    rx_port_ = ps.rx_port;
+    local_port_ = std::move(ps.local_port);
+    tx_socket_ = ps.tx_socket;
+    rx_socket_ = ps.rx_socket;
+    tx_nq_ = ps.tx_nq;
+    steer_by_queue_ = ps.steer_by_queue;
+    rss_ = ps.rss;
+    handoff_ = ps.handoff;
+    if (!ok)
+        e = {pe.exit_code, pe.message};
+    return ok;
+}
+
+// The flows this process configures itself (loopback, send): the shell's
+// and the summary's flows 0..N-1, filled in when the session is up. recv
+// adds flows as sessions arrive.
+bool Runtime::make_registry(SetupError& e) {
+    flows_.reserve(kMaxRegistry);
+    if (opt_.mode == Mode::Recv || opt_.mode == Mode::Service)
+        return true; // flows come with sessions
+    const GroupPlan plan = plan_group(opt_.msg_size, stride_for_mtu(opt_.mtu));
+    for (uint32_t i = 0; i < opt_.flows; i++) {
+        FlowCtx* f = socket_new<FlowCtx>(rx_socket_);
+        if (f == nullptr) {
+            e = {1, "out of memory: flow contexts"};
+            return false;
+        }
+        f->index = i;
+        f->gen_id = static_cast<uint16_t>(i);
+        f->ring_size = opt_.ring_size;
+        f->pkts_per_msg = plan.pkt_count;
+        flows_.push_back(f);
+    }
+    nflows_.store(static_cast<uint32_t>(flows_.size()), std::memory_order_release);
+    return true;
+}
+
+// --flow-control off: no peer to agree with (a sink such as net_null), so
+// no session: the flows are configured here, unreliable, and installed
+// before the lcores start.
+bool Runtime::make_unconnected(SetupError& e) {
+    Addressing addr;
+    addr.src_mac = mac_;
+    addr.dst_mac = opt_.dst_mac_set ? opt_.dst_mac : rx_port_->mac();
+    addr.src_ip = opt_.src_ip;
+    addr.dst_ip = opt_.mode == Mode::Loopback ? opt_.src_ip : opt_.dst_ip;
+    addr.udp_port = opt_.udp_port;
+    Session fake;
+    fake.params.mtu = opt_.mtu;
+    fake.params.ring_size = opt_.ring_size;
+    fake.params.max_msg = static_cast<uint32_t>(opt_.msg_size);
+    fake.params.key = opt_.key;
+    fake.params.version = kVersion; // no session, no data key: untagged
+    fake.peer = {addr.dst_ip, opt_.udp_port};
+    for (const auto& [i, k] : opt_.flow_keys)
+        fake.params.overrides.push_back({i, k});
+    auto a = std::make_unique<AppSession>();
+    for (uint32_t i = 0; i < opt_.flows; i++) {
+        FlowCtx& f = *flows_[i];
+        f.send_id = static_cast<uint16_t>(i);
+        SendFlowSpec sp;
+        sp.id = f.send_id;
+        if (!TxFlow::make(sp.tx, static_cast<uint16_t>(i), opt_.key_of(static_cast<uint16_t>(i)), opt_.ring_size,
+                          opt_.mtu, addr)) {
+            e = {2, "--mtu: " + std::to_string(opt_.mtu) + " leaves no room for a packet"};
+            return false;
+        }
+        sp.ring_size = opt_.ring_size;
+        sp.max_msg = opt_.msg_size;
+        sp.reliable = false;
+        sp.report = false;
+        const uint32_t si = sender_for(static_cast<uint16_t>(i), static_cast<uint16_t>(i));
+        if (opt_.mode == Mode::Loopback) {
+            std::string err;
+            fake.peer_base = 0;
+            if (!make_recv_flow(f, *a, fake, static_cast<uint16_t>(i), static_cast<uint16_t>(i), err)) {
+                e = {2, err};
+                return false;
+            }
+            post_recv(f, *a);
+        }
+        if (opt_.replay) { // no credits without a peer: the packets' reference counts pace it
+            if (!make_replay(f, sp.tx, nullptr, si, *a)) {
+                e = {2, "--replay: the ready-made packets do not fit (lower --ring-size, or raise EAL -m)"};
+                return false;
+            }
+            continue;
+        }
+        sp.user = gen_flow(f, txs_[si % txs_.size()]);
+        if (sp.user == nullptr) {
+            e = {1, "out of memory: generator state (--payload fixed: a message per flow)"};
+            return false;
+        }
+        f.sender = senders_[si];
+        f.send = Sender::make_flow(sp, tx_socket_);
+        if (f.send == nullptr || !f.sender->install(f.send)) {
+            e = {1, "out of memory: send state"};
+            return false;
+        }
+    }
+    // Installed directly: the lcores have not started.
+    for (unsigned l = 0; l < RTE_MAX_LCORE; l++)
+        if (lcores_[l] != nullptr)
+            serve_requests(*lcores_[l]);
+    for (unsigned l = 0; l < RTE_MAX_LCORE; l++) {
+        Request r;
+        while (lcores_[l] != nullptr && rte_ring_sc_dequeue_elem(lcores_[l]->resp, &r, sizeof(r)) == 0)
+            if (!r.ok) {
+                e = {1, "flow set-up refused by an lcore"};
+                return false;
+            }
+    }
+    a->stage = AppSession::Stage::Live;
+    for (FlowCtx* f : flows_)
+        a->flows.push_back(f), f->session = f->send_session = f->recv_session = a.get();
+    add_session(std::move(a));
+    return true;
+}
+
+bool Runtime::setup(SetupError& e) {
+    tsc_hz_ = rte_get_tsc_hz();
+    deferred_.set_delay(tsc_hz_); // what other threads may read goes a second later
+    ecfg_ = engine_config(opt_);
+    // A released flow id waits out the peer timeout (and a second) before
+    // it names another flow: see flow_ids.h.
+    const uint64_t quarantine = tsc_hz_ * (opt_.peer_timeout_ms + 1000) / 1000;
+    send_ids_.set_quarantine(quarantine);
+    recv_ids_.set_quarantine(quarantine);
+    DataPlaneConfig& dp = plane_.cfg;
+    dp.mode = opt_.mode;
+    dp.msg_size = opt_.msg_size;
+    dp.sizes = opt_.msg_sizes.empty() ? nullptr : opt_.msg_sizes.data();
+    dp.nsizes = static_cast<uint32_t>(opt_.msg_sizes.size());
+    dp.messages = opt_.messages;
+    dp.ring_size = opt_.ring_size;
+    dp.flows = opt_.flows;
+    dp.verify = opt_.verify;
+    dp.fixed_payload = opt_.fixed_payload;
+    dp.replay = opt_.replay;
+    dp.pace_cycles = opt_.rate > 0 ? static_cast<uint64_t>(double(tsc_hz_) * opt_.flows / opt_.rate) : 0;
+    dp.late_cycles = tsc_hz_ / 1000000;
+    plane_.burst.store(opt_.burst);
+    plane_.completion.store(static_cast<uint8_t>(opt_.completion));
+    if (opt_.secret_set) {
+        secret_ = opt_.secret;
+    } else if (opt_.mode == Mode::Loopback) {
+        secret_ = {rte_rand(), rte_rand()}; // a session with itself: nobody else needs it
+    } else {
+        TM_LOG(WARNING, app, "--insecure: control packets are authenticated with a well-known all-zero key; "
+                             "anyone on the path can forge ACKs and end sessions");
+    }
+    if (!plan_lcores(e) || !open_ports(e) || !make_engines(e) || !make_registry(e))
+        return false;
+    if (opt_.mode == Mode::Service) {
+        service_ = std::make_unique<Service>(*this);
+        if (!service_->open(e))
+            return false;
+    }
+    if (!opt_.flow_control && !make_unconnected(e))
+        return false;
+    failed_logged_.assign(flows_.size(), false);
+    std::string lc;
+    for (unsigned l = 0; l < RTE_MAX_LCORE; l++) {
+        const LcoreCtx* c = lcores_[l];
+        if (c == nullptr || !c->any())
+            continue;
+        lc += ' ';
+        lc += std::to_string(l);
+        lc += c->tx ? ":tx" : ":";
+        lc += c->rx ? "+rx" : "";
+        lc += c->cons ? "+consumer" : "";
+    }
+    TM_LOG(INFO, app,
+           "mode %s, %u flows x %" PRIu64 " messages of %" PRIu64 " B, ring %u, MTU %u, completion %s, "
+           "steering %s, %s; lcores%s; %s %s",
+           to_string(opt_.mode), opt_.flows, opt_.messages, opt_.msg_size, opt_.ring_size, opt_.mtu,
+           to_string(opt_.completion), steering_name(),
+           opt_.flow_control ? "sessions" : "no session (--flow-control off)", lc.c_str(), mac_str(mac_).c_str(),
+           to_string(Endpoint{opt_.src_ip, opt_.udp_port}).c_str());
+    return true;
+}
+
+// --- teardown ---------------------------------------------------------------
+
+void Runtime::teardown() {
+    // 1. lcores: stopped and joined by run(); make sure of it.
+    if (launched_) {
+        plane_.phase.store(static_cast<int>(Phase::Stop));
+        rte_eal_mp_wait_lcore();
+        launched_ = false;
+    }
+    // 2. the fault shims (lcores joined: no callback in flight), then the
+    //    ports: stop and close (their own rx callbacks go with them).
+    for (size_t q = 0; q < shim_cbs_.size(); q++)
+        if (rx_port_ != nullptr && rte_eth_remove_rx_callback(rx_port_->id(), static_cast<uint16_t>(q), shim_cbs_[q]) == 0)
+            rte_free(const_cast<void*>(static_cast<const void*>(shim_cbs_[q])));
+    shim_cbs_.clear();
+    for (drivers::FaultShim* s : shims_)
+        delete s;
+    shims_.clear();
+    local_port_.reset();
+    rx_port_owned_.reset();
+    tx_port_.reset();
+    rx_port_ = nullptr;
+    // 3. what the data plane used: engines first (a Receiver's placer walks
+    //    its installed flows as it goes: they must still be there), then the
+    //    flows (the Senders' records let go of the generator's buffers),
+    //    replay packets, rings, contexts.
+    deferred_.run_all();
+    for (Sender* s : senders_)
+        delete s;
+    senders_.clear();
+    for (Receiver* r : receivers_)
+        delete r;
+    receivers_.clear();
+    for (FlowCtx* f : flows_) {
+        Sender::free_flow(f->send);
+        f->send = nullptr;
+        free_recv(*f);
+        rte_ring_free(f->send_q);
+        f->send_q = nullptr;
+        rte_free(f->sizes);
+        f->sizes = nullptr;
+        socket_delete(f);
+    }
+    flows_.clear();
+    nflows_.store(0);
+    app_sessions_.clear();
+    sessions_.reset(); // the session links
+    // The applications' memory: the Senders and the ports let go of every
+    // mbuf that referenced an arena.
+    service_.reset();
+    for (rte_mbuf** pkts : replay_pkts_) // the packets are their pool's, freed with it below
+        rte_free(pkts);
+    replay_pkts_.clear();
+    rte_mbuf* m;
+    while (control_in_ != nullptr && rte_ring_dequeue(control_in_, reinterpret_cast<void**>(&m)) == 0)
+        rte_pktmbuf_free(m);
+    rte_ring_free(control_in_);
+    control_in_ = nullptr;
+    rx_moves_.release(); // the hand-off rings drained, and the tables
+    for (TxCtx* c : txs_)
+        socket_delete(c);
+    txs_.clear();
+    for (RxCtx* c : rxs_)
+        socket_delete(c);
+    rxs_.clear();
+    for (ConsCtx* c : conss_)
+        socket_delete(c);
+    conss_.clear();
+    for (LcoreCtx*& l : lcores_) {
+        if (l == nullptr)
+            continue;
+        rte_ring_free(l->req);
+        rte_ring_free(l->resp);
+        socket_delete(l);
+        l = nullptr;
+    }
+    for (void* p : allocs_)
+        rte_free(p);
+    allocs_.clear();
+    // 4. pools last: the closed ports returned their mbufs.
+    replay_pools_.clear();
+    pools_.clear();
+    tx_pool_ = rx_pool_ = nullptr;
+}
+
+} // namespace tailmark::app
