@@ -102,9 +102,9 @@ done
 # is printed, not asserted.
 # Three busy pollers share the 2 vCPUs here: correctness, not speed. An rx
 # lcore waits up to a scheduler slice (ms) for a CPU, which the sender's
-# delay-based congestion control would read as a queue 10x over its 500 us
-# target and pace down to its floor (one run: 1 Mbit/s, 29 msg/s); the
-# sender's target goes above the scheduler's delay, as in the torch tests.
+# delay-based congestion control once read as a queue 10x over its 500 us
+# target, pacing down to its floor (1 Mbit/s, 29 msg/s); the sender ran
+# --cc-target-us 20000. Since the stall rule it runs the defaults (15 s).
 HMSGS=5000 HSIZE=4096
 hpkts=$(tm_pkts $HSIZE $MTU)
 hcommon=(--flows 6 --messages $HMSGS --msg-size $HSIZE --ring-size 32 --secret $TM_SECRET --mtu $MTU
@@ -112,8 +112,7 @@ hcommon=(--flows 6 --messages $HMSGS --msg-size $HSIZE --ring-size 32 --secret $
 tm_start handoff_recv 75 ns "$NB" -- "$VDEV_B,qpairs=2" -l 0,1 -- --mode recv --src-ip $IP_B \
     --rx-lcores 0,1 --tx-lcores 1 --consumer-lcores 1 "${hcommon[@]}"
 rpid=$TM_PID
-tm_run handoff_send 75 ns "$NA" -- $VDEV_A -l 0 -- --mode send --src-ip $IP_A --dst-ip $IP_B "${hcommon[@]}" \
-    --cc-target-us 20000
+tm_run handoff_send 75 ns "$NA" -- $VDEV_A -l 0 -- --mode send --src-ip $IP_A --dst-ip $IP_B "${hcommon[@]}"
 SEND_RC=$TM_RC
 wait "$rpid"
 TM_RC=$?

@@ -94,10 +94,13 @@ tt_mesh() {
         TT_SOCK[r]=$TM_WORK/r$r.sock
         # Two vCPUs: the daemons take turns on them (their busy loops are
         # what the scheduler shares with the ranks). Six busy processes on
-        # two vCPUs delay every RTT sample by scheduler time slices (ms),
-        # far above congestion control's 500 us queue target, with no queue
-        # anywhere (a bridge, no bottleneck): the target goes above the
-        # scheduler's delay, or the controller takes it for congestion.
+        # two vCPUs delay RTT samples by scheduler time slices (ms), far
+        # above congestion control's 500 us queue target, with no queue
+        # anywhere (a bridge, no bottleneck). The daemons run congestion
+        # control's defaults all the same, as users do: its stall rule
+        # counts a feedback silence off the delay, and the receiver's hold
+        # comes off every sample (docs/congestion.md). Until 2026-12-04 the
+        # suites set --cc-target-us 20000 (TT_CC_TARGET_US still does).
         # The retry budget is the daemon's default: as many expiries as fill
         # --peer-timeout-ms, which is what declares a rank dead here. (12
         # expiries, 1.7 s, once stood in for the old default of 8, which a
@@ -107,7 +110,7 @@ tt_mesh() {
         tm_start d$r "${TT_DAEMON_S:-900}" ns "${TT_NS[r]}" -- --vdev=net_af_packet0,iface=eth0$vdev_extra -l $((r % 2)) -- \
             --mode service --src-ip "${TT_IP[r]}" --control-socket "${TT_SOCK[r]}" --secret "$TM_SECRET" "${mtu_opt[@]}" \
             --stats-period 0 --peer-timeout-ms "$TT_PEER_TIMEOUT_MS" --idle-sleep-us ${TT_IDLE_SLEEP_US:-50} \
-            --cc-target-us ${TT_CC_TARGET_US:-20000} ${TT_RETRY_LIMIT:+--retry-limit $TT_RETRY_LIMIT} "${nack_opt[@]}"
+            ${TT_CC_TARGET_US:+--cc-target-us $TT_CC_TARGET_US} ${TT_RETRY_LIMIT:+--retry-limit $TT_RETRY_LIMIT} "${nack_opt[@]}"
         TT_PID[r]=$TM_PID
     done
     for ((r = 0; r < n; r++)); do
