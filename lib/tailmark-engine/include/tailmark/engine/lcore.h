@@ -112,6 +112,15 @@ inline bool poll_senders(TxRole& c, uint64_t now, uint64_t& paced) {
     return work;
 }
 
+// The tx role alone (an application with no tx work of its own): its
+// Senders' round, and how long their pacers hold them when none worked.
+inline bool tx_step(TxRole& c, uint64_t now) {
+    uint64_t paced = 0;
+    const bool work = poll_senders(c, now, paced);
+    c.paced_until = work ? 0 : paced;
+    return work;
+}
+
 // --- rx role ------------------------------------------------------------------
 
 // One rx queue and its Receiver, and optionally a second queue the same

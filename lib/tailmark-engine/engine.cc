@@ -1,0 +1,271 @@
+// Engine: made once (Senders, Receivers, lcore contexts and their rings,
+// the ACK routes), launched, stopped, and taken apart in the conventions'
+// order: lcores joined first, then what they used.
+#include "tailmark/engine/engine.h"
+
+#include <cstdio>
+#include <cstring>
+#include <new>
+
+#include <rte_cycles.h>
+#include <rte_launch.h>
+#include <rte_lcore.h>
+#include <rte_malloc.h>
+#include <rte_ring_elem.h>
+
+#include "tailmark/engine/lcore_loop.h"
+
+namespace tailmark::engine {
+
+namespace {
+
+constexpr unsigned kRequestRing = 4096; // requests per lcore in flight
+constexpr unsigned kControlRing = 4096; // SESSION and ARP frames waiting for the control thread
+
+// rte_eal_remote_launch's entry: the engine's loop; no application ops.
+int lcore_entry(void* arg) {
+    return run_lcore(*static_cast<Lcore*>(arg), [](Request& r) { r.ok = false; });
+}
+
+} // namespace
+
+const char* to_string(FlowState s) {
+    switch (s) {
+    case FlowState::None: return "none";
+    case FlowState::Opening: return "opening";
+    case FlowState::Open: return "open";
+    case FlowState::Closing: return "closing";
+    case FlowState::Closed: return "closed";
+    case FlowState::Refused: return "refused";
+    }
+    return "?";
+}
+
+Engine::Engine(const EngineConfig& cfg, const EngineHost& host)
+    : cfg_(cfg), host_(host), lcores_(RTE_MAX_LCORE, nullptr) {}
+
+std::unique_ptr<Engine> Engine::create(const EngineConfig& cfg, const EngineHost& host, std::string& err) {
+    if (host.pool == nullptr || host.tx_queues == 0 || host.tx_lcores.empty() || host.rx_lcores.empty()) {
+        err = "engine: a pool, a tx queue, a tx lcore and an rx lcore are needed";
+        return nullptr;
+    }
+    if (host.tx_queues >= kNoSender || host.rx_lcores.size() >= RxPlacer::kNoOwner) {
+        err = "engine: too many queues";
+        return nullptr;
+    }
+    for (unsigned l : host.tx_lcores)
+        if (l >= RTE_MAX_LCORE || !rte_lcore_is_enabled(l)) {
+            err = "engine: tx lcore " + std::to_string(l) + " is not enabled";
+            return nullptr;
+        }
+    for (unsigned l : host.rx_lcores)
+        if (l >= RTE_MAX_LCORE || !rte_lcore_is_enabled(l)) {
+            err = "engine: rx lcore " + std::to_string(l) + " is not enabled";
+            return nullptr;
+        }
+    std::unique_ptr<Engine> e(new (std::nothrow) Engine(cfg, host));
+    if (e == nullptr || !e->make(err))
+        return nullptr;
+    return e;
+}
+
+Lcore* Engine::lcore_ctx(unsigned l) {
+    if (lcores_[l] != nullptr)
+        return lcores_[l];
+    Lcore* c = socket_new<Lcore>(static_cast<int>(rte_lcore_to_socket_id(l)));
+    if (c == nullptr)
+        return nullptr;
+    lcores_[l] = c;
+    c->plane = &plane_;
+    c->lcore = l;
+    c->idle_sleep_us = cfg_.idle_sleep_us;
+    c->idle_after = tsc_hz_ / 1000;
+    // Named by this engine's address too: two engines in one process.
+    char name[RTE_RING_NAMESIZE];
+    snprintf(name, sizeof(name), "tme_q%u_%lx", l, reinterpret_cast<uintptr_t>(this) & 0xFFFFFF);
+    c->req = rte_ring_create_elem(name, sizeof(Request), kRequestRing, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+    snprintf(name, sizeof(name), "tme_p%u_%lx", l, reinterpret_cast<uintptr_t>(this) & 0xFFFFFF);
+    c->resp = rte_ring_create_elem(name, sizeof(Request), kRequestRing, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+    return c->req != nullptr && c->resp != nullptr ? c : nullptr;
+}
+
+bool Engine::make(std::string& err) {
+    tsc_hz_ = host_.tsc_hz != 0 ? host_.tsc_hz : rte_get_tsc_hz();
+    deferred_.set_delay(tsc_hz_); // what other threads may read goes a second later
+    plane_.burst.store(cfg_.burst);
+    sender_of_ = static_cast<uint8_t*>(rte_malloc("tme_sender_of", 65536, 64));
+    char name[RTE_RING_NAMESIZE];
+    snprintf(name, sizeof(name), "tme_ctl_%lx", reinterpret_cast<uintptr_t>(this) & 0xFFFFFF);
+    control_in_ = rte_ring_create(name, kControlRing, SOCKET_ID_ANY, RING_F_SC_DEQ);
+    if (sender_of_ == nullptr || control_in_ == nullptr) {
+        err = "engine: out of memory (ACK routes, control ring)";
+        return false;
+    }
+    memset(sender_of_, kNoSender, 65536);
+    if (!make_senders(err) || !make_receivers(err))
+        return false;
+    // The main lcore's rings: tick() serves them if it holds a role.
+    if (lcore_ctx(rte_get_main_lcore()) == nullptr) {
+        err = "engine: out of memory (request rings)";
+        return false;
+    }
+    return true;
+}
+
+// tx: lcore t owns the tx queues q with q % T == t, one Sender each.
+bool Engine::make_senders(std::string& err) {
+    const auto T = static_cast<uint32_t>(host_.tx_lcores.size());
+    for (uint32_t t = 0; t < T; t++) {
+        TxRole* c = socket_new<TxRole>(host_.socket);
+        Lcore* l = c ? lcore_ctx(host_.tx_lcores[t]) : nullptr;
+        if (c != nullptr)
+            txs_.push_back(c);
+        if (l == nullptr || l->tx != nullptr) {
+            err = l ? "engine: tx lcore " + std::to_string(host_.tx_lcores[t]) + " given twice"
+                    : "engine: out of memory (tx context)";
+            return false;
+        }
+        c->lcore = host_.tx_lcores[t];
+        l->tx = c;
+    }
+    for (uint16_t q = 0; q < host_.tx_queues; q++) {
+        TxRole* c = txs_[q % T];
+        char name[32];
+        snprintf(name, sizeof(name), "tme_s%u_%lx", q, reinterpret_cast<uintptr_t>(this) & 0xFFFFFF);
+        SenderConfig sc = sender_config(cfg_, tsc_hz_, false);
+        sc.port = host_.tx_port;
+        sc.queue = q;
+        sc.pool = host_.pool;
+        sc.udp_checksum_offload = host_.tx_udp_checksum_offload;
+        sc.max_flows = 65536 / host_.tx_queues + 1;
+        sc.name = name;
+        sc.socket = host_.socket;
+        auto* s = new (std::nothrow) Sender(sc);
+        if (s == nullptr || !s->ok()) {
+            delete s;
+            err = "engine: out of memory (sender " + std::to_string(q) + ")";
+            return false;
+        }
+        senders_.push_back(s);
+        sender_lcore_.push_back(c->lcore);
+        wire_in_.push_back(s->wire_inbox());
+        local_in_.push_back(s->local_inbox());
+        c->senders.push_back(s);
+    }
+    return true;
+}
+
+// rx: lcore r polls rx queue r with a Receiver; with hand-off, the moves'
+// tables and rings between them.
+bool Engine::make_receivers(std::string& err) {
+    const auto R = static_cast<uint32_t>(host_.rx_lcores.size());
+    if (host_.handoff && !moves_.make(R, host_.socket, tsc_hz_ / 200, err)) { // a look every 5 ms
+        err = "engine: out of memory (" + err + ")";
+        return false;
+    }
+    for (uint32_t r = 0; r < R; r++) {
+        RxCtx* c = socket_new<RxCtx>(host_.socket);
+        Lcore* l = c ? lcore_ctx(host_.rx_lcores[r]) : nullptr;
+        if (c != nullptr)
+            rxs_.push_back(c);
+        if (l == nullptr || l->rx != nullptr) {
+            err = l ? "engine: rx lcore " + std::to_string(host_.rx_lcores[r]) + " given twice"
+                    : "engine: out of memory (rx context)";
+            return false;
+        }
+        c->plane = &plane_;
+        c->lcore = host_.rx_lcores[r];
+        c->port = host_.rx_port;
+        c->queue = static_cast<uint16_t>(r);
+        l->rx = c;
+        char name[32];
+        snprintf(name, sizeof(name), "tme_r%u_%lx", r, reinterpret_cast<uintptr_t>(this) & 0xFFFFFF);
+        ReceiverConfig rc = receiver_config(cfg_, tsc_hz_);
+        rc.pool = host_.pool;
+        rc.routes.sender_of = sender_of_;
+        rc.routes.wire_in = wire_in_.data();
+        rc.routes.local_in = local_in_.data();
+        rc.routes.nsenders = static_cast<uint32_t>(senders_.size());
+        rc.routes.control = control_in_;
+        rc.routes.ctl_out = senders_[r % senders_.size()]->ctl_out(); // its ACKs and NACKs
+        if (host_.handoff) {
+            moves_.fill(rc.routes);
+            rc.routes.nreceivers = R;
+            rc.routes.self = static_cast<uint8_t>(r);
+        }
+        rc.name = name;
+        rc.socket = host_.socket;
+        auto* rcv = new (std::nothrow) Receiver(rc);
+        if (rcv == nullptr || !rcv->ok()) {
+            delete rcv;
+            err = "engine: out of memory (receiver " + std::to_string(r) + ")";
+            return false;
+        }
+        receivers_.push_back(rcv);
+        c->receiver = rcv;
+    }
+    if (host_.handoff)
+        moves_.set_receivers(receivers_, host_.rx_lcores);
+    return true;
+}
+
+bool Engine::launch() {
+    if (launched_)
+        return true;
+    plane_.phase.store(static_cast<int>(Phase::Run));
+    launched_ = true;
+    const unsigned main_lcore = rte_get_main_lcore();
+    for (unsigned l = 0; l < RTE_MAX_LCORE; l++) {
+        if (l == main_lcore || lcores_[l] == nullptr || !lcores_[l]->any())
+            continue;
+        if (rte_eal_remote_launch(lcore_entry, lcores_[l], l) != 0) {
+            stop();
+            return false;
+        }
+        running_.push_back(l);
+    }
+    return true;
+}
+
+void Engine::stop() {
+    plane_.phase.store(static_cast<int>(Phase::Stop));
+    for (unsigned l : running_)
+        rte_eal_wait_lcore(l);
+    running_.clear();
+    launched_ = false;
+}
+
+// Teardown: the lcores joined; what was let go; the engines (a Receiver's
+// placer walks its installed flows as it goes: they must still be there);
+// the flows still installed; rings, tables, contexts.
+Engine::~Engine() {
+    stop();
+    deferred_.run_all();
+    for (Sender* s : senders_)
+        delete s;
+    for (Receiver* r : receivers_)
+        delete r;
+    for (auto& [id, s] : sends_)
+        Sender::free_flow(s.flow);
+    for (auto& [id, r] : recvs_)
+        Receiver::free_flow(r.recv);
+    moves_.release();
+    rte_mbuf* m;
+    while (control_in_ != nullptr && rte_ring_dequeue(control_in_, reinterpret_cast<void**>(&m)) == 0)
+        rte_pktmbuf_free(m);
+    rte_ring_free(control_in_);
+    rte_free(sender_of_);
+    for (TxRole* c : txs_)
+        socket_delete(c);
+    for (RxCtx* c : rxs_)
+        socket_delete(c);
+    for (Lcore* l : lcores_) {
+        if (l == nullptr)
+            continue;
+        rte_ring_free(l->req);
+        rte_ring_free(l->resp);
+        socket_delete(l);
+    }
+}
+
+} // namespace tailmark::engine

@@ -1,0 +1,211 @@
+// The engine as one object: the Senders (one per tx queue), the Receivers
+// (one per rx queue), the lcores' contexts and their request rings, the ACK
+// routes, deferred free and the moves between rx lcores, built from a plain
+// EngineConfig and the ports the application already opened (EngineHost).
+//
+//   auto e = Engine::create(cfg, host, err);  // nothing runs yet
+//   e->sender(q).set_source(...);             // the application's messages
+//   e->open_recv(spec, rx); e->open_send(spec, q);
+//   e->launch();                              // run_lcore on every lcore but the main one
+//   while (...) e->tick(rte_rdtsc());         // control thread: answers, frees, moves
+//   e->close_send(id); e->close_recv(id);     // answered in a later tick
+//   e->stop();                                // Phase::Stop, lcores joined
+//
+// The data path is the engine's lcore loop (lcore_loop.h) over plain
+// structs: no virtual call, no allocation, no lock. Everything else here is
+// the control thread's only (one thread: no lock either), except stats()
+// and drops(), which any thread may read (relaxed loads).
+// Sessions are the application's: it fills the flow specs (TxFlow, keys,
+// SessionLink) and takes the SESSION and ARP frames (control_in()).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+#include <rte_ring.h>
+
+#include "tailmark/drop_reason.h"
+#include "tailmark/engine/config.h"
+#include "tailmark/engine/deferred_free.h"
+#include "tailmark/engine/lcore.h"
+#include "tailmark/engine/rx_moves.h"
+#include "tailmark/receiver.h"
+#include "tailmark/sender.h"
+
+namespace tailmark::engine {
+
+// What the engine runs on: ports and queues the application opened and
+// started (drivers::open_ports, or its own, with the rx TSC stamp on every
+// rx queue), the lcores that poll them, and the pool packets come from.
+struct EngineHost {
+    uint16_t tx_port = 0;
+    uint16_t rx_port = 0;
+    uint16_t tx_queues = 1;          // one Sender each; queue q on tx_lcores[q % T]
+    std::vector<unsigned> tx_lcores; // one tx role each
+    std::vector<unsigned> rx_lcores; // rx queue r polled by rx_lcores[r], a Receiver each
+    rte_mempool* pool = nullptr;     // headers, copies, ACKs and NACKs
+    int socket = 0;                  // where the engine's state lives
+    bool tx_udp_checksum_offload = false; // the tx queues fill UDP checksums
+    bool handoff = false;            // several rx queues whose hash nobody here computes (rx_moves.h)
+    uint64_t tsc_hz = 0;             // 0: rte_get_tsc_hz()
+};
+
+// An lcore's context as the engine's loop wants it (lcore_loop.h): the tx
+// and rx roles, no consumer (the application consumes its rings itself).
+struct NoRole {};
+inline bool consume_step(NoRole&) { return false; }
+struct alignas(64) Lcore {
+    const Switches* plane = nullptr;
+    unsigned lcore = 0;
+    TxRole* tx = nullptr;
+    RxCtx* rx = nullptr;
+    NoRole* cons = nullptr;
+    rte_ring* req = nullptr;  // control thread -> lcore (SP/SC)
+    rte_ring* resp = nullptr; // lcore -> control thread (SP/SC)
+    LcoreCycles cycles;
+    uint64_t idle_after = 0;  // 1 ms of cycles
+    uint32_t idle_sleep_us = 0;
+    uint64_t idle_since = 0;
+    NoRole* trace = nullptr;
+    bool any() const { return tx != nullptr || rx != nullptr; }
+};
+inline void trace_iteration(Lcore&, uint64_t, uint64_t, uint64_t, uint64_t) {}
+
+// Where a flow is in its life, as the control thread knows it.
+enum class FlowState : uint8_t {
+    None,    // never opened (or forgotten)
+    Opening, // posted to its lcore, not answered yet
+    Open,    // installed
+    Closing, // its removal posted (a send flow: failed first), not answered yet
+    Closed,  // taken out; its state freed a little later (DeferredFree)
+    Refused, // the lcore refused the install (id taken, table full); freed
+};
+const char* to_string(FlowState s);
+
+class Engine {
+public:
+    // Everything made, nothing running; nullptr with `err` on failure.
+    static std::unique_ptr<Engine> create(const EngineConfig& cfg, const EngineHost& host, std::string& err);
+    ~Engine(); // stop(), then everything freed (the ports are the application's)
+    Engine(const Engine&) = delete;
+    Engine& operator=(const Engine&) = delete;
+
+    // Starts run_lcore on every lcore with a role but the main one (whose
+    // roles, if any, tick() runs). False: a launch failed (all stopped).
+    bool launch();
+    // Phase::Stop, and the launched lcores joined. Idempotent.
+    void stop();
+    // No new messages; what is in flight goes on (stop() after).
+    void drain() { plane_.phase.store(static_cast<int>(Phase::Drain), std::memory_order_relaxed); }
+    bool launched() const { return launched_; }
+
+    // The control thread's round (every ~100 us): the main lcore's roles if
+    // it has any, the lcores' answers, removals asked again, the moves
+    // between rx lcores, deferred free. Returns the answers taken.
+    uint32_t tick(uint64_t now);
+
+    // --- flows (control thread). Before launch() they go in at once. ---
+    // A send flow on Sender `sender` (its ACKs routed to it by id). The
+    // spec's user pointer is handed to the Sender's source. False: out of
+    // memory, a bad queue, or the id open already.
+    bool open_send(const SendFlowSpec& spec, uint32_t sender);
+    // A receive flow on Receiver `receiver` (the rx queue its frames reach);
+    // the ring is the application's and must outlive the flow's removal.
+    bool open_recv(const RecvFlowSpec& spec, uint32_t receiver);
+    // Fails what it still owes (why), then takes it out. False: not open.
+    bool close_send(uint16_t id, FailReason why = FailReason::Closed);
+    bool close_recv(uint16_t id);
+    // An open receive flow's cumulative ACK, for a send flow of this
+    // process to it (SendFlowSpec::local_acked); null: not open.
+    const uint32_t* recv_acked_word(uint16_t id) const;
+    FlowState send_state(uint16_t id) const;
+    FlowState recv_state(uint16_t id) const;
+
+    // --- counters, any thread (relaxed loads) ---
+    struct Stats {
+        uint64_t msgs_sent = 0, bytes_sent = 0; // Senders: messages whose every packet was queued
+        uint64_t delivered = 0, failed = 0;     // Senders: messages reported
+        uint64_t completions = 0;               // tx roles: Sender completions taken (to the sink)
+        uint64_t retx_pkts = 0;
+        uint64_t pkts_tx = 0, tx_dropped = 0, pkts_rx = 0;
+        uint64_t placed = 0, completed = 0;     // Receivers: packets placed, messages completed
+        uint64_t acks_tx = 0, nacks_tx = 0;
+        uint64_t drops = 0;                     // every reason (drops())
+    };
+    Stats stats() const;
+    DropCounters drops() const; // Senders' and Receivers', by reason
+    // A send flow's cursors (control thread): live while installed, as last
+    // seen once closed. False: never opened.
+    bool send_view(uint16_t id, Sender::FlowView& out) const;
+
+    // --- the pieces, for the application's own wiring ---
+    const EngineConfig& config() const { return cfg_; }
+    Switches& switches() { return plane_; }
+    uint32_t nsenders() const { return static_cast<uint32_t>(senders_.size()); }
+    uint32_t nreceivers() const { return static_cast<uint32_t>(receivers_.size()); }
+    Sender& sender(uint32_t q) { return *senders_[q]; }
+    Receiver& receiver(uint32_t r) { return *receivers_[r]; }
+    // Tx lcore t's role: where its Senders' completions go (set_sink).
+    TxRole& tx_role(uint32_t t) { return *txs_[t]; }
+    uint32_t ntx_roles() const { return static_cast<uint32_t>(txs_.size()); }
+    const Lcore* lcore(unsigned l) const { return lcores_[l]; }
+    // SESSION and ARP frames the rx lcores route to the control plane (a
+    // SessionTable's). Nobody's (the default): tick() frees them.
+    rte_ring* control_in() const { return control_in_; }
+    void set_control_taker(std::function<void(rte_mbuf*)> fn) { take_control_ = std::move(fn); }
+    // Frees fn's objects once other threads can no longer read them.
+    void later(uint64_t now, std::function<void()> fn) { deferred_.later(now, std::move(fn)); }
+    uint64_t tsc_hz() const { return tsc_hz_; }
+
+private:
+    Engine(const EngineConfig& cfg, const EngineHost& host);
+    bool make(std::string& err);
+    bool make_senders(std::string& err);
+    bool make_receivers(std::string& err);
+    Lcore* lcore_ctx(unsigned l);
+    bool post(unsigned lcore, const Request& r);
+    void on_response(const Request& r, uint64_t now);
+    void look_for_moves(uint64_t now);
+
+    struct SendRec {
+        SendFlow* flow = nullptr;
+        uint32_t sender = 0;
+        unsigned lcore = 0;
+        FlowState state = FlowState::None;
+        Sender::FlowView last{};
+    };
+    struct RecvRec : RecvPlace {
+        FlowState state = FlowState::None;
+        bool close_after_move = false;
+    };
+
+    EngineConfig cfg_;
+    EngineHost host_;
+    uint64_t tsc_hz_ = 0;
+    Switches plane_;
+    std::vector<Sender*> senders_;
+    std::vector<unsigned> sender_lcore_;
+    std::vector<Receiver*> receivers_;
+    std::vector<TxRole*> txs_;
+    std::vector<RxCtx*> rxs_;
+    std::vector<Lcore*> lcores_; // by lcore id (null: not the engine's)
+    std::vector<rte_ring*> wire_in_, local_in_;
+    uint8_t* sender_of_ = nullptr; // 65536: a send flow id's Sender (ACK routing)
+    rte_ring* control_in_ = nullptr;
+    std::function<void(rte_mbuf*)> take_control_;
+    RxMoves moves_;
+    DeferredFree deferred_;
+    std::unordered_map<uint16_t, SendRec> sends_;
+    std::unordered_map<uint16_t, RecvRec> recvs_;
+    std::vector<Request> retry_; // removals an lcore could not do yet
+    bool launched_ = false;
+    std::vector<unsigned> running_; // the lcores launch() started
+};
+
+} // namespace tailmark::engine

@@ -1,0 +1,256 @@
+// A whole Engine (engine.h) on a net_ring port whose tx ring is its rx ring,
+// its roles on lcore 1 (the runner's -l 0-1): flows opened before launch,
+// messages sent and consumed, flows closed and their removal answered, the
+// lcores stopped; exact counts, and every mbuf back in its pool. Then a
+// send flow closed while its window is full: every message it owed is
+// reported failed (Closed), none delivered.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <rte_bus_vdev.h>
+#include <rte_cycles.h>
+#include <rte_eth_ring.h>
+#include <rte_ring.h>
+
+#include "drivers/port.h"
+#include "fixtures.h"
+#include "tailmark/engine/engine.h"
+
+using namespace tailmark;
+using engine::FlowState;
+
+namespace {
+
+constexpr uint16_t kId = 5;
+constexpr uint32_t kRing = 8;
+constexpr uint32_t kMtu = 1500;
+constexpr uint64_t kMax = 9000;
+
+// One ethdev over one rte_ring, both its rx and its tx queue: what it sends
+// it receives (net_ring0's loopback), opened by drivers::Port (rx TSC stamp).
+struct LoopPort {
+    std::string name = tmtest::unique_name("englp");
+    rte_ring* r = nullptr;
+    std::unique_ptr<drivers::Port> port;
+    explicit LoopPort(rte_mempool* mp) {
+        r = rte_ring_create(name.c_str(), 1024, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+        REQUIRE(r != nullptr);
+        const int id = rte_eth_from_rings(name.c_str(), &r, 1, &r, 1, rte_socket_id());
+        REQUIRE(id >= 0);
+        drivers::PortSetup s;
+        s.pool = mp;
+        std::string err;
+        port = drivers::Port::open(static_cast<uint16_t>(id), s, err);
+        INFO(err);
+        REQUIRE(port != nullptr);
+    }
+    ~LoopPort() {
+        port.reset(); // stopped and closed
+        rte_vdev_uninit(("net_ring_" + name).c_str());
+        rte_mbuf* m;
+        while (rte_ring_dequeue(r, reinterpret_cast<void**>(&m)) == 0)
+            rte_pktmbuf_free(m);
+        rte_ring_free(r);
+    }
+};
+
+// Message i of the test: its length, and its bytes.
+uint64_t len_of(uint32_t i) { return i % 3 == 0 ? 100 : i % 3 == 1 ? 3000 : kMax; }
+uint8_t byte_of(uint32_t i, uint64_t k) { return static_cast<uint8_t>(i * 29 + k * 13); }
+
+struct Source {
+    uint32_t messages = 0;
+    std::vector<uint8_t> bufs = std::vector<uint8_t>(kRing * kMax);
+    std::atomic<uint32_t> asked{0};
+};
+bool source(void* ctx, void*, uint32_t msg_id, Message& m, uint64_t& cookie) {
+    auto& s = *static_cast<Source*>(ctx);
+    if (msg_id >= s.messages)
+        return false;
+    uint8_t* b = s.bufs.data() + (msg_id % kRing) * kMax;
+    for (uint64_t k = 0; k < len_of(msg_id); k++)
+        b[k] = byte_of(msg_id, k);
+    m.bytes = {b, static_cast<size_t>(len_of(msg_id))};
+    cookie = msg_id;
+    s.asked.fetch_add(1, std::memory_order_relaxed);
+    return true;
+}
+
+struct Outcome {
+    std::atomic<uint64_t> delivered{0}, failed{0}, closed{0};
+};
+void sink(void* ctx, const SendCompletion* d, uint32_t n) {
+    auto& o = *static_cast<Outcome*>(ctx);
+    for (uint32_t i = 0; i < n; i++) {
+        (d[i].status == SendStatus::Delivered ? o.delivered : o.failed).fetch_add(1);
+        if (d[i].reason == FailReason::Closed)
+            o.closed.fetch_add(1);
+    }
+}
+
+// The Engine and what its flows use, one port, roles on lcore 1.
+struct Rig {
+    tmtest::Pool pool;
+    LoopPort lp{pool.mp};
+    Source src;
+    Outcome out;
+    std::unique_ptr<CompletionRing> ring = tmtest::make_ring(kId, kRing, kMax);
+    std::unique_ptr<engine::Engine> e;
+    uint64_t hz = rte_get_tsc_hz();
+
+    Rig() {
+        REQUIRE(rte_lcore_is_enabled(1));
+        engine::EngineConfig cfg;
+        cfg.rto_us = 200000; // a descheduled lcore is no loss: no retransmission
+        cfg.rto_max_us = 1000000;
+        cfg.retry_limit = 8;
+        cfg.cc.enabled = false;
+        engine::EngineHost h;
+        h.tx_port = h.rx_port = lp.port->id();
+        h.tx_lcores = {1};
+        h.rx_lcores = {1};
+        h.pool = pool.mp;
+        h.socket = SOCKET_ID_ANY;
+        std::string err;
+        e = engine::Engine::create(cfg, h, err);
+        INFO(err);
+        REQUIRE(e != nullptr);
+        e->sender(0).set_source(source, &src);
+        e->tx_role(0).set_sink(sink, &out);
+    }
+    // Both ends of flow kId in this process, credited in memory.
+    void open() {
+        RecvFlowSpec rs;
+        rs.id = kId;
+        rs.ring = ring.get();
+        rs.key = 0x5E5E;
+        rs.stride = stride_for_mtu(kMtu);
+        rs.peer_flow = kId;
+        REQUIRE(e->open_recv(rs, 0));
+        CHECK(e->recv_state(kId) == FlowState::Open); // not launched: in at once
+        SendFlowSpec ss;
+        Addressing a = tmtest::test_addr();
+        a.dst_ip = a.src_ip;
+        REQUIRE(TxFlow::make(ss.tx, kId, rs.key, kRing, kMtu, a));
+        ss.id = kId;
+        ss.ring_size = kRing;
+        ss.max_msg = kMax;
+        ss.local_acked = e->recv_acked_word(kId);
+        ss.local_released = ring->released_word();
+        REQUIRE(ss.local_acked != nullptr);
+        REQUIRE(e->open_send(ss, 0));
+        CHECK(e->send_state(kId) == FlowState::Open);
+        CHECK_FALSE(e->open_send(ss, 0)); // the id is open
+    }
+    template <class Done>
+    bool tick_until(Done&& done, double secs = 5) {
+        const uint64_t end = rte_rdtsc() + static_cast<uint64_t>(secs * double(hz));
+        while (!done()) {
+            if (rte_rdtsc() > end)
+                return false;
+            e->tick(rte_rdtsc());
+        }
+        return true;
+    }
+    void close() {
+        REQUIRE(e->close_send(kId));
+        REQUIRE(e->close_recv(kId));
+        CHECK_FALSE(e->close_send(kId)); // closing already
+        REQUIRE(tick_until([&] {
+            return e->send_state(kId) == FlowState::Closed && e->recv_state(kId) == FlowState::Closed;
+        }));
+    }
+};
+
+uint64_t packets_of(uint32_t messages) {
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < messages; i++)
+        n += plan_group(len_of(i), stride_for_mtu(kMtu)).pkt_count;
+    return n;
+}
+
+} // namespace
+
+TEST_CASE("engine: a whole Engine opens a flow, sends, closes it and stops", "[engine]") {
+    {
+        Rig g;
+        const unsigned avail = g.pool.avail();
+        g.src.messages = 20; // more than the window: credits come back as the consumer releases
+        g.open();
+        REQUIRE(g.e->launch());
+        uint32_t next = 0, intact = 0;
+        REQUIRE(g.tick_until([&] {
+            for (const CompletionSlot* s; next < g.src.messages && (s = g.ring->poll(next)) != nullptr; next++) {
+                const auto got = g.ring->message(s);
+                bool ok = got.size() == len_of(next);
+                for (size_t k = 0; ok && k < got.size(); k++)
+                    ok = got[k] == byte_of(next, k);
+                intact += ok ? 1 : 0;
+                REQUIRE(g.ring->release(next));
+            }
+            return next == g.src.messages && g.out.delivered.load() + g.out.failed.load() == g.src.messages;
+        }));
+        CHECK(intact == 20);
+        g.close();
+        g.e->stop();
+        CHECK_FALSE(g.e->launched());
+        CHECK(g.e->send_state(kId) == FlowState::Closed);
+        CHECK(g.e->recv_state(kId) == FlowState::Closed);
+
+        const engine::Engine::Stats st = g.e->stats();
+        CHECK(g.out.delivered.load() == 20);
+        CHECK(g.out.failed.load() == 0);
+        CHECK(st.msgs_sent == 20);
+        CHECK(st.delivered == 20);
+        CHECK(st.failed == 0);
+        CHECK(st.completions == 20);
+        CHECK(st.completed == 20);
+        CHECK(st.retx_pkts == 0);
+        CHECK(st.pkts_tx == packets_of(20));
+        CHECK(st.pkts_rx == packets_of(20));
+        CHECK(st.placed == packets_of(20));
+        CHECK(st.acks_tx == 0); // credited in memory: no ACK packet
+        CHECK(st.drops == 0);
+        CHECK(g.src.asked.load() == 20);
+        Sender::FlowView v{};
+        REQUIRE(g.e->send_view(kId, v));
+        CHECK(v.submitted == 20);
+        CHECK(v.sent == 20);
+        CHECK(v.released == 20);
+        CHECK(v.failed == FailReason::None);
+        g.e.reset(); // every mbuf the engine held goes back
+        CHECK(g.pool.avail() == avail);
+    }
+}
+
+TEST_CASE("engine: a send flow closed with its window full fails what it owed", "[engine]") {
+    Rig g;
+    const unsigned avail = g.pool.avail();
+    g.src.messages = 1000;
+    g.open();
+    REQUIRE(g.e->launch());
+    // Nothing is consumed: the window (kRing messages) fills and stays full.
+    REQUIRE(g.tick_until([&] { return g.e->stats().completed == kRing && g.e->stats().msgs_sent == kRing; }));
+    rte_delay_us_sleep(20000); // no more comes: the credits are spent
+    CHECK(g.e->stats().msgs_sent == kRing);
+    CHECK(g.src.asked.load() == kRing);
+    g.close();
+    REQUIRE(g.tick_until([&] { return g.out.failed.load() == kRing; }));
+    g.e->stop();
+    CHECK(g.out.delivered.load() == 0);
+    CHECK(g.out.closed.load() == kRing);
+    const engine::Engine::Stats st = g.e->stats();
+    CHECK(st.failed == kRing);
+    CHECK(st.delivered == 0);
+    CHECK(st.drops == 0);
+    Sender::FlowView v{};
+    REQUIRE(g.e->send_view(kId, v));
+    CHECK(v.failed == FailReason::Closed);
+    CHECK(v.released == 0);
+    g.e.reset(); // every mbuf the engine held goes back
+    CHECK(g.pool.avail() == avail);
+}
