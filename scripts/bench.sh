@@ -31,6 +31,11 @@
 #                               on a veth pair, --flows 1 against --flows 4,
 #                               interleaved rounds (build/bench/cat.md,
 #                               cat.json; root)
+#   scripts/bench.sh --paths    only spraying (--paths): tests/integration/
+#                               multipath.sh's cases at --paths 16 and 1, and
+#                               each link's rate over time in the black-hole
+#                               case (build/bench/paths.md, paths.json,
+#                               paths-blackhole.png; root)
 #   scripts/bench.sh --stages   only the rx lcore's cycle account per stage at
 #                               64 B and 64 KiB: perf (cpu-clock) on a
 #                               -Dstage_profile build (build/bench/stages.md,
@@ -78,6 +83,7 @@ cc=0
 stages=0
 kernel=0
 catb=0
+pathsb=0
 while [ $# -gt 0 ]; do
     case $1 in
     --quick) quick=1 ;;
@@ -90,7 +96,8 @@ while [ $# -gt 0 ]; do
     --stages) stages=1 ;;
     --kernel) kernel=1 ;;
     --cat) catb=1 ;;
-    *) echo "usage: scripts/bench.sh [--quick] [--instructions] [--compare REV] [--report REV] [--torch] [--torch-algo] [--cc] [--stages] [--kernel] [--cat]" >&2; exit 2 ;;
+    --paths) pathsb=1 ;;
+    *) echo "usage: scripts/bench.sh [--quick] [--instructions] [--compare REV] [--report REV] [--torch] [--torch-algo] [--cc] [--stages] [--kernel] [--cat] [--paths]" >&2; exit 2 ;;
     esac
     shift
 done
@@ -156,6 +163,11 @@ fi
 if [ $catb -eq 1 ]; then
     source "$TM_ROOT/scripts/lib/bench_cat.sh"
     bench_cat "$out"
+    exit $?
+fi
+if [ $pathsb -eq 1 ]; then
+    source "$TM_ROOT/scripts/lib/bench_paths.sh"
+    bench_paths "$out"
     exit $?
 fi
 if [ -n "$compare" ] && [ $instructions -eq 1 ]; then

@@ -202,13 +202,37 @@ recv_ok() {
 }
 CAP=$((LINKS * MP_RATE)) # Mbit/s, the 4 links together
 
+# trace_start TAG / trace_mark WHAT / trace_stop: with MP_TRACE=DIR (scripts/bench.sh
+# --paths), R1's link counters every 50 ms while TAG runs, in DIR/TAG.trace:
+# "T ns" lines, each followed by `ip -s -j link show`; "M ns WHAT" marks.
+trace_start() {
+    [ -n "${MP_TRACE:-}" ] || return 0
+    mkdir -p "$MP_TRACE"
+    TRACE_FILE=$MP_TRACE/$1.trace
+    touch "$TRACE_FILE.on"
+    (while [ -e "$TRACE_FILE.on" ]; do
+        echo "T $(date +%s%N)"
+        ip -n "$N1" -s -j link show
+        sleep 0.05
+    done >"$TRACE_FILE") &
+    TRACE_PID=$!
+}
+trace_mark() { [ -n "${MP_TRACE:-}" ] && echo "M $(date +%s%N) $1" >>"$TRACE_FILE.marks"; return 0; }
+trace_stop() {
+    [ -n "${MP_TRACE:-}" ] || return 0
+    rm -f "$TRACE_FILE.on"
+    wait "$TRACE_PID" 2>/dev/null
+}
+
 # --- a. one path against 16 ---------------------------------------------------------------
 if only a && [ -z "${MP_MEASURE:-}" ]; then
     net || { tm_fail "a: set-up"; tm_finish; }
     # --paths 1: one flow, one port, one link: ~3 s at $MP_RATE.
     n1=$((MP_RATE * 3 / 8))
+    trace_start a1
     transfer a1 1 $n1 1
     finish
+    trace_stop
     gp1=$(goodput a1)
     tm_log "a: --paths 1: $n1 x 1 MiB, goodput $gp1 Mbit/s (one link: $MP_RATE); links $(carried)"
     recv_ok a1 $n1 && sender_ok a1 $n1
@@ -217,8 +241,10 @@ if only a && [ -z "${MP_MEASURE:-}" ]; then
     # --paths 16: ~2 s at the 4 links' rate (~4 s at what it reaches now).
     n16=$((CAP * 2 / 8))
     before=($(carried))
+    trace_start a16
     transfer a16 1 $n16 $PATHS
     finish
+    trace_stop
     gp16=$(goodput a16)
     after=($(carried))
     tm_log "a: --paths $PATHS: $n16 x 1 MiB, goodput $gp16 Mbit/s of $CAP; ports per link $(port_links a16);" \
@@ -237,6 +263,7 @@ if only b && [ -z "${MP_MEASURE:-}" ]; then
     net || { tm_fail "b: set-up"; tm_finish; }
     nb=$((CAP * 6 / 8)) # ~6 s at the 4 links' rate: the cut comes late (carried() polls slowly)
     base=($(carried))
+    trace_start b
     transfer b 1 $nb $PATHS
     # The cut once ~1 s of data went by (~1/6 of the messages' frames), on link 0.
     frames() { local a=($(carried)) t=0 i; for ((i = 0; i < LINKS; i++)); do t=$((t + a[i] - base[i])); done; echo $t; }
@@ -244,9 +271,11 @@ if only b && [ -z "${MP_MEASURE:-}" ]; then
     started() { [ "$(frames)" -ge "$want" ]; }
     tm_await b "$SPID" 30 started "the transfer never got going"
     lose 0 100
+    trace_mark "link 0 cut"
     sleep 0.2 # the bound's grace: what the dead link carries from here on counts
     at200=($(carried))
     finish
+    trace_stop
     end=($(carried))
     dead=$((end[0] - at200[0]))
     rest=0
@@ -267,8 +296,10 @@ if only c && [ -z "${MP_MEASURE:-}" ]; then
     lose 0 2
     nc=$((CAP * 2 / 8))
     base=($(carried))
+    trace_start c
     transfer c 1 $nc $PATHS
     finish
+    trace_stop
     end=($(carried))
     tot=0
     for ((i = 0; i < LINKS; i++)); do tot=$((tot + end[i] - base[i])); done
