@@ -32,6 +32,7 @@ Runtime::~Runtime() {
 // --- run and control ----------------------------------------------------------
 
 void Runtime::run() {
+    loop_state_.store(1, std::memory_order_release); // from here on the shell's results() come from control()
     const unsigned main_lcore = rte_get_main_lcore();
     launch_tsc_ = rte_rdtsc();
     deadline_tsc_ = opt_.duration > 0 ? launch_tsc_ + static_cast<uint64_t>(opt_.duration * double(tsc_hz_)) : 0;
@@ -71,6 +72,41 @@ void Runtime::run() {
     rte_eal_mp_wait_lcore();
     if (end_tsc_ == 0)
         end_tsc_ = rte_rdtsc();
+    loop_state_.store(2, std::memory_order_release);
+    answer_results(); // one asked while the loop ended
+}
+
+void Runtime::answer_results() {
+    if (results_asked_.load(std::memory_order_acquire) != 1)
+        return;
+    results_box_ = results();
+    results_asked_.store(2, std::memory_order_release);
+}
+
+// The shell's thread: never blocks the control thread (which only looks at
+// an atomic each round); the caller polls its answer.
+bool Runtime::results_from_shell(Results& out, double timeout_s) {
+    const uint64_t end = rte_rdtsc() + static_cast<uint64_t>(timeout_s * double(tsc_hz_));
+    results_asked_.store(1, std::memory_order_release);
+    for (;;) {
+        if (results_asked_.load(std::memory_order_acquire) == 2) {
+            out = results_box_;
+            results_asked_.store(0, std::memory_order_release);
+            return true;
+        }
+        if (loop_state_.load(std::memory_order_acquire) == 2) { // no control loop any more: nothing changes
+            results_asked_.store(0, std::memory_order_release);
+            out = results();
+            return true;
+        }
+        if (rte_rdtsc() >= end) {
+            // Withdrawn; an answer written meanwhile is overwritten by the next ask.
+            int asked = 1;
+            results_asked_.compare_exchange_strong(asked, 0, std::memory_order_acq_rel);
+            return false;
+        }
+        rte_delay_us_sleep(1000);
+    }
 }
 
 void Runtime::begin_drain(uint64_t now, const char* reason) {
@@ -227,6 +263,7 @@ void Runtime::control(uint64_t now) {
     }
     if (plane_.phase_now() == Phase::Run && deadline_tsc_ && now >= deadline_tsc_ && !closing_)
         begin_drain(now, "duration");
+    answer_results(); // the shell's
 
     // The control plane's packets: handshakes, keep-alives, ARP.
     rte_mbuf* frames[32];

@@ -92,6 +92,12 @@ public:
     // Phase::Stop, and joins the lcores (rte_eal_mp_wait_lcore).
     void run();
     Results results() const;
+    // results() for another thread (the shell's): the control thread, which
+    // alone adds and forgets sessions and flows, computes them between its
+    // rounds; before its loop starts the caller waits, after it ends they
+    // are computed here (nothing changes the tables then). False: the
+    // control loop did not answer within timeout_s.
+    bool results_from_shell(Results& out, double timeout_s = 2.0);
     std::vector<Results::RxLane> rx_lanes() const;
     // The exit code the run ends with besides the summary's verdict: 2 when
     // the peer refused the session (a configuration mismatch), else 0.
@@ -336,6 +342,12 @@ private:
     engine::DeferredFree deferred_; // later(): a second (tsc_hz_) after
     // run
     bool launched_ = false;
+    // results_from_shell's mailbox: the loop's state (0 not started, 1
+    // running, 2 ended) and the request's (0 none, 1 asked, 2 answered).
+    std::atomic<int> loop_state_{0};
+    std::atomic<int> results_asked_{0};
+    Results results_box_;
+    void answer_results(); // the control thread: an asked results() into the box
     uint64_t tsc_hz_ = 1;
     uint64_t cc_max_mbps() const;
     uint64_t launch_tsc_ = 0, start_tsc_ = 0, end_tsc_ = 0, work_end_tsc_ = 0;

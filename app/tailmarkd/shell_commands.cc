@@ -73,7 +73,11 @@ bool wait_idle(double secs) {
 
 // testpmd's stop: the forward statistics of each port in use, then the totals.
 void print_forward_stats(cmdline* cl) {
-    const Results r = rt().results();
+    Results r;
+    if (!rt().results_from_shell(r)) {
+        OUT("stop: the control loop did not answer within 2 s\n");
+        return;
+    }
     int ports[2] = {rt().tx_port_id(), rt().rx_port_id()};
     const int np = ports[0] == ports[1] ? 1 : 2;
     uint64_t rx_all = 0, tx_all = 0, drop_all = 0;

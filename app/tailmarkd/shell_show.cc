@@ -284,7 +284,11 @@ cmdline_parse_token_string_t cmd_show_config_what = TOKEN_STRING_INITIALIZER(cmd
 cmdline_parse_token_string_t cmd_show_lcores_what = TOKEN_STRING_INITIALIZER(cmd_show_word_result, what, "lcores");
 
 void cmd_show_drops_parsed(void*, cmdline* cl, void*) {
-    const Results r = rt().results();
+    Results r;
+    if (!rt().results_from_shell(r)) {
+        OUT("show drops: the control loop did not answer within 2 s\n");
+        return;
+    }
     OUT("drops: total=%" PRIu64 " tx_dropped=%" PRIu64 " verify_errors=%" PRIu64 "\n", r.drops_total, r.tx_dropped,
         r.verify_errors);
     for (size_t i = 0; i < kDropReasonCount; i++)
