@@ -40,15 +40,15 @@ void Runtime::run() {
     const uint64_t period = static_cast<uint64_t>(stats_period_.load() * double(tsc_hz_));
     next_stats_ = period ? launch_tsc_ + period : 0;
     launched_ = true;
-    for (unsigned l = 0; l < RTE_MAX_LCORE; l++) {
-        if (l == main_lcore || lcores_[l] == nullptr || !lcores_[l]->any())
-            continue;
-        int rc = rte_eal_remote_launch(lcore_main, lcores_[l], l);
-        if (rc != 0) {
-            TM_LOG(ERR, app, "lcore %u: launch failed (%d)", l, rc);
-            plane_.phase.store(static_cast<int>(Phase::Stop));
-            exit_reason_ = "launch_failed";
-        }
+    // The engine launches the daemon's lcore loop over the daemon's contexts.
+    std::vector<void*> args(RTE_MAX_LCORE, nullptr);
+    for (unsigned l = 0; l < RTE_MAX_LCORE; l++)
+        if (lcores_[l] != nullptr && lcores_[l]->any())
+            args[l] = lcores_[l];
+    if (!engine_->launch(lcore_main, args.data())) {
+        TM_LOG(ERR, app, "an lcore's launch failed");
+        plane_.phase.store(static_cast<int>(Phase::Stop));
+        exit_reason_ = "launch_failed";
     }
     if (!opt_.flow_control)
         start_tsc_ = launch_tsc_;
@@ -69,7 +69,7 @@ void Runtime::run() {
             next_ctrl = now + ctrl;
         }
     }
-    rte_eal_mp_wait_lcore();
+    engine_->stop(); // the lcores joined
     if (end_tsc_ == 0)
         end_tsc_ = rte_rdtsc();
     loop_state_.store(2, std::memory_order_release);
@@ -171,7 +171,7 @@ uint64_t Runtime::cc_max_mbps() const {
 }
 
 bool Runtime::senders_busy() const {
-    for (const Sender* s : senders_)
+    for (const Sender* s : senders())
         if (s->busy() != 0)
             return true;
     return false;
@@ -214,7 +214,7 @@ bool Runtime::done() const {
                                             : (opt_.flow_control ? v.released : v.sent) != want)
                 return false;
         }
-        for (const Sender* s : senders_)
+        for (const Sender* s : senders())
             if (s->busy() != 0)
                 return false;
         return true;
@@ -223,7 +223,7 @@ bool Runtime::done() const {
 }
 
 bool Runtime::drained() const {
-    for (const Sender* s : senders_)
+    for (const Sender* s : senders())
         if (s->busy() != 0)
             return false;
     if (opt_.replay) { // every message the replay queued was consumed
@@ -267,14 +267,14 @@ void Runtime::control(uint64_t now) {
 
     // The control plane's packets: handshakes, keep-alives, ARP.
     rte_mbuf* frames[32];
-    const unsigned nf = rte_ring_sc_dequeue_burst(control_in_, reinterpret_cast<void**>(frames), 32, nullptr);
+    const unsigned nf = rte_ring_sc_dequeue_burst(engine_->control_in(), reinterpret_cast<void**>(frames), 32, nullptr);
     for (unsigned i = 0; i < nf; i++)
         sessions_->on_frame(frames[i], now);
     sessions_->poll(now);
     take_responses(now);
     if (service_)
         service_->poll(now); // applications: requests, wake-ups, memory let go
-    deferred_.run(now);
+    engine_->deferred().run(now);
     // Sessions whose flows the lcores gave back, and those that never had any.
     for (Session* s : sessions_->sessions()) {
         if (s->state != SessionState::Ended)
@@ -394,7 +394,7 @@ void Runtime::check_done(uint64_t now) {
     }
     if (closing_) { // the CLOSE packets are out (loopback: and in), or it is time
         bool out = true;
-        for (const Sender* s : senders_)
+        for (const Sender* s : senders())
             out = out && rte_ring_empty(s->ctl_out()) && s->busy() == 0;
         if (opt_.mode == Mode::Loopback)
             for (Session* s : sessions_->sessions())
@@ -468,7 +468,7 @@ bool Runtime::set_completion(CompletionMode m, std::string& why) {
                                                                : "only a shell run (-i) can switch";
         return false;
     }
-    for (Receiver* r : receivers_)
+    for (Receiver* r : receivers())
         r->set_mode(m);
     plane_.completion.store(static_cast<uint8_t>(m), std::memory_order_relaxed);
     return true;

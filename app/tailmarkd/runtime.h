@@ -30,6 +30,7 @@
 #include "stop_request.h"
 #include "tailmark/engine/config.h"
 #include "tailmark/engine/deferred_free.h"
+#include "tailmark/engine/engine.h"
 #include "tailmark/engine/rx_moves.h"
 #include "tailmark/flow_ids.h"
 
@@ -157,8 +158,9 @@ public:
     // The engines and the lcores' contexts, made at set-up and fixed after
     // it: their counters are read with relaxed loads. lcores() is indexed
     // by lcore id (null: not one of the run's).
-    const std::vector<Sender*>& senders() const { return senders_; }
-    const std::vector<RxCtx*>& rxs() const { return rxs_; }
+    const std::vector<Sender*>& senders() const { return engine_ ? engine_->senders() : no_senders_; }
+    const std::vector<RxCtx*>& rxs() const { return engine_ ? engine_->rx_ctxs() : no_rxs_; }
+    const std::vector<Receiver*>& receivers() const { return engine_ ? engine_->receivers() : no_receivers_; }
     const std::vector<ConsCtx*>& conss() const { return conss_; }
     const std::vector<LcoreCtx*>& lcores() const { return lcores_; }
     bool senders_busy() const; // any Sender holds a message
@@ -293,14 +295,12 @@ private:
     drivers::Port* rx_port_ = nullptr;
     // --mode service: the in-memory loopback (net_ring: tx queue r arrives on
     // rx queue r, polled by rx lcore r) for sessions between applications
-    // of this daemon; null elsewhere. Its Senders are senders_[port_senders_ + r].
+    // of this daemon; null elsewhere. Its Senders are the engine's after the port's.
     std::unique_ptr<drivers::Port> local_port_;
-    uint32_t port_senders_ = 0; // senders_[0, port_senders_) send on the port
     int tx_socket_ = 0, rx_socket_ = 0;
     bool steer_by_queue_ = false; // net_ring loopback: tx queue q arrives on rx queue q
     bool rss_ = false;
     bool handoff_ = false;        // several rx lcores, no computable hash: they pass each other data
-    engine::RxMoves rx_moves_;    // handoff_: the tables, the rings, the moves between rx lcores
     uint64_t next_flow_scan_ = 0; // the per-flow failure and congestion-floor look (control())
     uint64_t next_rates_ = 0, rates_tsc_ = 0; // update_rates: when next, and when last
     std::vector<std::unique_ptr<SlowTrace>> traces_; // --trace-slow-ns: one per consumer lcore
@@ -309,15 +309,17 @@ private:
     // lcores and engines
     std::vector<unsigned> tx_lcores_, rx_lcores_, cons_lcores_;
     std::vector<LcoreCtx*> lcores_ = std::vector<LcoreCtx*>(RTE_MAX_LCORE, nullptr);
-    std::vector<Sender*> senders_;
-    std::vector<unsigned> sender_lcore_;
-    std::vector<Receiver*> receivers_;
+    // The engine (lib/tailmark-engine): the Senders (the port's, then the
+    // in-memory loopback's), the Receivers and their rx roles, the request
+    // rings, the ACK routes, the control ring (SESSION and ARP frames from
+    // the rx lcores), the moves between rx lcores, deferred free. The
+    // daemon's tx roles (txs_) and consumers are its own.
+    std::unique_ptr<engine::Engine> engine_;
+    inline static const std::vector<Sender*> no_senders_{};
+    inline static const std::vector<RxCtx*> no_rxs_{};
+    inline static const std::vector<Receiver*> no_receivers_{};
     std::vector<TxCtx*> txs_;
-    std::vector<RxCtx*> rxs_;
     std::vector<ConsCtx*> conss_;
-    uint8_t* sender_of_ = nullptr;   // 65536: a send flow id's Sender (ACK routing)
-    std::vector<rte_ring*> wire_in_, local_in_;
-    rte_ring* control_in_ = nullptr; // SESSION and ARP frames from the rx lcores
     std::vector<drivers::FaultShim*> shims_;                 // one per rx queue
     std::vector<const rte_eth_rxtx_callback*> shim_cbs_;
     drivers::FaultSpec fault_spec_;
@@ -339,7 +341,6 @@ private:
     uint32_t sessions_complete_ = 0;
     bool refused_ = false;
     std::vector<Request> retry_;     // removals the lcores could not do yet
-    engine::DeferredFree deferred_; // later(): a second (tsc_hz_) after
     // run
     bool launched_ = false;
     // results_from_shell's mailbox: the loop's state (0 not started, 1

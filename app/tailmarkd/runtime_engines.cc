@@ -21,7 +21,6 @@ namespace tailmark::app {
 
 namespace {
 
-constexpr unsigned kRequestRing = 4096;     // requests per lcore in flight
 constexpr uint64_t kGenBudget = 512ull << 20;  // generator buffers per tx lcore, at most (bytes)
 
 // An allocation failed: exit code 1, and what to do about it.
@@ -32,40 +31,34 @@ bool oom(SetupError& e, const std::string& what) {
 
 } // namespace
 
+// The daemon's context of lcore l: its roles, and the engine's request
+// rings of that lcore (every lcore with a role has them).
 LcoreCtx* Runtime::lcore_ctx(unsigned l) {
     if (lcores_[l] == nullptr) {
+        const engine::Lcore* el = engine_->lcore(l);
+        if (el == nullptr)
+            return nullptr;
         LcoreCtx* c = socket_new<LcoreCtx>(static_cast<int>(rte_lcore_to_socket_id(l)));
         if (c == nullptr)
             return nullptr;
         c->plane = &plane_;
         c->lcore = l;
         c->idle_sleep_us = ecfg_.idle_sleep_us;
-        c->idle_after = rte_get_tsc_hz() / 1000;
-        char name[RTE_RING_NAMESIZE];
-        snprintf(name, sizeof(name), "tm_req_%u", l);
-        c->req = rte_ring_create_elem(name, sizeof(Request), kRequestRing, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
-        snprintf(name, sizeof(name), "tm_resp_%u", l);
-        c->resp = rte_ring_create_elem(name, sizeof(Request), kRequestRing, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+        c->idle_after = el->idle_after;
+        c->req = el->req;
+        c->resp = el->resp;
         lcores_[l] = c;
-        if (c->req == nullptr || c->resp == nullptr)
-            return nullptr;
     }
     return lcores_[l];
 }
 
-// The engines: a Sender per tx queue, a Receiver per rx queue, the consumer
-// contexts, and the rings between them. No flow yet: sessions bring them.
+// The engines: the engine (lib/tailmark-engine) makes a Sender per tx queue
+// (and per in-memory loopback queue), a Receiver per rx queue, the request
+// rings, the ACK routes and the moves between rx lcores; the daemon brings
+// its tx roles (TxCtx) and its consumers. No flow yet: sessions bring them.
 bool Runtime::make_engines(SetupError& e) {
     mac_ = opt_.src_mac_set ? opt_.src_mac : tx_port_->mac();
     ecfg_.cc.max_mbps = cc_max_mbps(); // --cc-max-mbps, else the port's link speed
-    sender_of_ = static_cast<uint8_t*>(rte_malloc("tm_sender_of", 65536, 64));
-    if (sender_of_ == nullptr)
-        return oom(e, "ACK routes");
-    memset(sender_of_, kNoSender, 65536);
-    allocs_.push_back(sender_of_);
-    control_in_ = rte_ring_create("tm_ctl_in", 4096, SOCKET_ID_ANY, RING_F_SC_DEQ);
-    if (control_in_ == nullptr)
-        return oom(e, "control ring");
     if (!make_senders(e) || !make_gen_bufs(e) || !make_receivers(e) || !make_consumers(e))
         return false;
     // The main lcore runs the control loop, and its roles if it has any.
@@ -75,46 +68,58 @@ bool Runtime::make_engines(SetupError& e) {
     return true;
 }
 
-// tx: lcore t owns the tx queues q with q % T == t, one Sender each; then
-// the in-memory loopback's Senders.
+// tx: the daemon's tx roles, lcore t owning the tx queues q with
+// q % T == t; the engine, which gives them a Sender each (then the
+// in-memory loopback's); the Senders' message sources.
 bool Runtime::make_senders(SetupError& e) {
     const auto T = static_cast<uint32_t>(tx_lcores_.size());
+    engine::EngineHost h;
     for (uint32_t t = 0; t < T; t++) {
         TxCtx* c = socket_new<TxCtx>(tx_socket_);
         if (c == nullptr)
             return oom(e, "tx context");
         txs_.push_back(c);
+        h.tx_roles.push_back(c);
         c->plane = &plane_;
-        c->lcore = tx_lcores_[t];
         c->delivery_latency = opt_.mode == Mode::Send;
         if (opt_.mode == Mode::Service)
             c->set_sink(svc_complete_burst, c); // into the applications' completion rings
         else if (c->delivery_latency)
             c->set_sink(gen_delivered, c);      // each delivery a latency sample
         c->hist.clear();
-        LcoreCtx* l = lcore_ctx(c->lcore);
-        if (l == nullptr)
-            return oom(e, "request rings");
-        l->tx = c;
     }
-    for (uint16_t q = 0; q < tx_nq_; q++) {
+    h.tx_port = tx_port_->id();
+    h.rx_port = rx_port_->id();
+    h.tx_queues = tx_nq_;
+    h.tx_lcores = tx_lcores_;
+    h.rx_lcores = rx_lcores_;
+    h.app_lcores = cons_lcores_;
+    h.pool = tx_pool_;
+    h.socket = tx_socket_;
+    h.rx_socket = rx_socket_;
+    h.tx_udp_checksum_offload = tx_port_->tx_udp_checksum();
+    h.handoff = handoff_;
+    h.tsc_hz = tsc_hz_;
+    h.plane = &plane_;
+    if (local_port_) {
+        h.local_port = local_port_->id();
+        h.local_queues = local_port_->nb_txq();
+    }
+    std::string err;
+    engine_ = engine::Engine::create(ecfg_, h, err);
+    if (engine_ == nullptr) {
+        const std::string oom_prefix = "engine: out of memory (";
+        if (err.rfind(oom_prefix, 0) == 0 && err.back() == ')')
+            return oom(e, err.substr(oom_prefix.size(), err.size() - oom_prefix.size() - 1));
+        e = {1, err};
+        return false;
+    }
+    const auto& ss = engine_->senders();
+    const uint32_t port_senders = engine_->port_senders();
+    for (uint32_t q = 0; q < ss.size(); q++) {
         TxCtx* c = txs_[q % T];
-        char name[24];
-        snprintf(name, sizeof(name), "tm_s%u", q);
-        SenderConfig sc = engine::sender_config(ecfg_, tsc_hz_, false);
-        sc.port = tx_port_->id();
-        sc.queue = q;
-        sc.pool = tx_pool_;
-        sc.udp_checksum_offload = tx_port_->tx_udp_checksum();
-        sc.max_flows = 65536 / tx_nq_ + 1;
-        sc.name = name;
-        sc.socket = tx_socket_;
-        auto* s = new (std::nothrow) Sender(sc);
-        if (s == nullptr || !s->ok()) {
-            delete s;
-            return oom(e, "sender " + std::to_string(q));
-        }
-        if (opt_.mode == Mode::Service)
+        Sender* s = ss[q];
+        if (opt_.mode == Mode::Service || q >= port_senders)
             s->set_source(svc_source, c); // the applications' submissions
         else if (!opt_.replay)
             // Batched where the generator can batch: not into its one
@@ -123,44 +128,19 @@ bool Runtime::make_senders(SetupError& e) {
                           (opt_.fixed_payload || opt_.flow_control) && opt_.rate == 0 && !opt_.interactive
                               ? gen_source_many
                               : nullptr);
-        senders_.push_back(s);
-        sender_lcore_.push_back(c->lcore);
-        wire_in_.push_back(s->wire_inbox());
-        local_in_.push_back(s->local_inbox());
-        c->senders.push_back(s);
-        if (opt_.replay) {
+        if (opt_.replay && q < port_senders) {
             ReplayQueue rq;
-            rq.q = std::make_unique<TxBurst>(sc.port, q, sc.stall);
+            rq.q = std::make_unique<TxBurst>(tx_port_->id(), static_cast<uint16_t>(q),
+                                             engine::sender_config(ecfg_, tsc_hz_, false).stall);
             rq.flows.reserve(opt_.flows);
             c->replay.push_back(std::move(rq));
         }
     }
-    port_senders_ = static_cast<uint32_t>(senders_.size());
-    // The in-memory loopback's Senders, one per queue (rx lcore r's), dealt
-    // over the tx lcores like the port's. Nothing to pace (no path is
-    // shared) and nothing to checksum (memory, not a wire).
-    for (uint16_t r = 0; local_port_ && r < local_port_->nb_txq(); r++) {
-        TxCtx* c = txs_[r % T];
-        char name[24];
-        snprintf(name, sizeof(name), "tm_l%u", r);
-        SenderConfig sc = engine::sender_config(ecfg_, tsc_hz_, true);
-        sc.port = local_port_->id();
-        sc.queue = r;
-        sc.pool = tx_pool_;
-        sc.max_flows = 65536 / tx_nq_ + 1;
-        sc.name = name;
-        sc.socket = tx_socket_;
-        auto* s = new (std::nothrow) Sender(sc);
-        if (s == nullptr || !s->ok()) {
-            delete s;
-            return oom(e, "in-memory loopback sender " + std::to_string(r));
-        }
-        s->set_source(svc_source, c);
-        senders_.push_back(s);
-        sender_lcore_.push_back(c->lcore);
-        wire_in_.push_back(s->wire_inbox());
-        local_in_.push_back(s->local_inbox());
-        c->senders.push_back(s);
+    for (TxCtx* c : txs_) {
+        LcoreCtx* l = lcore_ctx(c->lcore);
+        if (l == nullptr)
+            return oom(e, "request rings");
+        l->tx = c;
     }
     return true;
 }
@@ -202,28 +182,11 @@ bool Runtime::make_gen_bufs(SetupError& e) {
     return true;
 }
 
-// rx: a Receiver per rx lcore, and with hand-off the moves between them.
+// rx: the engine's Receiver per rx lcore (and with hand-off the moves
+// between them); the fault shims in front of their queues.
 bool Runtime::make_receivers(SetupError& e) {
-    if (handoff_) { // the moves' tables and rings (lib/tailmark-engine)
-        std::string what;
-        if (!rx_moves_.make(static_cast<uint32_t>(rx_lcores_.size()), rx_socket_, tsc_hz_ / 200, what)) // every 5 ms
-            return oom(e, what);
-    }
-
-    // rx: lcore r polls rx queue r with a Receiver.
     for (uint32_t r = 0; r < rx_lcores_.size(); r++) {
-        RxCtx* c = socket_new<RxCtx>(rx_socket_);
-        if (c == nullptr)
-            return oom(e, "rx context");
-        rxs_.push_back(c);
-        c->plane = &plane_;
-        c->lcore = rx_lcores_[r];
-        c->port = rx_port_->id();
-        c->queue = static_cast<uint16_t>(r);
-        if (local_port_) {
-            c->local_port = local_port_->id();
-            c->local_queue = static_cast<uint16_t>(r);
-        }
+        RxCtx* c = engine_->rx_ctxs()[r];
         if (opt_.fault_set || opt_.interactive) {
             char name[RTE_RING_NAMESIZE];
             snprintf(name, sizeof(name), "tm_fault_%u", r);
@@ -240,40 +203,10 @@ bool Runtime::make_receivers(SetupError& e) {
             shim_cbs_.push_back(cb);
             fault_spec_ = opt_.fault;
         }
-        char name[24];
-        snprintf(name, sizeof(name), "tm_r%u", r);
-        ReceiverConfig rc = engine::receiver_config(ecfg_, tsc_hz_);
-        rc.pool = tx_pool_;
-        rc.routes.sender_of = sender_of_;
-        rc.routes.wire_in = wire_in_.data();
-        rc.routes.local_in = local_in_.data();
-        rc.routes.nsenders = static_cast<uint32_t>(senders_.size());
-        rc.routes.control = control_in_;
-        rc.routes.ctl_out = senders_[r % port_senders_]->ctl_out(); // ACKs to remote peers: the port's
-        if (handoff_) {
-            rx_moves_.fill(rc.routes);
-            rc.routes.nreceivers = static_cast<uint32_t>(rx_lcores_.size());
-            rc.routes.self = static_cast<uint8_t>(r);
-        }
-        rc.name = name;
-        rc.socket = rx_socket_;
-        auto* rcv = new (std::nothrow) Receiver(rc);
-        if (rcv == nullptr || !rcv->ok()) {
-            delete rcv;
-            return oom(e, "receiver " + std::to_string(r));
-        }
-        receivers_.push_back(rcv);
-        c->receiver = rcv;
         LcoreCtx* l = lcore_ctx(c->lcore);
         if (l == nullptr)
             return oom(e, "request rings");
         l->rx = c;
-    }
-    if (handoff_) {
-        std::vector<unsigned> rx_lcores;
-        for (const RxCtx* c : rxs_)
-            rx_lcores.push_back(c->lcore);
-        rx_moves_.set_receivers(receivers_, std::move(rx_lcores));
     }
     return true;
 }
@@ -325,10 +258,10 @@ void Runtime::make_session_table() {
     if (tc.min_version == kVersion && opt_.mode != Mode::Loopback)
         TM_LOG(NOTICE, app, "data version 1 sessions are served (%s): their data packets carry no tag, so any "
                "host that reaches this port can place bytes in them", opt_.insecure ? "--insecure" : "--data-version 1");
-    rte_ring* out = senders_[0]->ctl_out();
+    rte_ring* out = engine_->sender(0).ctl_out();
     // With the in-memory loopback, a session packet to this daemon's own
     // address goes straight back to the control loop, as if received.
-    rte_ring* self_in = local_port_ ? control_in_ : nullptr;
+    rte_ring* self_in = local_port_ ? engine_->control_in() : nullptr;
     const rte_be32_t self_ip = rte_cpu_to_be_32(opt_.src_ip);
     sessions_ = std::make_unique<SessionTable>(
         tc,

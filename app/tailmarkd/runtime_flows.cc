@@ -48,7 +48,7 @@ bool Runtime::make_recv_flow(FlowCtx& f, AppSession& a, Session& s, uint16_t id,
     // Which rx lcore sees this flow's data: net_ring loopback steers by
     // queue (id % R); RSS hashes the data's 5-tuple; hand-off deals flows
     // out (id % R) and the rx lcores pass each other the rest.
-    const auto R = static_cast<uint32_t>(rxs_.size());
+    const auto R = static_cast<uint32_t>(rxs().size());
     uint32_t owner = 0;
     if (steer_by_queue_ || handoff_) {
         owner = id % R;
@@ -75,10 +75,10 @@ bool Runtime::make_recv_flow(FlowCtx& f, AppSession& a, Session& s, uint16_t id,
     rs.peer_flow = static_cast<uint16_t>(s.peer_base + i);
     rs.link = opt_.replay ? nullptr : s.link; // --replay: ready-made packets, nobody to acknowledge to
     rs.pkt_cq = f.pkt_cq;
-    f.receiver = receivers_[owner];
-    f.recv_lcore = rxs_[owner]->lcore;
+    f.receiver = receivers()[owner];
+    f.recv_lcore = rxs()[owner]->lcore;
     if (handoff_) { // before the flow exists anywhere: no data of it can arrive yet
-        rx_moves_.place(f, id, static_cast<uint8_t>(owner), rs.auth);
+        engine_->moves().place(f, id, static_cast<uint8_t>(owner), rs.auth);
         f.remove_after_move = nullptr;
     }
     f.recv = Receiver::make_flow(rs, rx_socket_);
@@ -189,12 +189,12 @@ bool Runtime::open_send(FlowCtx& f, AppSession& a, const Session& s, uint16_t i,
         sp.local_released = peer->ring->released_word();
     }
     sp.user = o.user;
-    f.sender = senders_[si];
-    f.send_lcore = sender_lcore_[si];
+    f.sender = senders()[si];
+    f.send_lcore = engine_->sender_lcore(si);
     f.send = Sender::make_flow(sp, tx_socket_);
     if (f.send == nullptr)
         return false;
-    __atomic_store_n(&sender_of_[f.send_id], static_cast<uint8_t>(si), __ATOMIC_RELEASE); // ACKs find it
+    engine_->route_acks(f.send_id, static_cast<uint8_t>(si)); // ACKs find it
     post(f.send_lcore, {Request::Op::AddSend, false, FailReason::None, f.send_id, f.index, f.sender, f.send, &a});
     a.pending++;
     return true;
@@ -354,16 +354,16 @@ GenFlow* Runtime::gen_flow(FlowCtx& f, TxCtx* c) {
 // receiving rx lcore polls; elsewhere flows take turns over the senders.
 uint32_t Runtime::sender_for(uint16_t wire, uint16_t i) const {
     // The port's Senders only: the in-memory loopback's carry a peer of this process (local_sender_for).
-    return steer_by_queue_ ? wire % static_cast<uint32_t>(rxs_.size()) : i % port_senders_;
+    return steer_by_queue_ ? wire % static_cast<uint32_t>(rxs().size()) : i % engine_->port_senders();
 }
 
 uint32_t Runtime::local_sender_for(const FlowCtx& peer_recv, uint16_t wire, uint16_t i) const {
     if (!local_port_)
         return sender_for(wire, i);
-    for (uint32_t r = 0; r < receivers_.size(); r++)
-        if (receivers_[r] == peer_recv.receiver)
-            return port_senders_ + r;
-    return port_senders_ + wire % static_cast<uint32_t>(receivers_.size());
+    for (uint32_t r = 0; r < receivers().size(); r++)
+        if (receivers()[r] == peer_recv.receiver)
+            return engine_->port_senders() + r;
+    return engine_->port_senders() + wire % static_cast<uint32_t>(receivers().size());
 }
 
 Addressing Runtime::address_to(const Session& s) const {

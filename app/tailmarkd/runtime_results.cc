@@ -40,10 +40,10 @@ uint32_t Runtime::acked_of(const FlowCtx& f) const {
 
 DropCounters Runtime::drops() const {
     DropCounters d{};
-    for (const Sender* s : senders_)
+    for (const Sender* s : senders())
         for (size_t i = 0; i < kDropReasonCount; i++)
             d[i] += peek(s->counters().drops[i]);
-    for (const Receiver* r : receivers_)
+    for (const Receiver* r : receivers())
         for (size_t i = 0; i < kDropReasonCount; i++)
             d[i] += peek(r->placer().counters().drops[i]) + peek(r->counters().drops[i]);
     if (sessions_)
@@ -54,12 +54,12 @@ DropCounters Runtime::drops() const {
 
 Runtime::Stats Runtime::stats() const {
     Stats t;
-    for (uint32_t i = 0; i < senders_.size(); i++) {
-        const Sender* s = senders_[i];
+    for (uint32_t i = 0; i < senders().size(); i++) {
+        const Sender* s = senders()[i];
         const SenderCounters& c = s->counters();
         t.sent += peek(c.msgs_sent);
         t.pkts_tx += s->pkts_tx();
-        if (i >= port_senders_)
+        if (i >= engine_->port_senders())
             t.pkts_local += s->pkts_tx();
         t.tx_dropped += s->tx_dropped();
         t.retx += peek(c.retx_pkts);
@@ -75,9 +75,9 @@ Runtime::Stats Runtime::stats() const {
             t.tx_dropped += rq.q->dropped();
         }
     }
-    for (const RxCtx* c : rxs_)
+    for (const RxCtx* c : rxs())
         t.pkts_rx += peek(c->pkts_rx);
-    for (const Receiver* r : receivers_) {
+    for (const Receiver* r : receivers()) {
         const RxCounters& rc = r->placer().counters();
         // One of the two is 0 unless the shell switched modes mid-run.
         t.completion_writes += peek(rc.packet_completions) + peek(rc.completions);
@@ -177,10 +177,10 @@ void Runtime::print_stats(uint64_t now) {
 // the lcores' counters (the summary, telemetry).
 std::vector<Results::RxLane> Runtime::rx_lanes() const {
     std::vector<Results::RxLane> v;
-    for (size_t i = 0; i < rxs_.size() && i < receivers_.size(); i++) {
-        const ReceiverCounters& c = receivers_[i]->counters();
-        v.push_back({rxs_[i]->lcore, rxs_[i]->queue, peek(rxs_[i]->pkts_rx),
-                     peek(receivers_[i]->placer().counters().placed), peek(c.handed_out), peek(c.handed_in),
+    for (size_t i = 0; i < rxs().size() && i < receivers().size(); i++) {
+        const ReceiverCounters& c = receivers()[i]->counters();
+        v.push_back({rxs()[i]->lcore, rxs()[i]->queue, peek(rxs()[i]->pkts_rx),
+                     peek(receivers()[i]->placer().counters().placed), peek(c.handed_out), peek(c.handed_in),
                      peek(c.held)});
     }
     return v;
@@ -221,8 +221,8 @@ Results::Flow Runtime::flow_row(const FlowCtx& f) const {
     x.lat_p50_ns = double(f.lat.quantile(0.50)) * 1e9 / double(tsc_hz_);
     x.lat_p99_ns = double(f.lat.quantile(0.99)) * 1e9 / double(tsc_hz_);
     if (handoff_) {
-        const uint8_t o = f.recv != nullptr ? rx_moves_.owner_of(f.recv_id) : f.last_owner;
-        const uint8_t at = f.recv != nullptr ? rx_moves_.arrived_of(f.recv_id) : f.last_arrived;
+        const uint8_t o = f.recv != nullptr ? engine_->moves().owner_of(f.recv_id) : f.last_owner;
+        const uint8_t at = f.recv != nullptr ? engine_->moves().arrived_of(f.recv_id) : f.last_arrived;
         x.rx_owner = o == RxPlacer::kNoOwner ? -1 : o;
         x.rx_arrived = at == RxPlacer::kNoOwner ? -1 : at;
     }
@@ -268,7 +268,7 @@ Results Runtime::results() const {
     }
     r.fault = fault_counters();
     r.steering = steering_name();
-    r.rx_moves = rx_moves_.moves();
+    r.rx_moves = engine_->moves().moves();
     if (!traces_.empty()) {
         std::vector<const SlowTrace*> t;
         for (const auto& p : traces_)
@@ -277,9 +277,9 @@ Results Runtime::results() const {
                                          plan_group(opt_.msg_size, stride_for_mtu(opt_.mtu)).pkt_count);
     }
     r.rx_lanes = rx_lanes();
-    for (uint32_t i = 0; i < senders_.size(); i++) {
+    for (uint32_t i = 0; i < senders().size(); i++) {
         PathView pv[64];
-        const uint32_t k = senders_[i]->path_views(pv, 64);
+        const uint32_t k = senders()[i]->path_views(pv, 64);
         for (uint32_t j = 0; j < k; j++)
             r.paths.push_back({i, pv[j]});
     }
@@ -313,7 +313,7 @@ Results Runtime::results() const {
 // generator's waits, the Receivers', the session table's, the service's,
 // and the control packets.
 void Runtime::sum_engine_counters(Results& r) const {
-    for (const Sender* s : senders_) {
+    for (const Sender* s : senders()) {
         const SenderCounters& c = s->counters();
         r.acks_rx += c.acks_rx;
         r.tx_alloc_fail += c.alloc_fail;
@@ -335,7 +335,7 @@ void Runtime::sum_engine_counters(Results& r) const {
     r.drops = drops();
     for (const TxCtx* c : txs_)
         r.gen_buf_waits += peek(c->buf_waits);
-    for (const Receiver* rc : receivers_) {
+    for (const Receiver* rc : receivers()) {
         const RxCounters& pc = rc->placer().counters();
         const ReceiverCounters& c = rc->counters();
         r.packets_placed += pc.placed;
@@ -362,9 +362,9 @@ void Runtime::sum_engine_counters(Results& r) const {
         r.svc = service_->counters();
     }
     uint64_t ctl_tx = 0, ctl_rx = 0; // ACK/NACK packets (a local peer's go in memory)
-    for (const Receiver* rc : receivers_)
+    for (const Receiver* rc : receivers())
         ctl_tx += rc->counters().ctl_packets;
-    for (const Sender* s : senders_)
+    for (const Sender* s : senders())
         ctl_rx += s->counters().ctl_packets;
     r.control_tx = ctl_tx + r.sess.tx + r.sess.arp_tx;
     r.control_rx = ctl_rx + r.sess.rx + r.sess.arp_rx;

@@ -307,7 +307,7 @@ void Runtime::post_remove_recv(FlowCtx& f, AppSession& a, FailReason why) {
 // A move between Receivers is over (done or not): the removal its session's
 // end left waiting, if any, goes now.
 void Runtime::end_move(FlowCtx& f, bool ok) {
-    rx_moves_.moved_in(f, ok);
+    engine_->moves().moved_in(f, ok);
     if (f.remove_after_move != nullptr) {
         AppSession* s = f.remove_after_move;
         f.remove_after_move = nullptr;
@@ -323,13 +323,13 @@ void Runtime::end_move(FlowCtx& f, bool ok) {
 // are held on the new Receiver's ring (Receiver::route), so nothing is
 // dropped; every frame after that is placed where it arrives.
 void Runtime::rebalance(uint64_t now) {
-    if (!rx_moves_.due(now))
+    if (!engine_->moves().due(now))
         return;
     for (FlowCtx* f : flows_) {
         if (f->recv == nullptr || f->moving || f->detach_pending != 0 || f->detached)
             continue; // not installed, moving already, or its session is ending
         Request out;
-        if (rx_moves_.look(*f, f->index, out))
+        if (engine_->moves().look(*f, f->index, out))
             post(f->recv_lcore, out);
     }
 }
@@ -384,7 +384,7 @@ void Runtime::on_response(const Request& r, uint64_t now) {
         f->last_send = Sender::view(sf);
         f->detached = true;
         f->send = nullptr;
-        __atomic_store_n(&sender_of_[f->send_id], kNoSender, __ATOMIC_RELEASE);
+        engine_->route_acks(f->send_id, kNoSender);
         const uint16_t id = f->send_id;
         later(now, [this, sf, id] {
             Sender::free_flow(sf);
@@ -402,7 +402,7 @@ void Runtime::on_response(const Request& r, uint64_t now) {
         f->last_released = f->ring ? f->ring->released() : 0;
         f->recv = nullptr;
         if (handoff_)
-            rx_moves_.removed(*f, f->last_owner, f->last_arrived);
+            engine_->moves().removed(*f, f->last_owner, f->last_arrived);
         later(now, [rf] { Receiver::free_flow(rf); });
         break;
     }
@@ -417,7 +417,7 @@ void Runtime::on_response(const Request& r, uint64_t now) {
         }
     {
         Request in;
-        rx_moves_.moved_out(*f, r, in);
+        engine_->moves().moved_out(*f, r, in);
         post(f->recv_lcore, in);
         return;
     }
@@ -479,7 +479,10 @@ void Runtime::on_response(const Request& r, uint64_t now) {
         service_->on_stage(*a, now);
 }
 
-void Runtime::later(uint64_t now, std::function<void()> fn) { deferred_.later(now, std::move(fn)); }
+void Runtime::later(uint64_t now, std::function<void()> fn) {
+    if (engine_ != nullptr) // torn down: nothing frees it any more (as before the engine)
+        engine_->later(now, std::move(fn));
+}
 
 void Runtime::take_responses(uint64_t now) {
     for (unsigned l = 0; l < RTE_MAX_LCORE; l++) {

@@ -213,7 +213,7 @@ bool Runtime::make_unconnected(SetupError& e) {
             e = {1, "out of memory: generator state (--payload fixed: a message per flow)"};
             return false;
         }
-        f.sender = senders_[si];
+        f.sender = senders()[si];
         f.send = Sender::make_flow(sp, tx_socket_);
         if (f.send == nullptr || !f.sender->install(f.send)) {
             e = {1, "out of memory: send state"};
@@ -241,7 +241,6 @@ bool Runtime::make_unconnected(SetupError& e) {
 
 bool Runtime::setup(SetupError& e) {
     tsc_hz_ = rte_get_tsc_hz();
-    deferred_.set_delay(tsc_hz_); // what other threads may read goes a second later
     ecfg_ = engine_config(opt_);
     // A released flow id waits out the peer timeout (and a second) before
     // it names another flow: see flow_ids.h.
@@ -308,7 +307,8 @@ void Runtime::teardown() {
     // 1. lcores: stopped and joined by run(); make sure of it.
     if (launched_) {
         plane_.phase.store(static_cast<int>(Phase::Stop));
-        rte_eal_mp_wait_lcore();
+        if (engine_ != nullptr)
+            engine_->stop();
         launched_ = false;
     }
     // 2. the fault shims (lcores joined: no callback in flight), then the
@@ -324,17 +324,12 @@ void Runtime::teardown() {
     rx_port_owned_.reset();
     tx_port_.reset();
     rx_port_ = nullptr;
-    // 3. what the data plane used: engines first (a Receiver's placer walks
-    //    its installed flows as it goes: they must still be there), then the
-    //    flows (the Senders' records let go of the generator's buffers),
-    //    replay packets, rings, contexts.
-    deferred_.run_all();
-    for (Sender* s : senders_)
-        delete s;
-    senders_.clear();
-    for (Receiver* r : receivers_)
-        delete r;
-    receivers_.clear();
+    // 3. what the data plane used: the engine first (what was let go, its
+    //    Senders and Receivers: a Receiver's placer walks its installed
+    //    flows as it goes, they must still be there; then its rings,
+    //    routes, moves and rx roles), then the flows (the Senders' records
+    //    let go of the generator's buffers), replay packets, contexts.
+    engine_.reset();
     for (FlowCtx* f : flows_) {
         Sender::free_flow(f->send);
         f->send = nullptr;
@@ -355,27 +350,16 @@ void Runtime::teardown() {
     for (rte_mbuf** pkts : replay_pkts_) // the packets are their pool's, freed with it below
         rte_free(pkts);
     replay_pkts_.clear();
-    rte_mbuf* m;
-    while (control_in_ != nullptr && rte_ring_dequeue(control_in_, reinterpret_cast<void**>(&m)) == 0)
-        rte_pktmbuf_free(m);
-    rte_ring_free(control_in_);
-    control_in_ = nullptr;
-    rx_moves_.release(); // the hand-off rings drained, and the tables
     for (TxCtx* c : txs_)
         socket_delete(c);
     txs_.clear();
-    for (RxCtx* c : rxs_)
-        socket_delete(c);
-    rxs_.clear();
     for (ConsCtx* c : conss_)
         socket_delete(c);
     conss_.clear();
     for (LcoreCtx*& l : lcores_) {
         if (l == nullptr)
             continue;
-        rte_ring_free(l->req);
-        rte_ring_free(l->resp);
-        socket_delete(l);
+        socket_delete(l); // its rings were the engine's
         l = nullptr;
     }
     for (void* p : allocs_)

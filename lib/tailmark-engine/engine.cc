@@ -76,7 +76,7 @@ Lcore* Engine::lcore_ctx(unsigned l) {
     if (c == nullptr)
         return nullptr;
     lcores_[l] = c;
-    c->plane = &plane_;
+    c->plane = plane_;
     c->lcore = l;
     c->idle_sleep_us = cfg_.idle_sleep_us;
     c->idle_after = tsc_hz_ / 1000;
@@ -92,7 +92,11 @@ Lcore* Engine::lcore_ctx(unsigned l) {
 bool Engine::make(std::string& err) {
     tsc_hz_ = host_.tsc_hz != 0 ? host_.tsc_hz : rte_get_tsc_hz();
     deferred_.set_delay(tsc_hz_); // what other threads may read goes a second later
-    plane_.burst.store(cfg_.burst);
+    if (host_.plane != nullptr)
+        plane_ = host_.plane;
+    if (host_.rx_socket < 0)
+        host_.rx_socket = host_.socket;
+    plane_->burst.store(cfg_.burst);
     sender_of_ = static_cast<uint8_t*>(rte_malloc("tme_sender_of", 65536, 64));
     char name[RTE_RING_NAMESIZE];
     snprintf(name, sizeof(name), "tme_ctl_%lx", reinterpret_cast<uintptr_t>(this) & 0xFFFFFF);
@@ -104,6 +108,11 @@ bool Engine::make(std::string& err) {
     memset(sender_of_, kNoSender, 65536);
     if (!make_senders(err) || !make_receivers(err))
         return false;
+    for (unsigned l : host_.app_lcores)
+        if (lcore_ctx(l) == nullptr) {
+            err = "engine: out of memory (request rings)";
+            return false;
+        }
     // The main lcore's rings: tick() serves them if it holds a role.
     if (lcore_ctx(rte_get_main_lcore()) == nullptr) {
         err = "engine: out of memory (request rings)";
@@ -115,8 +124,13 @@ bool Engine::make(std::string& err) {
 // tx: lcore t owns the tx queues q with q % T == t, one Sender each.
 bool Engine::make_senders(std::string& err) {
     const auto T = static_cast<uint32_t>(host_.tx_lcores.size());
+    own_txs_ = host_.tx_roles.empty();
+    if (!own_txs_ && host_.tx_roles.size() != T) {
+        err = "engine: one tx role per tx lcore";
+        return false;
+    }
     for (uint32_t t = 0; t < T; t++) {
-        TxRole* c = socket_new<TxRole>(host_.socket);
+        TxRole* c = own_txs_ ? socket_new<TxRole>(host_.socket) : host_.tx_roles[t];
         Lcore* l = c ? lcore_ctx(host_.tx_lcores[t]) : nullptr;
         if (c != nullptr)
             txs_.push_back(c);
@@ -152,6 +166,32 @@ bool Engine::make_senders(std::string& err) {
         local_in_.push_back(s->local_inbox());
         c->senders.push_back(s);
     }
+    port_senders_ = static_cast<uint32_t>(senders_.size());
+    // The in-memory loopback's Senders, one per queue (rx lcore r's), dealt
+    // over the tx lcores like the port's.
+    for (uint16_t r = 0; host_.local_port >= 0 && r < host_.local_queues; r++) {
+        TxRole* c = txs_[r % T];
+        char name[32];
+        snprintf(name, sizeof(name), "tme_l%u_%lx", r, reinterpret_cast<uintptr_t>(this) & 0xFFFFFF);
+        SenderConfig sc = sender_config(cfg_, tsc_hz_, true);
+        sc.port = static_cast<uint16_t>(host_.local_port);
+        sc.queue = r;
+        sc.pool = host_.pool;
+        sc.max_flows = 65536 / host_.tx_queues + 1;
+        sc.name = name;
+        sc.socket = host_.socket;
+        auto* s = new (std::nothrow) Sender(sc);
+        if (s == nullptr || !s->ok()) {
+            delete s;
+            err = "engine: out of memory (in-memory loopback sender " + std::to_string(r) + ")";
+            return false;
+        }
+        senders_.push_back(s);
+        sender_lcore_.push_back(c->lcore);
+        wire_in_.push_back(s->wire_inbox());
+        local_in_.push_back(s->local_inbox());
+        c->senders.push_back(s);
+    }
     return true;
 }
 
@@ -159,12 +199,12 @@ bool Engine::make_senders(std::string& err) {
 // tables and rings between them.
 bool Engine::make_receivers(std::string& err) {
     const auto R = static_cast<uint32_t>(host_.rx_lcores.size());
-    if (host_.handoff && !moves_.make(R, host_.socket, tsc_hz_ / 200, err)) { // a look every 5 ms
+    if (host_.handoff && !moves_.make(R, host_.rx_socket, tsc_hz_ / 200, err)) { // a look every 5 ms
         err = "engine: out of memory (" + err + ")";
         return false;
     }
     for (uint32_t r = 0; r < R; r++) {
-        RxCtx* c = socket_new<RxCtx>(host_.socket);
+        RxCtx* c = socket_new<RxCtx>(host_.rx_socket);
         Lcore* l = c ? lcore_ctx(host_.rx_lcores[r]) : nullptr;
         if (c != nullptr)
             rxs_.push_back(c);
@@ -173,10 +213,14 @@ bool Engine::make_receivers(std::string& err) {
                     : "engine: out of memory (rx context)";
             return false;
         }
-        c->plane = &plane_;
+        c->plane = plane_;
         c->lcore = host_.rx_lcores[r];
         c->port = host_.rx_port;
         c->queue = static_cast<uint16_t>(r);
+        if (host_.local_port >= 0) {
+            c->local_port = static_cast<uint16_t>(host_.local_port);
+            c->local_queue = static_cast<uint16_t>(r);
+        }
         l->rx = c;
         char name[32];
         snprintf(name, sizeof(name), "tme_r%u_%lx", r, reinterpret_cast<uintptr_t>(this) & 0xFFFFFF);
@@ -187,14 +231,14 @@ bool Engine::make_receivers(std::string& err) {
         rc.routes.local_in = local_in_.data();
         rc.routes.nsenders = static_cast<uint32_t>(senders_.size());
         rc.routes.control = control_in_;
-        rc.routes.ctl_out = senders_[r % senders_.size()]->ctl_out(); // its ACKs and NACKs
+        rc.routes.ctl_out = senders_[r % port_senders_]->ctl_out(); // its ACKs and NACKs to remote peers: the port's
         if (host_.handoff) {
             moves_.fill(rc.routes);
             rc.routes.nreceivers = R;
             rc.routes.self = static_cast<uint8_t>(r);
         }
         rc.name = name;
-        rc.socket = host_.socket;
+        rc.socket = host_.rx_socket;
         auto* rcv = new (std::nothrow) Receiver(rc);
         if (rcv == nullptr || !rcv->ok()) {
             delete rcv;
@@ -210,15 +254,23 @@ bool Engine::make_receivers(std::string& err) {
 }
 
 bool Engine::launch() {
+    std::vector<void*> args(RTE_MAX_LCORE, nullptr);
+    for (unsigned l = 0; l < RTE_MAX_LCORE; l++)
+        if (lcores_[l] != nullptr && lcores_[l]->any())
+            args[l] = lcores_[l];
+    return launch(lcore_entry, args.data());
+}
+
+bool Engine::launch(int (*entry)(void*), void* const* args) {
     if (launched_)
         return true;
-    plane_.phase.store(static_cast<int>(Phase::Run));
+    plane_->phase.store(static_cast<int>(Phase::Run));
     launched_ = true;
     const unsigned main_lcore = rte_get_main_lcore();
     for (unsigned l = 0; l < RTE_MAX_LCORE; l++) {
-        if (l == main_lcore || lcores_[l] == nullptr || !lcores_[l]->any())
+        if (l == main_lcore || args[l] == nullptr)
             continue;
-        if (rte_eal_remote_launch(lcore_entry, lcores_[l], l) != 0) {
+        if (rte_eal_remote_launch(entry, args[l], l) != 0) {
             stop();
             return false;
         }
@@ -228,7 +280,7 @@ bool Engine::launch() {
 }
 
 void Engine::stop() {
-    plane_.phase.store(static_cast<int>(Phase::Stop));
+    plane_->phase.store(static_cast<int>(Phase::Stop));
     for (unsigned l : running_)
         rte_eal_wait_lcore(l);
     running_.clear();
@@ -255,8 +307,9 @@ Engine::~Engine() {
         rte_pktmbuf_free(m);
     rte_ring_free(control_in_);
     rte_free(sender_of_);
-    for (TxRole* c : txs_)
-        socket_delete(c);
+    if (own_txs_)
+        for (TxRole* c : txs_)
+            socket_delete(c);
     for (RxCtx* c : rxs_)
         socket_delete(c);
     for (Lcore* l : lcores_) {

@@ -54,6 +54,23 @@ struct EngineHost {
     bool tx_udp_checksum_offload = false; // the tx queues fill UDP checksums
     bool handoff = false;            // several rx queues whose hash nobody here computes (rx_moves.h)
     uint64_t tsc_hz = 0;             // 0: rte_get_tsc_hz()
+    // --- optional: an application that brings roles of its own ---
+    int rx_socket = -1;              // where the rx state lives (-1: socket)
+    // The in-memory loopback between applications of this process (a
+    // net_ring port whose tx queue r arrives on rx queue r): one more
+    // Sender per queue after the port's (nothing to pace or checksum), and
+    // rx queue r's Receiver places from its rx queue r too. -1: none.
+    int local_port = -1;
+    uint16_t local_queues = 0;
+    // The application's switches (a type derived from Switches, which its
+    // roles read), null: the engine's own.
+    Switches* plane = nullptr;
+    // The application's tx roles (derived from TxRole), one per tx lcore,
+    // in tx_lcores' order; it owns them (the engine fills lcore and
+    // senders). Empty: the engine makes its own.
+    std::vector<TxRole*> tx_roles;
+    // Lcores with the application's roles only (a consumer): request rings.
+    std::vector<unsigned> app_lcores;
 };
 
 // An lcore's context as the engine's loop wants it (lcore_loop.h): the tx
@@ -99,10 +116,15 @@ public:
     // Starts run_lcore on every lcore with a role but the main one (whose
     // roles, if any, tick() runs). False: a launch failed (all stopped).
     bool launch();
+    // The same with the application's lcore loop: entry(args[l]) on every
+    // lcore l but the main one whose args[l] is not null (args: RTE_MAX_LCORE
+    // long); it runs engine::run_lcore over its own context, which takes its
+    // rings from lcore(l) and its roles from tx_role()/rx_ctx().
+    bool launch(int (*entry)(void*), void* const* args);
     // Phase::Stop, and the launched lcores joined. Idempotent.
     void stop();
     // No new messages; what is in flight goes on (stop() after).
-    void drain() { plane_.phase.store(static_cast<int>(Phase::Drain), std::memory_order_relaxed); }
+    void drain() { plane_->phase.store(static_cast<int>(Phase::Drain), std::memory_order_relaxed); }
     bool launched() const { return launched_; }
 
     // The control thread's round (every ~100 us): the main lcore's roles if
@@ -146,8 +168,23 @@ public:
 
     // --- the pieces, for the application's own wiring ---
     const EngineConfig& config() const { return cfg_; }
-    Switches& switches() { return plane_; }
+    Switches& switches() { return *plane_; }
     uint32_t nsenders() const { return static_cast<uint32_t>(senders_.size()); }
+    // The port's Senders come first, then the in-memory loopback's.
+    uint32_t port_senders() const { return port_senders_; }
+    const std::vector<Sender*>& senders() const { return senders_; }
+    const std::vector<Receiver*>& receivers() const { return receivers_; }
+    unsigned sender_lcore(uint32_t q) const { return sender_lcore_[q]; }
+    // Rx queue r's role (its lcore, queue, Receiver, counters).
+    const std::vector<RxCtx*>& rx_ctxs() const { return rxs_; }
+    // ACK routing for send flows the application installs itself: flow id's
+    // ACKs go to Sender q (kNoSender: nowhere).
+    void route_acks(uint16_t id, uint8_t q) { __atomic_store_n(&sender_of_[id], q, __ATOMIC_RELEASE); }
+    // The moves between rx lcores (handoff), for flows the application
+    // installs itself.
+    RxMoves& moves() { return moves_; }
+    const RxMoves& moves() const { return moves_; }
+    DeferredFree& deferred() { return deferred_; }
     uint32_t nreceivers() const { return static_cast<uint32_t>(receivers_.size()); }
     Sender& sender(uint32_t q) { return *senders_[q]; }
     Receiver& receiver(uint32_t r) { return *receivers_[r]; }
@@ -188,7 +225,10 @@ private:
     EngineConfig cfg_;
     EngineHost host_;
     uint64_t tsc_hz_ = 0;
-    Switches plane_;
+    Switches own_plane_;
+    Switches* plane_ = &own_plane_;
+    bool own_txs_ = true;
+    uint32_t port_senders_ = 0;
     std::vector<Sender*> senders_;
     std::vector<unsigned> sender_lcore_;
     std::vector<Receiver*> receivers_;
