@@ -39,6 +39,14 @@ constexpr double kPull = 0.1;
 // brings it back, so a lossy path settles below its equal share, not at 0.
 constexpr double kLossGain = 2.0;
 constexpr double kLossStep = 0.3;
+// But delay alone must not lift a path that loses more than the others
+// above its equal share: its drops come before its queue (a lossy link
+// carries less, so it queues less), and the delay's reward outweighed the
+// loss's penalty (a path losing 2% with the lowest delay took 90% of the
+// share; multipath.sh case c's lossy link carried 26%, over its quarter).
+// "More": its loss over ~8 windows above the paths' mean by half a percent,
+// so that a queue's drops spread over every path lift no cap.
+constexpr double kLossExcess = 0.005;
 } // namespace
 
 uint16_t TxPaths::port_for(uint16_t base, uint32_t p) {
@@ -112,7 +120,9 @@ void TxPaths::sent(uint32_t p, uint32_t pkts, bool retx) {
         // The window closes: its loss fraction into the smoothed one, and
         // it stays as the previous window for the death test (NACKs come a
         // NACK delay and an RTT after their packets).
-        x.loss = 0.5 * x.loss + 0.5 * std::min(1.0, static_cast<double>(x.win_lost) / x.win_sent);
+        const double frac = std::min(1.0, static_cast<double>(x.win_lost) / x.win_sent);
+        x.loss = 0.5 * x.loss + 0.5 * frac;
+        x.loss_slow += (frac - x.loss_slow) / 8;
         x.prev_sent = x.win_sent;
         x.prev_lost = x.win_lost;
         x.win_sent = x.win_lost = 0;
@@ -241,12 +251,28 @@ void TxPaths::rebalance(uint64_t now) {
     }
     // Back to a mean of 1, within the floor and the ceiling.
     total_ = 0;
+    double mean_loss = 0;
     for (uint32_t p = 0; p < n_; p++) {
         Path& x = path_[p];
         if (x.dead)
             continue;
         x.weight = sum > 0 ? std::clamp(x.weight * alive_ / sum, kMinWeight, kMaxWeight) : 1;
         total_ += x.weight;
+        mean_loss += x.loss_slow;
+    }
+    // A path that loses more than the others (kLossExcess): no more than
+    // the mean weight of the others less its loss's toll (kLossGain: 2%
+    // lost, 4% less), so below an equal share.
+    mean_loss = alive_ ? mean_loss / alive_ : 0;
+    for (uint32_t p = 0; p < n_ && alive_ > 1; p++) {
+        Path& x = path_[p];
+        if (x.dead || x.loss_slow <= mean_loss + kLossExcess)
+            continue;
+        const double others = (total_ - x.weight) / (alive_ - 1) * (1 - std::min(kLossStep, kLossGain * x.loss_slow));
+        if (x.weight > others) {
+            total_ -= x.weight - others;
+            x.weight = others;
+        }
     }
 }
 

@@ -93,6 +93,7 @@ private:
         uint32_t prev_sent = 0, prev_lost = 0; // the window before it
         uint32_t fresh = 0;             // samples since the last rebalance
         double loss = 0;                // smoothed loss fraction of its windows
+        double loss_slow = 0;           // the same over ~8 windows: which paths lose more than the others
         double weight = 1;              // relative share of new packets (0: dead)
         double current = 0;             // smooth weighted round robin's
         uint64_t dead_since = 0, probe_at = 0, probe_gap = 0;

@@ -2345,6 +2345,51 @@ TEST_CASE("spraying: a path that loses gets less of the share; retransmissions g
         CHECK(s.view(p).share > 0.25);
 }
 
+// tests/integration/multipath.sh case c, in CI 2026-12-04: the link losing
+// 2% carried 26% of the frames, above its equal quarter. Its drops come
+// before its queue, so its delay is the lowest, and the delay's reward
+// outweighed the loss's penalty.
+TEST_CASE("spraying: a path that loses 2% stays under its equal share even when its delay is the lowest",
+          "[sender]") {
+    Spray s(4);
+    uint32_t late = 0, late_total = 0, on1 = 0;
+    for (uint32_t m = 0; m < 60; m++) {
+        const uint64_t t = 1000 * kMs + m * kMs;
+        s.send(t);
+        std::vector<uint16_t> lost; // path 1: one packet in 50
+        for (const Pkt& k : s.first)
+            if (s.path(k.sport) == 1 && on1++ % 50 == 49)
+                lost.push_back(k.h.pkt_idx);
+        if (m >= 40) {
+            late += s.by_path()[1];
+            late_total += 46;
+        }
+        if (!lost.empty())
+            s.lose(t + 100000, lost);
+        // Acknowledged; each path's sample 200 us old, path 1's held 150 us
+        // of it at the receiver: path 1 has 50 us, the others 200 us.
+        REQUIRE(s.r.ack(t + 200000, s.id + 1, s.id + 1) == R::None);
+        for (uint32_t p = 0; p < 4; p++)
+            for (const Pkt& k : s.first)
+                if (s.path(k.sport) == static_cast<int>(p) &&
+                    std::find(lost.begin(), lost.end(), k.h.pkt_idx) == lost.end()) {
+                    Control c = s.r.ctl(s.id + 1, s.id + 1);
+                    c.echo = k.ip_id;
+                    c.hold_ns = p == 1 ? 150000 : 0;
+                    REQUIRE(s.r.s->on_control(c, t + 200000) == R::None);
+                    break;
+                }
+        REQUIRE(s.r.done().size() == 1);
+        s.id++;
+    }
+    INFO("path 1 carried " << late << " of the last 20 messages' " << late_total << " packets; share "
+                           << s.view(1).share << ", lost " << s.view(1).lost);
+    CHECK(s.view(1).lost > 0);
+    CHECK(late * 4 < late_total); // under its equal quarter
+    CHECK(s.view(1).share < 0.25);
+    CHECK_FALSE(s.view(1).dead);
+}
+
 TEST_CASE("spraying: a dead path (all it carries lost) gets nothing but a probe now and then, and lives again "
           "once one gets through",
           "[sender]") {
