@@ -147,6 +147,7 @@ public:
     // A flow's sender-side cursors, live or as last seen.
     Sender::FlowView send_view(const FlowCtx& f) const;
     uint32_t released_of(const FlowCtx& f) const;
+    bool send_only(const FlowCtx& f) const;
     uint32_t acked_of(const FlowCtx& f) const;
     // --consumer-lcores none: flow i (< flow_count()) has not moved its
     // cursor for a while; how many such flows there are.

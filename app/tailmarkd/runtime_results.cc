@@ -25,7 +25,7 @@ uint32_t Runtime::released_of(const FlowCtx& f) const {
         return f.ring->released();
     // A receive side whose session ended keeps its ring's last cursor; the
     // sender's view is only a sender's (as in acked_of).
-    if (f.send != nullptr || (f.detached && opt_.mode == Mode::Send))
+    if (f.send != nullptr || (f.detached && send_only(f)))
         return send_view(f).released;
     return f.last_released;
 }
@@ -33,10 +33,15 @@ uint32_t Runtime::released_of(const FlowCtx& f) const {
 uint32_t Runtime::acked_of(const FlowCtx& f) const {
     if (f.recv != nullptr)
         return *Receiver::acked_word(f.recv);
-    if (f.send != nullptr || (f.detached && opt_.mode == Mode::Send))
+    if (f.send != nullptr || (f.detached && send_only(f)))
         return send_view(f).acked;
     return f.last_acked;
 }
+
+// A flow with a send side and no receive side (send mode's, and a service
+// connector's): once its session ended, its cursors are its last send view.
+// (Service mode's send flows showed 0 acknowledged and released there.)
+bool Runtime::send_only(const FlowCtx& f) const { return f.send_session != nullptr && f.recv_session == nullptr; }
 
 DropCounters Runtime::drops() const {
     DropCounters d{};

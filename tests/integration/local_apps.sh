@@ -19,7 +19,9 @@
 #     drops are the CLOSEs of sessions already ended: the service ends both
 #     ends of a session between its applications at once, so each end's
 #     CLOSE finds the other gone (control_stale); every other session packet
-#     was taken (session.tx - session.rx of them, exactly).
+#     was taken (session.tx - session.rx of them, exactly). Per flow: each
+#     message sent, acknowledged and released on its send flow, and
+#     released once on a receive flow (706 in all).
 source "$(dirname "$0")/lib.sh"
 tm_require_daemon
 tm_require_root
@@ -103,4 +105,11 @@ tm_expect_rc d 0 &&
         "d['packets_zero_copy'] == $ZC" "d['packets_local'] == $ZC + 3" \
         "d['drops_total'] == d['drops']['control_stale'] == d['session']['tx'] - d['session']['rx']" \
         "d['tx_dropped'] == 0" "d['service']['failed'] == 0" "d['service']['delivered'] == d['service']['taken'] > 0"
+# The summary's per_flow after the sessions ended: every message counted on
+# its send flow as sent, acknowledged and released, and released once on a
+# receive flow: 6 + 699 of the two streams (end markers included) and
+# hello's 1. (A send flow of an ended session once showed 0 and 0.)
+tm_check d "sum(f['sent'] for f in d['per_flow']) == 706" \
+    "all(f['acked'] == f['released'] == f['sent'] for f in d['per_flow'] if f['sent'])" \
+    "sum(f['released'] for f in d['per_flow'] if not f['sent']) == 706"
 tm_finish
