@@ -142,56 +142,44 @@ bool Engine::make_senders(std::string& err) {
         c->lcore = host_.tx_lcores[t];
         l->tx = c;
     }
-    for (uint16_t q = 0; q < host_.tx_queues; q++) {
-        TxRole* c = txs_[q % T];
-        char name[32];
-        snprintf(name, sizeof(name), "tme_s%u_%lx", q, reinterpret_cast<uintptr_t>(this) & 0xFFFFFF);
-        SenderConfig sc = sender_config(cfg_, tsc_hz_, false);
-        sc.port = host_.tx_port;
-        sc.queue = q;
-        sc.pool = host_.pool;
-        sc.udp_checksum_offload = host_.tx_udp_checksum_offload;
-        sc.max_flows = 65536 / host_.tx_queues + 1;
-        sc.name = name;
-        sc.socket = host_.socket;
-        auto* s = new (std::nothrow) Sender(sc);
-        if (s == nullptr || !s->ok()) {
-            delete s;
-            err = "engine: out of memory (sender " + std::to_string(q) + ")";
+    for (uint16_t q = 0; q < host_.tx_queues; q++)
+        if (!add_sender(*txs_[q % T], host_.tx_port, q, false, err))
             return false;
-        }
-        senders_.push_back(s);
-        sender_lcore_.push_back(c->lcore);
-        wire_in_.push_back(s->wire_inbox());
-        local_in_.push_back(s->local_inbox());
-        c->senders.push_back(s);
-    }
     port_senders_ = static_cast<uint32_t>(senders_.size());
     // The in-memory loopback's Senders, one per queue (rx lcore r's), dealt
     // over the tx lcores like the port's.
-    for (uint16_t r = 0; host_.local_port >= 0 && r < host_.local_queues; r++) {
-        TxRole* c = txs_[r % T];
-        char name[32];
-        snprintf(name, sizeof(name), "tme_l%u_%lx", r, reinterpret_cast<uintptr_t>(this) & 0xFFFFFF);
-        SenderConfig sc = sender_config(cfg_, tsc_hz_, true);
-        sc.port = static_cast<uint16_t>(host_.local_port);
-        sc.queue = r;
-        sc.pool = host_.pool;
-        sc.max_flows = 65536 / host_.tx_queues + 1;
-        sc.name = name;
-        sc.socket = host_.socket;
-        auto* s = new (std::nothrow) Sender(sc);
-        if (s == nullptr || !s->ok()) {
-            delete s;
-            err = "engine: out of memory (in-memory loopback sender " + std::to_string(r) + ")";
+    for (uint16_t r = 0; host_.local_port >= 0 && r < host_.local_queues; r++)
+        if (!add_sender(*txs_[r % T], static_cast<uint16_t>(host_.local_port), r, true, err))
             return false;
-        }
-        senders_.push_back(s);
-        sender_lcore_.push_back(c->lcore);
-        wire_in_.push_back(s->wire_inbox());
-        local_in_.push_back(s->local_inbox());
-        c->senders.push_back(s);
+    return true;
+}
+
+// One Sender of port's queue q on role c's lcore, routed and listed; the
+// in-memory loopback's (`local`) neither paces nor checksums (sender_config).
+bool Engine::add_sender(TxRole& c, uint16_t port, uint16_t q, bool local, std::string& err) {
+    char name[32];
+    snprintf(name, sizeof(name), "tme_%c%u_%lx", local ? 'l' : 's', q, reinterpret_cast<uintptr_t>(this) & 0xFFFFFF);
+    SenderConfig sc = sender_config(cfg_, tsc_hz_, local);
+    sc.port = port;
+    sc.queue = q;
+    sc.pool = host_.pool;
+    if (!local)
+        sc.udp_checksum_offload = host_.tx_udp_checksum_offload;
+    sc.max_flows = 65536 / host_.tx_queues + 1;
+    sc.name = name;
+    sc.socket = host_.socket;
+    auto* s = new (std::nothrow) Sender(sc);
+    if (s == nullptr || !s->ok()) {
+        delete s;
+        err = std::string("engine: out of memory (") + (local ? "in-memory loopback sender " : "sender ") +
+              std::to_string(q) + ")";
+        return false;
     }
+    senders_.push_back(s);
+    sender_lcore_.push_back(c.lcore);
+    wire_in_.push_back(s->wire_inbox());
+    local_in_.push_back(s->local_inbox());
+    c.senders.push_back(s);
     return true;
 }
 

@@ -10,11 +10,11 @@ namespace tailmark::engine {
 
 bool RxMoves::make(uint32_t nrx, int socket, uint64_t period, std::string& what) {
     period_ = period;
-    owner_ = static_cast<uint8_t*>(rte_malloc("tm_rx_owner", 65536, 64));
-    arrived_ = static_cast<uint8_t*>(rte_malloc("tm_rx_arrived", 65536, 64));
+    owner_ = static_cast<uint8_t*>(rte_malloc("tm_rx_owner", 65536, 64)); // set-up only
+    arrived_ = static_cast<uint8_t*>(rte_malloc("tm_rx_arrived", 65536, 64)); // set-up only
     // Each recv flow's data version and tag key: where its data arrives is
     // learnt only from packets that verify (RxPlacer::set_handoff).
-    auth_ = static_cast<FlowAuth*>(rte_zmalloc("tm_rx_auth", sizeof(FlowAuth) * 65536, 64));
+    auth_ = static_cast<FlowAuth*>(rte_zmalloc("tm_rx_auth", sizeof(FlowAuth) * 65536, 64)); // set-up only
     if (owner_ == nullptr || arrived_ == nullptr || auth_ == nullptr) {
         what = "rx steering table";
         release();
@@ -24,7 +24,7 @@ bool RxMoves::make(uint32_t nrx, int socket, uint64_t period, std::string& what)
     memset(arrived_, RxPlacer::kNoOwner, 65536);
     for (uint32_t r = 0; r < nrx; r++) {
         char name[RTE_RING_NAMESIZE];
-        snprintf(name, sizeof(name), "tm_ho_%u", r);
+        snprintf(name, sizeof(name), "tm_ho_%u", r); // set-up only
         rte_ring* q = rte_ring_create(name, kHandoffRing, socket, RING_F_SC_DEQ);
         if (q == nullptr) {
             what = "hand-off ring " + std::to_string(r);

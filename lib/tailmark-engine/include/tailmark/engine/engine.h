@@ -204,6 +204,7 @@ private:
     Engine(const EngineConfig& cfg, const EngineHost& host);
     bool make(std::string& err);
     bool make_senders(std::string& err);
+    bool add_sender(TxRole& c, uint16_t port, uint16_t q, bool local, std::string& err);
     bool make_receivers(std::string& err);
     Lcore* lcore_ctx(unsigned l);
     bool post(unsigned lcore, const Request& r);
