@@ -544,7 +544,9 @@ int receive_stream(const Options& o) {
             if (ch.accept(0, extra) < 0)
                 die(kFailed, "accept: %s", ch.error().data());
             extra.close();
-            if (ch.wait(250) < 0) {
+            // This flow's next message: tm_wait would return at once for
+            // another flow's, and spin (taking the CPU from the daemons).
+            if (s.wait(flow, 250) < 0) {
                 progress.interrupt();
                 die(kFailed, "wait: %s", ch.error().data());
             }

@@ -593,3 +593,20 @@ int tm_channel::wait(int timeout_ms) {
         news_ = false;
     return rc;
 }
+
+// One receive flow: its next message, or its session's end. Other flows'
+// messages neither return nor wake us (tm_doorbell.want); news_ stays for
+// tm_wait.
+int tm_channel::wait_flow(tm_session s, uint16_t flow, int timeout_ms) {
+    Session* p = find(s);
+    if (p == nullptr)
+        return err.set(ENOENT, "tm_wait_flow: no session %u on this channel", s);
+    if (p->kind != Session::Kind::Accepted || flow >= p->recv.size())
+        return err.set(EINVAL, "tm_wait_flow: session %u has no receive flow %u", s, flow);
+    if (int rc = pump(); rc < 0)
+        return rc;
+    // pump() may end the session, never drop it: p stays valid until tm_close.
+    const tailmark::client::RecvRing& ring = p->recv[flow];
+    return bell_.wait(sock_.fd(), timeout_ms, [&] { return ring.ready() || p->end_reason != 0; },
+                      [this] { return pump(); }, err, tailmark::channel::tm_want_flow(s, flow));
+}

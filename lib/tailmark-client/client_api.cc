@@ -180,6 +180,10 @@ int tm_wait(tm_channel* ch, int timeout_ms) {
     return guarded(ch, [&] { return ch->wait(timeout_ms); });
 }
 
+int tm_wait_flow(tm_channel* ch, tm_session s, uint16_t flow, int timeout_ms) {
+    return guarded(ch, [&] { return ch->wait_flow(s, flow, timeout_ms); });
+}
+
 const char* tm_end_reason_name(int reason) {
     switch (reason) {
     case 0: return "alive";

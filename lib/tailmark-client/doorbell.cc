@@ -44,9 +44,13 @@ int Doorbell::map_control(Fd control, uint64_t control_bytes, Fd wake, LastError
     return 0;
 }
 
-void Doorbell::arm() {
-    if (db_ != nullptr) // seq_cst: ordered before our re-check of the rings, as the daemon's swap is after its writes
-        std::atomic_ref<uint32_t>(db_->sleeping).store(1, std::memory_order_seq_cst);
+void Doorbell::arm(uint64_t want) {
+    if (db_ == nullptr)
+        return;
+    // `want` before `sleeping`: the daemon reads it after it sees us asleep.
+    std::atomic_ref<uint64_t>(db_->want).store(want, std::memory_order_relaxed);
+    // seq_cst: ordered before our re-check of the rings, as the daemon's swap is after its writes
+    std::atomic_ref<uint32_t>(db_->sleeping).store(1, std::memory_order_seq_cst);
 }
 
 void Doorbell::disarm() {

@@ -43,13 +43,14 @@ public:
     // timeout_ms (-1: none). pump() reads the socket when poll() says it
     // has something (events, or its end) and returns 0 or a negative errno.
     // 1: ready; 0: timed out; or pump()'s error.
+    // want: what the daemon wakes us for (tm_doorbell.want; 0: anything).
     template <class Ready, class Pump>
-    int wait(int sock, int timeout_ms, Ready&& ready, Pump&& pump, LastError& err);
+    int wait(int sock, int timeout_ms, Ready&& ready, Pump&& pump, LastError& err, uint64_t want = 0);
 
 private:
     // poll() on the wake fd and sock: sock's revents, or a negative errno.
     int sleep(int sock, int timeout_ms, LastError& err);
-    void arm();
+    void arm(uint64_t want);
     void disarm();
 
     Fd wake_;
@@ -59,7 +60,7 @@ private:
 };
 
 template <class Ready, class Pump>
-int Doorbell::wait(int sock, int timeout_ms, Ready&& ready, Pump&& pump, LastError& err) {
+int Doorbell::wait(int sock, int timeout_ms, Ready&& ready, Pump&& pump, LastError& err, uint64_t want) {
     if (ready())
         return 1;
     if (timeout_ms == 0)
@@ -81,7 +82,7 @@ int Doorbell::wait(int sock, int timeout_ms, Ready&& ready, Pump&& pump, LastErr
                 return ready() ? 1 : 0;
             wait_ms = static_cast<int>((left + 999999) / 1000000);
         }
-        arm();
+        arm(want);
         if (ready()) {
             disarm();
             return 1;

@@ -393,6 +393,56 @@ TEST_CASE("channel: tm_wait sleeps on the doorbell and a byte in the daemon's wa
     CHECK(tm_wait(a.ch, 20) == 0);
 }
 
+// A reader that takes its flows in a fixed turn (tailmark-cat --flows N)
+// waits for the flow in turn. tm_wait returns at once while another flow
+// holds a message, so such a loop spun on it, taking the CPU from the
+// daemons; tm_wait_flow sleeps, and tells the daemon which flow wakes it.
+TEST_CASE("channel: tm_wait_flow waits for its flow alone, and names it in the doorbell", "[channel]") {
+    Attached a = tmtest::attach_fake();
+    REQUIRE(a.rc == 0);
+    Recv r = accept77(a, 2);
+    tmtest::complete(r.flow(1), 0, bytes("flow one"));
+    CHECK(tm_wait(a.ch, 0) == 1); // a level over every flow
+
+    std::atomic<uint64_t> want{0};
+    std::thread daemon([&] { // what the daemon reads while the app sleeps
+        std::atomic_ref<uint32_t> sleeping(a.doorbell()->sleeping);
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (sleeping.load() == 0)
+            if (std::chrono::steady_clock::now() > until)
+                return;
+        want = std::atomic_ref<uint64_t>(a.doorbell()->want).load();
+    });
+    const auto t0 = std::chrono::steady_clock::now();
+    CHECK(tm_wait_flow(a.ch, 77, 0, 30) == 0); // flow 1's message does not end the wait
+    CHECK(std::chrono::steady_clock::now() - t0 >= std::chrono::milliseconds(30));
+    daemon.join();
+    CHECK(want.load() == abi::tm_want_flow(77, 0));
+    CHECK(a.doorbell()->sleeping == 0);
+
+    CHECK(tm_wait_flow(a.ch, 77, 1, 0) == 1);
+    tmtest::complete(r.flow(0), 0, bytes("flow zero"));
+    CHECK(tm_wait_flow(a.ch, 77, 0, 1000) == 1);
+    tm_message m{};
+    REQUIRE(tm_recv(a.ch, 77, 0, &m) == 1);
+    CHECK(text(m) == "flow zero");
+    CHECK(tm_release(a.ch, &m) == 0);
+
+    // tm_wait sleeps for anything again.
+    tm_message m1{};
+    REQUIRE(tm_recv(a.ch, 77, 1, &m1) == 1);
+    CHECK(tm_release(a.ch, &m1) == 0);
+    CHECK(tm_wait(a.ch, 10) == 0);
+    CHECK(a.doorbell()->want == 0);
+
+    // Its session's end ends it; what is not a receive flow is refused.
+    CHECK(tm_wait_flow(a.ch, 77, 2, 0) == -EINVAL);
+    CHECK(tm_wait_flow(a.ch, 78, 0, 0) == -ENOENT);
+    a.d.ended(77, abi::TM_END_PEER_CLOSED);
+    CHECK(tm_wait_flow(a.ch, 77, 0, 2000) == 1);
+    CHECK(tm_session_state(a.ch, 77) == TM_END_PEER_CLOSED);
+}
+
 TEST_CASE("channel: a full wake pipe is drained whole, and the next wait sleeps again", "[channel]") {
     Attached a = tmtest::attach_fake();
     REQUIRE(a.rc == 0);

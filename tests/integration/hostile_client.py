@@ -21,6 +21,8 @@ suite then checks that the daemon is still alive and serving.
   refused SOCK           connect, expect ERROR EACCES and the end
   steal SOCK PORT        another app's port: LISTEN (EBUSY), UNLISTEN
                          (ENOENT), and its sessions still go to the owner
+  want SOCK PORT         tm_doorbell.want: asleep for another session's
+                         flow, not woken by ours; any nonsense there wakes
 """
 import errno
 import fcntl
@@ -232,6 +234,49 @@ def sleep_rounds(app, port, rounds):
         woken += app.sleeping() == 0
     expect(woken == rounds, "the daemon answered %d of %d sleeps (swapped `sleeping` to 0)" % (woken, rounds))
     expect(app.wakes() == 0, "none of its wake-ups could be written (wakes %d)" % app.wakes())
+    app.ch.close()
+
+
+WANT_FLOW = 1 << 63
+
+
+def cmd_want(path, port):
+    """tm_doorbell.want (channel ABI minor 2), the app's word in the daemon's
+    wake-ups: two sessions to ourselves, a message in the first only. Asleep
+    wanting the second's flow 0, the daemon leaves us asleep (it woke us on
+    every round for the first's message before: tm_wait_flow's reason to
+    be); wanting the first's, or nonsense (a flow out of range, no such
+    session, no flag), it wakes us, and nothing worse."""
+    app = App(path, b"want")
+    expect(app.listen(port)[0] == OK, "LISTEN %d" % port)
+    sids = []
+    conns = []
+    for _ in range(2):
+        c = app.connect(port)
+        a = app.ch.event(ACCEPTED)
+        if not expect(c is not None and c[0] == CONNECTED and a is not None, "a session to ourselves"):
+            return
+        conns.append(c)
+        sids.append(struct.unpack_from("<I", a[2], 16)[0])
+    app.arena[0:64] = b"w" * 64
+    submit(app, conns[0], 0, 64, 1)
+
+    def woken(want, secs):
+        struct.pack_into("<Q", app.control, 8, want)
+        struct.pack_into("<I", app.control, 0, 1)  # asleep (after `want`: x86 keeps stores in order)
+        t = time.monotonic() + secs
+        while app.sleeping() != 0 and time.monotonic() < t:
+            time.sleep(0.001)
+        w = app.sleeping() == 0
+        struct.pack_into("<I", app.control, 0, 0)
+        return w
+
+    expect(woken(0, 5), "want 0 (any): woken for the message in session %d" % sids[0])
+    expect(not woken(WANT_FLOW | sids[1] << 16, 0.5), "asleep 0.5 s wanting session %d's flow 0, which has none" % sids[1])
+    expect(woken(WANT_FLOW | sids[0] << 16, 5), "woken wanting session %d's flow 0" % sids[0])
+    expect(woken(WANT_FLOW | sids[1] << 16 | 7, 5), "a flow out of range: woken")
+    expect(woken(WANT_FLOW | 0xFFFF << 16, 5), "no such session: woken")
+    expect(woken((1 << 63) - 1, 5), "no flag: anything, woken")
     app.ch.close()
 
 
@@ -457,6 +502,8 @@ def main():
         cmd_refused(a[1])
     elif cmd == "steal":
         cmd_steal(a[1], int(a[2]))
+    elif cmd == "want":
+        cmd_want(a[1], int(a[2]))
     else:
         raise SystemExit(__doc__)
     sys.exit(1 if bad else 0)

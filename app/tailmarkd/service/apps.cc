@@ -346,16 +346,31 @@ void Service::wake(uint64_t now) {
         SvcApp& a = *ap;
         if (a.dead || a.bell == nullptr || __atomic_load_n(&a.bell->sleeping, __ATOMIC_SEQ_CST) == 0)
             continue;
+        // What it waits for (the app's word: bounds-checked, and a flow we
+        // cannot find wakes it, as anything would).
+        const uint64_t want = __atomic_load_n(&a.bell->want, __ATOMIC_RELAXED);
         bool ready = false;
-        for (SvcSession* ss : a.sessions) {
-            for (SvcSendFlow* f : ss->send)
-                ready = ready || __atomic_load_n(&f->cq->head, __ATOMIC_ACQUIRE) !=
-                                     __atomic_load_n(&f->cq->tail, __ATOMIC_ACQUIRE);
-            if (!ss->gone)
-                for (CompletionRing* r : ss->recv)
-                    ready = ready || r->poll(r->released()) != nullptr;
-            if (ready)
-                break;
+        if (want & channel::kWantFlow) {
+            const auto sid = static_cast<uint32_t>((want & ~channel::kWantFlow) >> 16);
+            const auto flow = static_cast<uint16_t>(want & 0xffff);
+            ready = true;
+            for (SvcSession* ss : a.sessions)
+                if (ss->sid == sid && !ss->connector) {
+                    if (!ss->gone && flow < ss->recv.size())
+                        ready = ss->recv[flow]->poll(ss->recv[flow]->released()) != nullptr;
+                    break;
+                }
+        } else {
+            for (SvcSession* ss : a.sessions) {
+                for (SvcSendFlow* f : ss->send)
+                    ready = ready || __atomic_load_n(&f->cq->head, __ATOMIC_ACQUIRE) !=
+                                         __atomic_load_n(&f->cq->tail, __ATOMIC_ACQUIRE);
+                if (!ss->gone)
+                    for (CompletionRing* r : ss->recv)
+                        ready = ready || r->poll(r->released()) != nullptr;
+                if (ready)
+                    break;
+            }
         }
         if (ready && __atomic_exchange_n(&a.bell->sleeping, 0u, __ATOMIC_SEQ_CST) != 0) {
             // Our own non-blocking end: a full pipe (the app never drains it,

@@ -61,8 +61,9 @@ namespace tailmark::channel {
 
 // 2: the wake fd is the daemon's pipe, in WELCOME (1: the app's eventfd, in HELLO).
 inline constexpr uint32_t kChannelAbi = 2;
-// 1: TM_MSG_STATUS (0: ABI 2 as it began).
-inline constexpr uint32_t kChannelAbiMinor = 1;
+// 1: TM_MSG_STATUS (0: ABI 2 as it began). 2: tm_doorbell.want (a wait on
+// one receive flow; 0 there is what every older client leaves).
+inline constexpr uint32_t kChannelAbiMinor = 2;
 inline constexpr uint32_t kMaxMsg = 512;   // the largest socket message
 inline constexpr uint32_t kSecretLen = 16; // a session secret, as bytes
 inline constexpr uint32_t kHelloTimeoutMs = 3000; // a connection's HELLO, from its accept
@@ -316,17 +317,31 @@ static inline struct tm_send_layout tm_send_rings(uint32_t sq_size, uint32_t cq_
 // a completion or a message is there, swaps `sleeping` to 0 and writes one
 // byte into the pipe (never blocking: a full pipe loses nothing, the app
 // has a byte to wake on already).
+//
+// `want` (minor 2), written before `sleeping`: 0, wake for anything; or
+// tm_want_flow(session, flow), wake only once that receive flow's next
+// message has completed. An app that reads its flows in a fixed turn then
+// sleeps while other flows hold messages, instead of being woken for them
+// on every round of the daemon (tm_wait is a level over all flows). A
+// daemon older than minor 2 ignores it (more wake-ups, nothing lost), and
+// one that cannot find the flow wakes the app. A session's end always
+// wakes it through the socket.
 struct tm_doorbell {
     alignas(64) uint32_t sleeping;
     uint32_t reserved;
+    uint64_t want;
     alignas(64) uint64_t wakes; // wake-ups the daemon wrote (diagnostics)
 };
+inline constexpr uint64_t kWantFlow = 1ull << 63;
+inline constexpr uint64_t tm_want_flow(uint32_t session, uint16_t flow) {
+    return kWantFlow | static_cast<uint64_t>(session) << 16 | flow;
+}
 
 // The bytes of ABI 2: a change here is a change of kChannelAbi.
 static_assert(sizeof(tm_sqe) == 24);
 static_assert(sizeof(tm_cqe) == 16);
 static_assert(sizeof(tm_spsc) == 192);
-static_assert(sizeof(tm_doorbell) == 128);
+static_assert(sizeof(tm_doorbell) == 128 && offsetof(tm_doorbell, want) == 8);
 static_assert(sizeof(tm_msg_header) == 16);
 static_assert(sizeof(tm_msg_hello) == 72 && sizeof(tm_msg_welcome) == 40);
 static_assert(sizeof(tm_msg_connect) == 56 && sizeof(tm_msg_connected) == 56);

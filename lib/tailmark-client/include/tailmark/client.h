@@ -202,6 +202,14 @@ int tm_release(tm_channel *ch, const struct tm_message *msg);
  * sessions waiting in tm_accept; a session's end counts once (the first
  * tm_wait after it returns 1). */
 int tm_wait(tm_channel *ch, int timeout_ms);
+/* Until the next message of one receive flow of an accepted session is
+ * ready, or the session has ended: 1; 0 when timeout_ms passed (-1: no
+ * limit). Messages of other flows neither return it nor wake it, so an
+ * application that reads its flows in a fixed turn sleeps while the flow in
+ * turn is incomplete (tm_wait would return at once while another flow holds
+ * a message). -ENOENT: no such session; -EINVAL: not an accepted session,
+ * or no such flow. */
+int tm_wait_flow(tm_channel *ch, tm_session s, uint16_t flow, int timeout_ms);
 
 #if defined(__GNUC__)
 #pragma GCC visibility pop

@@ -106,6 +106,9 @@ public:
     // 1 (a message), 0 (none yet), or a negative errno.
     int recv(uint16_t flow, Message& m) { return tm_recv(ch_, id_, flow, m.native()); }
     int release(const Message& m) { return tm_release(ch_, m.native()); }
+    // tm_wait_flow: 1 once the flow's next message is ready or the session
+    // ended, 0 after timeout_ms, or a negative errno.
+    int wait(uint16_t flow, int timeout_ms) { return tm_wait_flow(ch_, id_, flow, timeout_ms); }
     // 0 while it lives, TM_END_* once ended, or a negative errno.
     int state() const { return tm_session_state(ch_, id_); }
     int info(tm_session_info& out) const { return tm_session_get_info(ch_, id_, &out); }
