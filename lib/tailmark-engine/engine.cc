@@ -1,6 +1,7 @@
 // Engine: made once (Senders, Receivers, lcore contexts and their rings,
 // the ACK routes), launched, stopped, and taken apart in the conventions'
 // order: lcores joined first, then what they used.
+#include "drivers/rx_timestamp.h"
 #include "tailmark/engine/engine.h"
 
 #include <cstdio>
@@ -163,8 +164,10 @@ bool Engine::add_sender(TxRole& c, uint16_t port, uint16_t q, bool local, std::s
     sc.port = port;
     sc.queue = q;
     sc.pool = host_.pool;
-    if (!local)
+    if (!local) {
         sc.udp_checksum_offload = host_.tx_udp_checksum_offload;
+        sc.arrival_field = drivers::rx_tsc_register(); // the ACKs' earliest arrival (Receiver::route)
+    }
     sc.max_flows = 65536 / host_.tx_queues + 1;
     sc.name = name;
     sc.socket = host_.socket;
@@ -210,10 +213,12 @@ bool Engine::make_receivers(std::string& err) {
             c->local_queue = static_cast<uint16_t>(r);
         }
         l->rx = c;
+        c->away = us_to_tsc(tsc_hz_, kAwayUs);
         char name[32];
         snprintf(name, sizeof(name), "tme_r%u_%lx", r, reinterpret_cast<uintptr_t>(this) & 0xFFFFFF);
         ReceiverConfig rc = receiver_config(cfg_, tsc_hz_);
         rc.pool = host_.pool;
+        rc.arrival_field = drivers::rx_tsc_register();
         rc.routes.sender_of = sender_of_;
         rc.routes.wire_in = wire_in_.data();
         rc.routes.local_in = local_in_.data();

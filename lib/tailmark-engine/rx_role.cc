@@ -20,11 +20,22 @@ namespace tailmark::engine {
 bool rx_step(RxCtx& c, uint64_t now) {
     rte_mbuf* pkts[kMaxBurst];
     const auto burst = static_cast<uint16_t>(c.plane->burst_now());
+    // What this burst returns came after the last poll that left the queue
+    // empty. When that was longer ago than the lcore's turns take (it was
+    // descheduled, or asleep past its nap), the frames may have waited here
+    // all that while: that poll is the floor of their arrival (the PMD gives
+    // no rx timestamp), for the ACKs' hold and the Sender's reading of them
+    // (Receiver::rx_burst). Not on every turn: a floor is the wait's upper
+    // bound, and on both ends at every turn (50 us naps) it hid a 100 Mbit/s
+    // queue (tests/integration/congestion.sh case 1a: 20-32% goodput).
+    const uint64_t since = c.drained != 0 && now - c.drained > c.away ? c.drained : 0;
     uint16_t n = rte_eth_rx_burst(c.port, c.queue, pkts, burst);
+    if (n < burst)
+        c.drained = now;
     if (n != 0) {
         bump(c.pkts_rx, n);
         now = drivers::rx_tsc(pkts[0]);
-        c.receiver->rx_burst(pkts, n, now); // frees or routes the burst
+        c.receiver->rx_burst(pkts, n, now, since); // frees or routes the burst
     }
     // Sessions between applications of this process: their frames come over
     // the in-memory loopback, placed by the same Receiver as the wire's.

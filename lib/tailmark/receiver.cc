@@ -4,6 +4,7 @@
 #include <cstring>
 #include <new>
 
+#include <rte_mbuf_dyn.h>
 #include <rte_branch_prediction.h>
 #include <rte_cycles.h>
 #include <rte_malloc.h>
@@ -160,6 +161,8 @@ void Receiver::route(rte_mbuf* m, uint64_t now) {
                 return;
             }
             to = cfg_.routes.wire_in[s];
+            if (cfg_.arrival_field >= 0) // its wait here, until its Sender takes it, is this host's
+                *RTE_MBUF_DYNFIELD(m, cfg_.arrival_field, uint64_t*) = arrived_;
         }
     }
     if (to == nullptr || rte_ring_mp_enqueue(to, m) != 0) {
@@ -170,7 +173,9 @@ void Receiver::route(rte_mbuf* m, uint64_t now) {
     bump(ctr_.routed);
 }
 
-void Receiver::rx_burst(rte_mbuf** pkts, uint16_t n, uint64_t now) {
+void Receiver::rx_burst(rte_mbuf** pkts, uint16_t n, uint64_t now, uint64_t since) {
+    placer_.set_arrival_floor(since);
+    arrived_ = since != 0 && since < now ? since : now;
     constexpr uint16_t kChunk = 256;
     rte_mbuf* keep[kChunk];
     uint16_t nkeep = 0;

@@ -84,6 +84,11 @@ struct ReceiverConfig {
     // these RTT samples. 0: only when the cursors move.
     uint64_t ack_feedback = 0;
     uint64_t tsc_hz = 0;         // for the echo's hold time in ns (0: rte_get_tsc_hz())
+    // The mbuf dynamic field of the rx TSC (drivers/rx_timestamp.h; -1:
+    // none). ACK and NACK frames routed to a Sender carry there the earliest
+    // they may have arrived (rx_burst's `since`), for the Sender to count
+    // their wait in this host as such (SenderConfig::arrival_field).
+    int arrival_field = -1;
     ReceiverRoutes routes;
     CompletionMode mode = CompletionMode::Message;
     uint64_t stream_min = 0;     // RxPlacer::set_stream_min (0: no streaming stores)
@@ -121,7 +126,9 @@ public:
     bool install(RecvFlow* f);
     RecvFlow* remove(uint16_t id);
     // Validates, places and frees data; routes (or drops and counts) the rest.
-    void rx_burst(rte_mbuf** pkts, uint16_t n, uint64_t now);
+    // since: the earliest the burst may have arrived, the last poll that
+    // left the queue empty (RxPlacer::set_arrival_floor; 0: none known).
+    void rx_burst(rte_mbuf** pkts, uint16_t n, uint64_t now, uint64_t since = 0);
     // Data frames other Receivers handed over (placed as if received
     // here), NACKs (the placer's gap scan), then ACKs where the cursors
     // moved by a batch, or at all ack_min ago, or a retransmission asked for
@@ -157,6 +164,7 @@ private:
     std::vector<RecvFlow*> acking_; // flows with a remote sender: the ACK scheduler's round robin
     uint32_t rr_ = 0;
     uint64_t hold_since_ = 0;  // holding frames of a flow moving here since (0: not)
+    uint64_t arrived_ = 0;     // the burst's earliest arrival (rx_burst), for the ACKs it routes
     uint64_t hold_limit_ = 0;  // kHoldLimitUs in TSC cycles
     bool held_now_ = false;    // this poll's drain held a frame again
 };

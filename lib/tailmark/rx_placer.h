@@ -130,6 +130,15 @@ public:
     // the flow and when it arrived: the ACK echoes it (congestion control's
     // RTT). False before the first. The owner lcore.
     bool echo_of(uint16_t flow, uint16_t& stamp, uint64_t& arrived) const;
+    // The earliest a burst's packets may have arrived (0: the burst's own
+    // rx TSC): the last poll that left the queue empty, when the lcore was
+    // away since (descheduled; engine::rx_step). Until this poll they may
+    // have waited in this host's rx ring: endpoint delay, not the path's.
+    // The echo's arrival is taken as this floor, so the ACK's hold carries
+    // that wait and the sender's congestion control does not read it as a
+    // queue (Swift's split of endpoint and fabric delay; af_packet in DPDK
+    // 22.11 gives no rx timestamp to say when a packet really came).
+    void set_arrival_floor(uint64_t tsc) { floor_ = tsc; }
     // True once after a retransmitted packet came for a message already
     // completed: the sender missed an ACK, send one now. Any lcore.
     bool take_ack_request(uint16_t flow);
@@ -226,6 +235,7 @@ private:
     const FlowAuth* auth_of_ = nullptr; // set_handoff
     uint8_t* arrived_at_ = nullptr;
     uint8_t* learn_ = nullptr; // arrived_at_, or null while processing handed-over frames
+    uint64_t floor_ = 0;       // set_arrival_floor
     uint8_t self_ = kNoOwner;
     std::vector<FlowRx*> flows_;
 };

@@ -131,6 +131,10 @@ struct SenderConfig {
     // The most paths a flow of this Sender sprays over (SendFlowSpec::paths):
     // above 1, path state for kMaxPathSessions sessions is allocated.
     uint32_t paths = 1;
+    // The mbuf dynamic field where a wire ACK carries the earliest it may
+    // have arrived (ReceiverConfig::arrival_field; -1: none): its wait in
+    // this host (the rx ring, the inbox) counts as hold, not as path.
+    int arrival_field = -1;
 };
 
 struct SenderCounters {
@@ -290,6 +294,7 @@ private:
     void refuse(const Message& m);
     bool intake(uint64_t now);
     uint32_t serve_jobs(uint32_t burst, uint32_t n, uint64_t now);
+    void held_here(const rte_mbuf* m, Control& c, uint64_t now) const;
     bool paced(SendFlow& f, uint64_t now);
     void pace(SendFlow& f, uint64_t now, uint32_t first, uint32_t k);
     void on_cc_event(CcEvent e);

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include <rte_mbuf_dyn.h>
 #include <rte_ethdev.h>
 #include <rte_ring.h>
 
@@ -118,6 +119,7 @@ struct Opts {
     double cc_start_bps = 200e6;
     bool cc = false; // congestion control: its own cases below; off, the timings above are the reliability's alone
     uint32_t paths = 1; // --paths: spraying, its own cases below
+    int arrival_field = -1; // SenderConfig::arrival_field
 };
 
 struct Rig {
@@ -146,6 +148,7 @@ struct Rig {
         c.completions = o.completions;
         c.cc.enabled = o.cc;
         c.paths = o.paths;
+        c.arrival_field = o.arrival_field;
         paths = o.paths;
         c.cc.tsc_hz = 1000000000; // one cycle, one nanosecond
         c.cc.start_bps = o.cc_start_bps; // 200e6: 40 ns per byte
@@ -2066,6 +2069,49 @@ TEST_CASE("congestion control: a session's packets leave paced at its rate, stam
     const Sender::FlowView v = Sender::view(r.made[0]);
     CHECK(v.cc_rate_bps == 200e6);
     CHECK(v.cc_base_rtt == (((now + 200000) >> 9) - (now >> 9)) * 512 - 10000); // now - stamp (512-ns units) - hold
+}
+
+// A wire ACK carries where its Receiver put it, the earliest it may have
+// reached this host (SenderConfig::arrival_field). The wait since, an lcore
+// descheduled for 3-4 ms on 2 vCPUs, is this host's: it counts as hold, and
+// the RTT sample is the path's.
+TEST_CASE("congestion control: an ACK's wait in this host counts as hold, not as the path's", "[sender]") {
+    rte_mbuf_dynfield desc{};
+    snprintf(desc.name, sizeof(desc.name), "tmtest_arrival");
+    desc.size = sizeof(uint64_t);
+    desc.align = alignof(uint64_t);
+    const int off = rte_mbuf_dynfield_register(&desc);
+    REQUIRE(off >= 0);
+    Opts o;
+    o.cc = true;
+    o.arrival_field = off;
+    Rig r(o);
+    r.add(r.spec(8));
+    const auto b = tmtest::pattern(3000, 1); // 3 packets, one pacing step
+    REQUIRE(r.s->submit(kFlow, bytes_msg(b), 1) == 0);
+    const uint64_t sent = 1000000;
+    REQUIRE(r.s->poll(sent));
+    REQUIRE(take(r.port).size() == 3);
+    auto wire = [&](Control c, uint64_t at, uint64_t now) {
+        c.echo = static_cast<uint16_t>(sent >> 9);
+        c.hold_ns = 10000;
+        rte_mbuf* m = build_ack(r.pool.mp, r.link.l2l4, kKey, c);
+        REQUIRE(m != nullptr);
+        *RTE_MBUF_DYNFIELD(m, off, uint64_t*) = at;
+        const R res = r.s->on_wire_control(m, now);
+        rte_pktmbuf_free(m);
+        return res;
+    };
+    const uint64_t rtt = (((sent + 3200000) >> 9) - (sent >> 9)) * 512; // 3.2 ms, in 512-ns stamps
+    // No arrival (0), or one not before now: the receiver's hold alone.
+    CHECK(wire(r.ctl(0, 0), 0, sent + 3200000) == R::None);
+    CHECK(Sender::view(r.made[0]).cc_base_rtt == rtt - 10000);
+    CHECK(wire(r.ctl(0, 0), sent + 3200000, sent + 3200000) == R::None);
+    CHECK(Sender::view(r.made[0]).cc_base_rtt == rtt - 10000);
+    // Arrived 100 us after it was sent, taken 3.1 ms later (the lcore away): a 90 us path.
+    CHECK(wire(r.ctl(0, 0), sent + 100000, sent + 3200000) == R::None);
+    CHECK(r.s->counters().cc_samples == 3);
+    CHECK(Sender::view(r.made[0]).cc_base_rtt == rtt - 10000 - 3100000);
 }
 
 TEST_CASE("congestion control: none for a peer in this process, nor without it (--cc off)", "[sender]") {

@@ -37,6 +37,10 @@ struct EngineConfig {
 
 inline constexpr uint64_t kTxStallUs = 250000; // give up a partial burst after 250 ms without progress
 inline constexpr uint64_t kAckMinUs = 20;      // rx: ACK a moved cursor within 20 us
+// rx: a queue not drained for this long means its lcore was away (a time
+// slice elsewhere: 1-4 ms seen on 2 vCPUs), not busy: a burst's work is
+// 0.1-0.35 ms at 3-11 k cycles a packet, a nap 50 us (RxCtx::away).
+inline constexpr uint64_t kAwayUs = 500;
 
 inline uint64_t us_to_tsc(uint64_t tsc_hz, uint64_t us) { return tsc_hz * us / 1000000; }
 

@@ -134,6 +134,8 @@ struct alignas(64) RxCtx {
     uint16_t local_port = kNoPort;
     uint16_t local_queue = 0;
     Receiver* receiver = nullptr;
+    uint64_t drained = 0; // the TSC of the last port rx burst that left the queue empty
+    uint64_t away = 0;    // cycles between such bursts that mean the lcore was away (kAwayUs)
     alignas(64) uint64_t pkts_rx = 0;
 };
 
