@@ -144,13 +144,14 @@ std::unique_ptr<Port> Port::open(uint16_t pid, const PortSetup& s, std::string& 
         }
     }
     if (s.stamp_rx_tsc) {
-        if (rx_tsc_register() < 0) {
+        const int field = rx_tsc_register();
+        if (field < 0) {
             err = std::string("mbuf dynfield ") + kRxTscDynfieldName + ": " + rte_strerror(rte_errno);
             return nullptr;
         }
         p->rx_cbs_.assign(s.nb_rxq, nullptr);
         for (uint16_t q = 0; q < s.nb_rxq; q++) {
-            p->rx_cbs_[q] = rte_eth_add_rx_callback(pid, q, rx_tsc_stamp_cb, nullptr);
+            p->rx_cbs_[q] = rte_eth_add_rx_callback(pid, q, rx_tsc_stamp_cb, rx_tsc_cb_param(field));
             if (p->rx_cbs_[q] == nullptr) {
                 err = fail(pid, "rte_eth_add_rx_callback", rte_errno);
                 return nullptr;

@@ -5,26 +5,22 @@
 
 namespace tailmark::drivers {
 
-int g_rx_tsc_offset = -1;
-
 int rx_tsc_register() {
-    if (g_rx_tsc_offset >= 0)
-        return g_rx_tsc_offset;
     rte_mbuf_dynfield desc{};
     snprintf(desc.name, sizeof(desc.name), "%s", kRxTscDynfieldName); // set-up only
     desc.size = sizeof(uint64_t);
     desc.align = alignof(uint64_t);
     desc.flags = 0;
-    g_rx_tsc_offset = rte_mbuf_dynfield_register(&desc);
-    return g_rx_tsc_offset;
+    return rte_mbuf_dynfield_register(&desc); // the same offset again once registered
 }
 
-uint16_t rx_tsc_stamp_cb(uint16_t, uint16_t, rte_mbuf** pkts, uint16_t nb_pkts, uint16_t, void*) {
+uint16_t rx_tsc_stamp_cb(uint16_t, uint16_t, rte_mbuf** pkts, uint16_t nb_pkts, uint16_t, void* user_param) {
     if (nb_pkts == 0)
         return 0;
+    const int offset = static_cast<int>(reinterpret_cast<intptr_t>(user_param));
     const uint64_t now = rte_rdtsc();
     for (uint16_t i = 0; i < nb_pkts; i++)
-        set_rx_tsc(pkts[i], now);
+        set_rx_tsc(pkts[i], offset, now);
     return nb_pkts;
 }
 

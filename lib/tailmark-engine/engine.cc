@@ -214,6 +214,7 @@ bool Engine::make_receivers(std::string& err) {
         }
         l->rx = c;
         c->away = us_to_tsc(tsc_hz_, kAwayUs);
+        c->rx_tsc_field = drivers::rx_tsc_register();
         char name[32];
         snprintf(name, sizeof(name), "tme_r%u_%lx", r, reinterpret_cast<uintptr_t>(this) & 0xFFFFFF);
         ReceiverConfig rc = receiver_config(cfg_, tsc_hz_);

@@ -34,7 +34,8 @@ bool rx_step(RxCtx& c, uint64_t now) {
         c.drained = now;
     if (n != 0) {
         bump(c.pkts_rx, n);
-        now = drivers::rx_tsc(pkts[0]);
+        if (c.rx_tsc_field >= 0)
+            now = drivers::rx_tsc(pkts[0], c.rx_tsc_field);
         c.receiver->rx_burst(pkts, n, now, since); // frees or routes the burst
     }
     // Sessions between applications of this process: their frames come over
@@ -43,7 +44,8 @@ bool rx_step(RxCtx& c, uint64_t now) {
         const uint16_t k = rte_eth_rx_burst(c.local_port, c.local_queue, pkts, burst);
         if (k != 0) {
             bump(c.pkts_rx, k);
-            now = drivers::rx_tsc(pkts[0]);
+            if (c.rx_tsc_field >= 0)
+                now = drivers::rx_tsc(pkts[0], c.rx_tsc_field);
             c.receiver->rx_burst(pkts, k, now);
             n += k;
         }

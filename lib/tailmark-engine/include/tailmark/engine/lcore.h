@@ -136,6 +136,7 @@ struct alignas(64) RxCtx {
     Receiver* receiver = nullptr;
     uint64_t drained = 0; // the TSC of the last port rx burst that left the queue empty
     uint64_t away = 0;    // cycles between such bursts that mean the lcore was away (kAwayUs)
+    int rx_tsc_field = -1; // the rx callback's stamp (drivers/rx_timestamp.h); -1: none, the poll's TSC
     alignas(64) uint64_t pkts_rx = 0;
 };
 
