@@ -24,7 +24,9 @@ bool RxMoves::make(uint32_t nrx, int socket, uint64_t period, std::string& what)
     memset(arrived_, RxPlacer::kNoOwner, 65536);
     for (uint32_t r = 0; r < nrx; r++) {
         char name[RTE_RING_NAMESIZE];
-        snprintf(name, sizeof(name), "tm_ho_%u", r); // set-up only
+        // Named by this RxMoves too: two engines of one process each have
+        // their own (rte_ring names are process-wide).
+        snprintf(name, sizeof(name), "tm_ho%u_%lx", r, reinterpret_cast<uintptr_t>(this) & 0xFFFFFF); // set-up only
         rte_ring* q = rte_ring_create(name, kHandoffRing, socket, RING_F_SC_DEQ);
         if (q == nullptr) {
             what = "hand-off ring " + std::to_string(r);

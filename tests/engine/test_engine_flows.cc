@@ -182,3 +182,22 @@ TEST_CASE("engine: a flow opened, moved to the rx lcore its frames reach, closed
     p.recv = nullptr;
     CHECK(e.pool.avail() == start); // every frame freed exactly once
 }
+
+// Two engines of one process, each with hand-off: each RxMoves makes rings
+// of its own (rte_ring names are process-wide; both were tm_ho_0 and
+// tm_ho_1, and the second engine could not be made).
+TEST_CASE("engine: two RxMoves in one process, each with its own hand-off rings", "[engine]") {
+    engine::RxMoves a, b;
+    std::string what;
+    REQUIRE(a.make(2, SOCKET_ID_ANY, 100, what));
+    const bool made = b.make(2, SOCKET_ID_ANY, 100, what);
+    CHECK(made);
+    if (made) {
+        ReceiverRoutes ra, rb;
+        a.fill(ra);
+        b.fill(rb);
+        CHECK(ra.handoff_in[0] != rb.handoff_in[0]);
+        b.release();
+    }
+    a.release();
+}
