@@ -5,25 +5,40 @@
 
 namespace tailmark::app {
 
-
+// HELLO: refused (and counted) for the reasons below, else the arena is
+// mapped and the app welcomed with its doorbell and wake pipe.
 void Service::on_hello(SvcApp& app, const tm_msg_hello& m, const int* fds, int nfds) {
-    const uint64_t req = m.h.req_id;
-    const Options& o = rt_.options();
-    const int arena_fd = nfds > 0 ? fds[0] : -1;
-    auto fail = [&](int err, const std::string& text) {
-        bump(ctl_.refused_hello);
-        reply_error(app, req, err, text);
-        if (log_refusal(rte_rdtsc()))
-            TM_LOG(WARNING, app, "service: %s: HELLO refused: %s", app.label().c_str(), text.c_str());
-        if (arena_fd >= 0)
-            close(arena_fd);
-    };
     if (app.pid == 0) // the kernel's (SO_PEERCRED) when it told us
         app.pid = m.pid;
     app.name.assign(m.name, strnlen(m.name, sizeof(m.name)));
     for (char& c : app.name)
         if (c < 32 || c > 126)
             c = '?';
+    const int arena_fd = nfds > 0 ? fds[0] : -1;
+    if (admit(app, m, nfds, arena_fd) && map_arena(app, m, arena_fd))
+        welcome(app, m);
+}
+
+// A refused HELLO: answered, counted, logged (at most once a second), and
+// the arena's fd closed.
+void Service::refuse_hello(SvcApp& app, uint64_t req, int err, const std::string& text, int arena_fd) {
+    bump(ctl_.refused_hello);
+    reply_error(app, req, err, text);
+    if (log_refusal(rte_rdtsc()))
+        TM_LOG(WARNING, app, "service: %s: HELLO refused: %s", app.label().c_str(), text.c_str());
+    if (arena_fd >= 0)
+        close(arena_fd);
+}
+
+// The ABI, --max-apps, and the arena as declared: its fd, page size, size
+// and seals. False: refused (arena_fd closed).
+bool Service::admit(SvcApp& app, const tm_msg_hello& m, int nfds, int arena_fd) {
+    const uint64_t req = m.h.req_id;
+    const Options& o = rt_.options();
+    auto fail = [&](int err, const std::string& text) {
+        refuse_hello(app, req, err, text, arena_fd);
+        return false;
+    };
     if (m.abi != kChannelAbi)
         return fail(EPROTO, "channel ABI " + std::to_string(m.abi) + " is not the daemon's " +
                                 std::to_string(kChannelAbi) + " (a library from another build)");
@@ -39,7 +54,7 @@ void Service::on_hello(SvcApp& app, const tm_msg_hello& m, const int* fds, int n
                    app.label().c_str(), o.svc_max_apps);
         if (arena_fd >= 0)
             close(arena_fd);
-        return;
+        return false;
     }
     if (nfds != 1)
         return fail(EINVAL, "HELLO carries one fd, the arena memfd (it carried " + std::to_string(nfds) +
@@ -61,12 +76,22 @@ void Service::on_hello(SvcApp& app, const tm_msg_hello& m, const int* fds, int n
         return fail(EINVAL, std::string("the arena memfd is not sealed against shrinking (F_SEAL_SHRINK") +
                                 (seals < 0 ? ": not a memfd made with MFD_ALLOW_SEALING" : "") +
                                 "): the daemon maps only arenas whose size cannot change under it");
+    return true;
+}
+
+// The arena, mapped (and for zero copy registered with DPDK and DMA-mapped).
+// False: refused (arena_fd closed).
+bool Service::map_arena(SvcApp& app, const tm_msg_hello& m, int arena_fd) {
+    const uint64_t req = m.h.req_id;
+    const Options& o = rt_.options();
     // Read only, and nothing prefaulted: the size is the app's to declare,
     // so the control loop touches none of it (the tx lcore faults in what
     // it sends).
     void* a = mmap(nullptr, m.arena_bytes, PROT_READ, MAP_SHARED, arena_fd, 0);
-    if (a == MAP_FAILED)
-        return fail(errno, std::string("arena mmap: ") + strerror(errno));
+    if (a == MAP_FAILED) {
+        refuse_hello(app, req, errno, std::string("arena mmap: ") + strerror(errno), arena_fd);
+        return false;
+    }
     close(arena_fd);
     app.arena.addr = a;
     app.arena.len = m.arena_bytes;
@@ -76,27 +101,35 @@ void Service::on_hello(SvcApp& app, const tm_msg_hello& m, const int* fds, int n
     // longest step, bounded by --max-arena) and DMA-mapped for the ports at
     // IOVA = this process's address (what svc_source gives the extbufs).
     // Virtual devices need no DMA map (ENOTSUP). Copies need neither.
-    if (app.zero_copy) {
-        if (rte_extmem_register(a, m.arena_bytes, nullptr, 0, m.page_size) != 0) {
-            app.arena.reset();
-            bump(ctl_.refused_hello);
-            reply_error(app, req, rte_errno, std::string("rte_extmem_register: ") + rte_strerror(rte_errno));
-            return;
-        }
-        app.registered = true;
-        for (uint16_t port : {o.tx_port, o.rx_port}) {
-            rte_eth_dev_info info;
-            if (rte_eth_dev_info_get(port, &info) != 0 || info.device == nullptr)
-                continue;
-            bool have = false;
-            for (rte_device* d : app.dma)
-                have = have || d == info.device;
-            if (have)
-                continue;
-            if (rte_dev_dma_map(info.device, a, reinterpret_cast<uint64_t>(a), m.arena_bytes) == 0)
-                app.dma.push_back(info.device);
-        }
+    if (!app.zero_copy)
+        return true;
+    if (rte_extmem_register(a, m.arena_bytes, nullptr, 0, m.page_size) != 0) {
+        app.arena.reset();
+        bump(ctl_.refused_hello);
+        reply_error(app, req, rte_errno, std::string("rte_extmem_register: ") + rte_strerror(rte_errno));
+        return false;
     }
+    app.registered = true;
+    for (uint16_t port : {o.tx_port, o.rx_port}) {
+        rte_eth_dev_info info;
+        if (rte_eth_dev_info_get(port, &info) != 0 || info.device == nullptr)
+            continue;
+        bool have = false;
+        for (rte_device* d : app.dma)
+            have = have || d == info.device;
+        if (have)
+            continue;
+        if (rte_dev_dma_map(info.device, a, reinterpret_cast<uint64_t>(a), m.arena_bytes) == 0)
+            app.dma.push_back(info.device);
+    }
+    return true;
+}
+
+// WELCOME, with the app's doorbell (a control memfd) and the read end of
+// its wake pipe.
+void Service::welcome(SvcApp& app, const tm_msg_hello& m) {
+    const uint64_t req = m.h.req_id;
+    const Options& o = rt_.options();
     // The wake-ups: a pipe, its write end ours alone (O_NONBLOCK on our own
     // open file description: nothing the app does to its end makes our
     // write block), its read end the app's.

@@ -101,6 +101,10 @@ private:
     void read_app(SvcApp& app, uint64_t now);
     void handle(SvcApp& app, const uint8_t* msg, size_t len, const int* fds, int nfds, uint64_t now);
     void on_hello(SvcApp& app, const channel::tm_msg_hello& m, const int* fds, int nfds);
+    void refuse_hello(SvcApp& app, uint64_t req, int err, const std::string& text, int arena_fd);
+    bool admit(SvcApp& app, const channel::tm_msg_hello& m, int nfds, int arena_fd);
+    bool map_arena(SvcApp& app, const channel::tm_msg_hello& m, int arena_fd);
+    void welcome(SvcApp& app, const channel::tm_msg_hello& m);
     void on_connect(SvcApp& app, const channel::tm_msg_connect& m, uint64_t now);
     void on_listen(SvcApp& app, const channel::tm_msg_listen& m);
     void on_unlisten(SvcApp& app, uint64_t req, uint16_t port);
