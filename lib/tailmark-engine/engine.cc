@@ -81,13 +81,19 @@ Lcore* Engine::lcore_ctx(unsigned l) {
     c->lcore = l;
     c->idle_sleep_us = cfg_.idle_sleep_us;
     c->idle_after = tsc_hz_ / 1000;
-    // Named by this engine's address too: two engines in one process.
-    char name[RTE_RING_NAMESIZE];
-    snprintf(name, sizeof(name), "tme_q%u_%lx", l, reinterpret_cast<uintptr_t>(this) & 0xFFFFFF);
-    c->req = rte_ring_create_elem(name, sizeof(Request), kRequestRing, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
-    snprintf(name, sizeof(name), "tme_p%u_%lx", l, reinterpret_cast<uintptr_t>(this) & 0xFFFFFF);
-    c->resp = rte_ring_create_elem(name, sizeof(Request), kRequestRing, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+    c->req = rte_ring_create_elem(name("q", l).c_str(), sizeof(Request), kRequestRing, SOCKET_ID_ANY,
+                                  RING_F_SP_ENQ | RING_F_SC_DEQ);
+    c->resp = rte_ring_create_elem(name("p", l).c_str(), sizeof(Request), kRequestRing, SOCKET_ID_ANY,
+                                   RING_F_SP_ENQ | RING_F_SC_DEQ);
     return c->req != nullptr && c->resp != nullptr ? c : nullptr;
+}
+
+// A ring's or a Sender's or Receiver's name: DPDK's names are process-wide,
+// so each carries this engine's address too (two engines in one process).
+std::string Engine::name(const char* what, unsigned i) const {
+    char b[RTE_RING_NAMESIZE];
+    snprintf(b, sizeof(b), "tme_%s%u_%lx", what, i, reinterpret_cast<uintptr_t>(this) & 0xFFFFFF); // set-up only
+    return b;
 }
 
 bool Engine::make(std::string& err) {
@@ -99,9 +105,7 @@ bool Engine::make(std::string& err) {
         host_.rx_socket = host_.socket;
     plane_->burst.store(cfg_.burst);
     sender_of_ = static_cast<uint8_t*>(rte_malloc("tme_sender_of", 65536, 64));
-    char name[RTE_RING_NAMESIZE];
-    snprintf(name, sizeof(name), "tme_ctl_%lx", reinterpret_cast<uintptr_t>(this) & 0xFFFFFF);
-    control_in_ = rte_ring_create(name, kControlRing, SOCKET_ID_ANY, RING_F_SC_DEQ);
+    control_in_ = rte_ring_create(name("ctl", 0).c_str(), kControlRing, SOCKET_ID_ANY, RING_F_SC_DEQ);
     if (sender_of_ == nullptr || control_in_ == nullptr) {
         err = "engine: out of memory (ACK routes, control ring)";
         return false;
@@ -158,8 +162,7 @@ bool Engine::make_senders(std::string& err) {
 // One Sender of port's queue q on role c's lcore, routed and listed; the
 // in-memory loopback's (`local`) neither paces nor checksums (sender_config).
 bool Engine::add_sender(TxRole& c, uint16_t port, uint16_t q, bool local, std::string& err) {
-    char name[32];
-    snprintf(name, sizeof(name), "tme_%c%u_%lx", local ? 'l' : 's', q, reinterpret_cast<uintptr_t>(this) & 0xFFFFFF);
+    const std::string sname = name(local ? "l" : "s", q);
     SenderConfig sc = sender_config(cfg_, tsc_hz_, local);
     sc.port = port;
     sc.queue = q;
@@ -169,7 +172,7 @@ bool Engine::add_sender(TxRole& c, uint16_t port, uint16_t q, bool local, std::s
         sc.arrival_field = drivers::rx_tsc_register(); // the ACKs' earliest arrival (Receiver::route)
     }
     sc.max_flows = 65536 / host_.tx_queues + 1;
-    sc.name = name;
+    sc.name = sname.c_str();
     sc.socket = host_.socket;
     auto* s = new (std::nothrow) Sender(sc);
     if (s == nullptr || !s->ok()) {
@@ -215,8 +218,7 @@ bool Engine::make_receivers(std::string& err) {
         l->rx = c;
         c->away = us_to_tsc(tsc_hz_, kAwayUs);
         c->rx_tsc_field = drivers::rx_tsc_register();
-        char name[32];
-        snprintf(name, sizeof(name), "tme_r%u_%lx", r, reinterpret_cast<uintptr_t>(this) & 0xFFFFFF);
+        const std::string rname = name("r", r);
         ReceiverConfig rc = receiver_config(cfg_, tsc_hz_);
         rc.pool = host_.pool;
         rc.arrival_field = drivers::rx_tsc_register();
@@ -231,7 +233,7 @@ bool Engine::make_receivers(std::string& err) {
             rc.routes.nreceivers = R;
             rc.routes.self = static_cast<uint8_t>(r);
         }
-        rc.name = name;
+        rc.name = rname.c_str();
         rc.socket = host_.rx_socket;
         auto* rcv = new (std::nothrow) Receiver(rc);
         if (rcv == nullptr || !rcv->ok()) {

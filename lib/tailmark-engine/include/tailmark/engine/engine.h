@@ -203,6 +203,7 @@ public:
 private:
     Engine(const EngineConfig& cfg, const EngineHost& host);
     bool make(std::string& err);
+    std::string name(const char* what, unsigned i) const;
     bool make_senders(std::string& err);
     bool add_sender(TxRole& c, uint16_t port, uint16_t q, bool local, std::string& err);
     bool make_receivers(std::string& err);
