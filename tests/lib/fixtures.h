@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -11,6 +12,7 @@
 #include <rte_ip.h>
 #include <rte_lcore.h>
 #include <rte_mbuf.h>
+#include <rte_mbuf_dyn.h>
 #include <rte_mempool.h>
 
 #include "tailmark/completion_ring.h"
@@ -36,6 +38,17 @@ struct Pool {
     Pool(const Pool&) = delete;
     Pool& operator=(const Pool&) = delete;
 };
+
+// An mbuf dynamic field of a uint64_t for the arrival floor the Receiver
+// writes and the Sender reads (their configs' arrival_field; the engine
+// gives them the rx TSC field): its offset, or -1.
+inline int arrival_field() {
+    rte_mbuf_dynfield desc{};
+    snprintf(desc.name, sizeof(desc.name), "tmtest_arrival");
+    desc.size = sizeof(uint64_t);
+    desc.align = alignof(uint64_t);
+    return rte_mbuf_dynfield_register(&desc);
+}
 
 inline std::vector<uint8_t> pattern(size_t n, uint32_t seed) {
     std::vector<uint8_t> v(n);

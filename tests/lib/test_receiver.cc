@@ -272,11 +272,7 @@ TEST_CASE("echo: the hold counts from the burst's arrival floor, the rx ring's w
 // have arrived (the burst's floor, else the burst's own TSC), for its wait in
 // this host to count as such (SenderConfig::arrival_field).
 TEST_CASE("echo: ACKs routed to a Sender carry their burst's earliest arrival", "[receiver]") {
-    rte_mbuf_dynfield desc{};
-    snprintf(desc.name, sizeof(desc.name), "tmtest_arrival");
-    desc.size = sizeof(uint64_t);
-    desc.align = alignof(uint64_t);
-    const int off = rte_mbuf_dynfield_register(&desc);
+    const int off = tmtest::arrival_field();
     REQUIRE(off >= 0);
     Rig r(0, 1000, false, 64, off);
     Control c;

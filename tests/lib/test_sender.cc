@@ -2076,11 +2076,7 @@ TEST_CASE("congestion control: a session's packets leave paced at its rate, stam
 // descheduled for 3-4 ms on 2 vCPUs, is this host's: it counts as hold, and
 // the RTT sample is the path's.
 TEST_CASE("congestion control: an ACK's wait in this host counts as hold, not as the path's", "[sender]") {
-    rte_mbuf_dynfield desc{};
-    snprintf(desc.name, sizeof(desc.name), "tmtest_arrival");
-    desc.size = sizeof(uint64_t);
-    desc.align = alignof(uint64_t);
-    const int off = rte_mbuf_dynfield_register(&desc);
+    const int off = tmtest::arrival_field();
     REQUIRE(off >= 0);
     Opts o;
     o.cc = true;
