@@ -104,6 +104,7 @@ bool Engine::make(std::string& err) {
     if (host_.rx_socket < 0)
         host_.rx_socket = host_.socket;
     plane_->burst.store(cfg_.burst);
+    rx_tsc_field_ = drivers::rx_tsc_register(); // the rx callback's stamp (-1: none), for every role that reads it
     sender_of_ = static_cast<uint8_t*>(rte_malloc("tme_sender_of", 65536, 64));
     control_in_ = rte_ring_create(name("ctl", 0).c_str(), kControlRing, SOCKET_ID_ANY, RING_F_SC_DEQ);
     if (sender_of_ == nullptr || control_in_ == nullptr) {
@@ -169,7 +170,7 @@ bool Engine::add_sender(TxRole& c, uint16_t port, uint16_t q, bool local, std::s
     sc.pool = host_.pool;
     if (!local) {
         sc.udp_checksum_offload = host_.tx_udp_checksum_offload;
-        sc.arrival_field = drivers::rx_tsc_register(); // the ACKs' earliest arrival (Receiver::route)
+        sc.arrival_field = rx_tsc_field_; // the ACKs' earliest arrival (Receiver::route)
     }
     sc.max_flows = 65536 / host_.tx_queues + 1;
     sc.name = sname.c_str();
@@ -217,11 +218,11 @@ bool Engine::make_receivers(std::string& err) {
         }
         l->rx = c;
         c->away = us_to_tsc(tsc_hz_, kAwayUs);
-        c->rx_tsc_field = drivers::rx_tsc_register();
+        c->rx_tsc_field = rx_tsc_field_;
         const std::string rname = name("r", r);
         ReceiverConfig rc = receiver_config(cfg_, tsc_hz_);
         rc.pool = host_.pool;
-        rc.arrival_field = drivers::rx_tsc_register();
+        rc.arrival_field = rx_tsc_field_;
         rc.routes.sender_of = sender_of_;
         rc.routes.wire_in = wire_in_.data();
         rc.routes.local_in = local_in_.data();

@@ -235,6 +235,7 @@ private:
     std::vector<unsigned> sender_lcore_;
     std::vector<Receiver*> receivers_;
     std::vector<TxRole*> txs_;
+    int rx_tsc_field_ = -1; // drivers::rx_tsc_register()
     std::vector<RxCtx*> rxs_;
     std::vector<Lcore*> lcores_; // by lcore id (null: not the engine's)
     std::vector<rte_ring*> wire_in_, local_in_;
