@@ -174,8 +174,8 @@ void Receiver::route(rte_mbuf* m, uint64_t now) {
 }
 
 void Receiver::rx_burst(rte_mbuf** pkts, uint16_t n, uint64_t now, uint64_t since) {
-    placer_.set_arrival_floor(since);
     arrived_ = since != 0 && since < now ? since : now;
+    placer_.set_arrival_floor(arrived_);
     constexpr uint16_t kChunk = 256;
     rte_mbuf* keep[kChunk];
     uint16_t nkeep = 0;

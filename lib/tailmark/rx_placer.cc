@@ -431,7 +431,7 @@ inline DropReason RxPlacer::process_as(const rte_mbuf* m, uint64_t now_tsc, bool
             r = f == nullptr ? DropReason::UnknownFlow : place<kMode>(*f, m, p, now_tsc);
             if (r == DropReason::None) { // congestion control's RTT sample: echoed by the next ACK
                 f->echo = p.ip_id;
-                f->echo_tsc = floor_ != 0 && floor_ < now_tsc ? floor_ : now_tsc;
+                f->echo_tsc = floor_ != 0 ? floor_ : now_tsc;
             }
         }
     }

@@ -130,8 +130,9 @@ public:
     // the flow and when it arrived: the ACK echoes it (congestion control's
     // RTT). False before the first. The owner lcore.
     bool echo_of(uint16_t flow, uint16_t& stamp, uint64_t& arrived) const;
-    // The earliest a burst's packets may have arrived (0: the burst's own
-    // rx TSC): the last poll that left the queue empty, when the lcore was
+    // The earliest a burst's packets may have arrived, at most the burst's
+    // own rx TSC (0: that TSC; Receiver::rx_burst sets it for each burst):
+    // the last poll that left the queue empty, when the lcore was
     // away since (descheduled; engine::rx_step). Until this poll they may
     // have waited in this host's rx ring: endpoint delay, not the path's.
     // The echo's arrival is taken as this floor, so the ACK's hold carries
