@@ -142,10 +142,12 @@ bool Sender::install(SendFlow* f) {
     flows_.push_back(f); // reserved: no allocation
     table_[f->spec.id] = f;
     const SessionLink* link = f->spec.link;
-    f->cc = cfg_.cc.enabled && f->spec.reliable && link != nullptr && !link->local_peer &&
-                    f->spec.local_released == nullptr
-                ? cc_for(link)
-                : nullptr;
+    CcSlot* cs = cfg_.cc.enabled && f->spec.reliable && link != nullptr && !link->local_peer &&
+                         f->spec.local_released == nullptr
+                     ? cc_for(link)
+                     : nullptr;
+    f->cc = cs != nullptr ? &cs->cc : nullptr;
+    f->turn = cs != nullptr ? &cs->turn : nullptr;
     f->paths = f->path_of != nullptr && f->spec.reliable && link != nullptr && !link->local_peer &&
                        f->spec.local_released == nullptr
                    ? paths_for(link, *f)
@@ -155,12 +157,12 @@ bool Sender::install(SendFlow* f) {
 
 // The session's controller, shared by its flows here; a fresh one for the
 // session's first flow (slots: one per flow at most, so one is free).
-Congestion* Sender::cc_for(const SessionLink* link) {
+Sender::CcSlot* Sender::cc_for(const SessionLink* link) {
     CcSlot* free_slot = nullptr;
     for (CcSlot& c : cc_) {
         if (c.users != 0 && c.link == link) {
             c.users++;
-            return &c.cc;
+            return &c;
         }
         if (c.users == 0 && free_slot == nullptr)
             free_slot = &c;
@@ -172,7 +174,8 @@ Congestion* Sender::cc_for(const SessionLink* link) {
     free_slot->link = link;
     free_slot->users = 1;
     free_slot->cc.init(cfg_.cc, stamp_shift_, 0);
-    return &free_slot->cc;
+    free_slot->turn.end();
+    return free_slot;
 }
 
 SendFlow* Sender::remove(uint16_t id) {
@@ -189,6 +192,8 @@ SendFlow* Sender::remove(uint16_t id) {
             j.nranges = 0; // stale when its turn comes
     }
     table_[id] = nullptr;
+    if (f->turn != nullptr && f->turn->holder == f) // its session's next flow takes the turn
+        f->turn->end();
     if (f->cc != nullptr) // the slot outlives it: view() may still read the session's last rate
         for (CcSlot& c : cc_)
             if (&c.cc == f->cc)

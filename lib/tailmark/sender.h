@@ -171,6 +171,20 @@ struct SenderCounters {
 // A flow as the Sender keeps it (opaque outside sender.cc).
 struct SendFlow;
 
+// The turn of one paced session's round robin: the flow that holds it and
+// what it sent in it. A paced flow's turn goes on over its pacer's steps
+// (the same whole messages up to a quantum as an unpaced flow's), and the
+// session's other flows wait for its end. Turns of one pacing step put every
+// flow's message in flight at once, each taking nflows times as long: 4
+// flows through a 200 Mbit/s tbf had a p99 latency of 215 ms at 1 MiB (54 ms
+// in whole turns), and tailmark-cat --flows 4 ran at 0.85 of --flows 1 (1.02).
+struct PacedTurn {
+    const SendFlow* holder = nullptr; // nullptr: the next flow with a message takes it
+    uint64_t bytes = 0;
+    uint32_t pkts = 0;
+    void end() { *this = PacedTurn{}; }
+};
+
 // The per-message source hook: called when the round robin reaches a flow
 // with nothing queued and credit left, so a generator can produce its next
 // message just in time. True with msg and cookie filled.
@@ -298,7 +312,8 @@ private:
     bool paced(SendFlow& f, uint64_t now);
     void pace(SendFlow& f, uint64_t now, uint32_t first, uint32_t k);
     void on_cc_event(CcEvent e);
-    Congestion* cc_for(const SessionLink* link);
+    struct CcSlot;
+    CcSlot* cc_for(const SessionLink* link);
     uint32_t new_data(uint32_t burst, uint32_t n, uint64_t now);
     bool accept(SendFlow& f, const Message& m, uint64_t cookie);
     template <bool recorded, bool batched>
@@ -323,6 +338,7 @@ private:
     void park_job();
     void job_over(uint16_t flow);
     void next_turn();
+    bool turn_over(const SendFlow& f, uint64_t bytes, uint32_t pkts, uint32_t burst) const;
     void prefetch_next() const;
     void fill_msg(SendFlow& f, const Message& m);
     void count_drop(DropReason r);
@@ -385,6 +401,7 @@ private:
         const SessionLink* link = nullptr;
         uint32_t users = 0;
         Congestion cc;
+        PacedTurn turn;
     };
     static constexpr uint32_t kMaxCcSessions = 256; // controllers per Sender (4 KiB of send history each)
     std::vector<CcSlot> cc_; // allocated at construction

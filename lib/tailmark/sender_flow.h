@@ -97,6 +97,7 @@ struct SendFlow {
     ReplayWindow ctl_win; // its peer's ACK and NACK numbers taken (wire only)
     NackFilter nacks;     // the NACKs taken lately: which part of the next one is news
     Congestion* cc = nullptr; // its session's (nullptr: not congestion-controlled)
+    PacedTurn* turn = nullptr; // its session's round-robin turn (with cc)
     OneFrame one;             // its one-packet messages' packet (TxMarker::build_one)
     // Spraying (spec.paths > 1): its session's paths, and per record the
     // path each packet of the message last went by (path_pkts per record):

@@ -589,6 +589,13 @@ inline uint32_t Sender::one_run(SendFlow& f, uint32_t burst, uint32_t n, uint64_
     return n;
 }
 
+// A flow's turn ends with a message once it sent a burst of packets in it,
+// or at a quantum of bytes (within a message larger than the quantum).
+inline bool Sender::turn_over(const SendFlow& f, uint64_t bytes, uint32_t pkts, uint32_t burst) const {
+    return (bytes >= cfg_.tx_quantum && (!f.active || f.msg.plan.msg_len > cfg_.tx_quantum)) ||
+           (!f.active && pkts >= burst);
+}
+
 // New messages, round robin. A flow's turn is whole messages, until one
 // ends with a burst of packets sent in the turn (or a quantum of bytes);
 // of a message larger than the quantum, a quantum. Small messages thus go a
@@ -598,14 +605,19 @@ inline uint32_t Sender::one_run(SendFlow& f, uint32_t burst, uint32_t n, uint64_
 // at most a burst (and a message) of each flow ahead of it. Interleaving
 // every burst instead put a partly sent message of every flow in flight at
 // once (64 flows x 64 KiB: 4 MiB of regions and buffers in use, out of the
-// caches). A paced flow's turn is one step of its session's pacer, so
-// the flows of a session share its rate.
+// caches). A paced flow's turn is the same, over as many of its session's
+// pacer steps as it takes; the session's flows take turns (PacedTurn).
 uint32_t Sender::new_data(uint32_t burst, uint32_t n, uint64_t now) {
     const uint32_t nflows = static_cast<uint32_t>(flows_.size());
     uint32_t idle = 0;
     stash_.open(burst - n);
     while (n < burst && idle < nflows) {
         SendFlow& f = *flows_[rr_];
+        if (f.turn != nullptr && f.turn->holder != nullptr && f.turn->holder != &f) {
+            next_turn(); // its session's turn is another flow's
+            idle++;
+            continue;
+        }
         if (!f.active) {
             if (f.spec.local_released != nullptr && f.failed == FailReason::None)
                 sync_local(f);
@@ -622,6 +634,8 @@ uint32_t Sender::new_data(uint32_t burst, uint32_t n, uint64_t now) {
             }
             // The credit window: the receiver takes msg_ids below released + ring.
             if (!have || (f.spec.reliable && f.sent - f.released >= f.spec.ring_size)) {
+                if (f.turn != nullptr && f.turn->holder == &f)
+                    f.turn->end(); // nothing to send: its session's next flow takes the turn
                 next_turn();
                 idle++;
                 continue;
@@ -639,7 +653,9 @@ uint32_t Sender::new_data(uint32_t burst, uint32_t n, uint64_t now) {
             }
             begin_cut(f);
         }
-        if (paced(f, now)) { // the session's pacer: the next flow's turn
+        if (f.turn != nullptr)
+            f.turn->holder = &f; // the session's turn is this flow's, from now or when its pacer opens
+        if (paced(f, now)) { // its pacer holds the session: another session's flow meanwhile
             next_turn();
             idle++;
             continue;
@@ -650,6 +666,11 @@ uint32_t Sender::new_data(uint32_t burst, uint32_t n, uint64_t now) {
             k = burst - n;
         if (f.cc != nullptr && k * f.msg.plan.stride > f.cc->step_bytes())
             k = f.cc->step_bytes() / f.msg.plan.stride + 1;
+        if (f.turn != nullptr && f.msg.plan.msg_len > cfg_.tx_quantum) { // the turn ends at its quantum
+            const uint64_t left = (cfg_.tx_quantum - f.turn->bytes + f.msg.plan.stride - 1) / f.msg.plan.stride;
+            if (k > left)
+                k = static_cast<uint32_t>(left);
+        }
         f.msg.stamp = stamp_;
         uint32_t path = 0;
         if (unlikely(f.paths != nullptr))
@@ -703,14 +724,19 @@ uint32_t Sender::new_data(uint32_t burst, uint32_t n, uint64_t now) {
                 continue;
             }
         }
-        // A paced flow's turn is one pacing step: its session's pacer, not
-        // the turn, says how much it sends. Were the turn to go on, the flow
-        // would meet the pacer next, every other flow too, and the round
-        // robin would come back round to it: the flow that sent when the
-        // pacer opened would take every step of its session (issue 41).
-        if (f.cc != nullptr ||
-            (turn_bytes_ >= cfg_.tx_quantum && (!f.active || f.msg.plan.msg_len > cfg_.tx_quantum)) ||
-            (!f.active && turn_pkts_ >= burst)) {
+        // A paced flow's turn is its session's (PacedTurn): it goes on over
+        // the pacer's steps, and the session's other flows take theirs after
+        // it, not whichever the round robin meets when the pacer opens (that
+        // was the flow that sent first, every step: issue 41).
+        if (f.turn != nullptr) {
+            PacedTurn& t = *f.turn;
+            t.bytes += static_cast<uint64_t>(k) * f.msg.plan.stride;
+            t.pkts += k;
+            if (turn_over(f, t.bytes, t.pkts, burst)) {
+                t.end();
+                next_turn();
+            }
+        } else if (turn_over(f, turn_bytes_, turn_pkts_, burst)) {
             next_turn();
         }
     }
