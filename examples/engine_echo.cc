@@ -140,10 +140,10 @@ int echo(uint32_t messages, uint64_t size) {
     host.pool = ports.tx_pool;
     host.socket = ports.tx_socket;
     host.tx_udp_checksum_offload = ports.tx_port->tx_udp_checksum();
-    std::string err;
+    engine::EngineError err;
     auto e = engine::Engine::create(cfg, host, err);
     if (e == nullptr) {
-        fprintf(stderr, "engine_echo: %s\n", err.c_str());
+        fprintf(stderr, "engine_echo: %s\n", err.message().c_str());
         return 1;
     }
     e->sender(0).set_source(echo_source, &src);

@@ -105,13 +105,12 @@ bool Runtime::make_senders(SetupError& e) {
         h.local_port = local_port_->id();
         h.local_queues = local_port_->nb_txq();
     }
-    std::string err;
+    engine::EngineError err;
     engine_ = engine::Engine::create(ecfg_, h, err);
     if (engine_ == nullptr) {
-        const std::string oom_prefix = "engine: out of memory (";
-        if (err.rfind(oom_prefix, 0) == 0 && err.back() == ')')
-            return oom(e, err.substr(oom_prefix.size(), err.size() - oom_prefix.size() - 1));
-        e = {1, err};
+        if (err.out_of_memory)
+            return oom(e, err.what);
+        e = {1, err.message()};
         return false;
     }
     const auto& ss = engine_->senders();

@@ -45,27 +45,31 @@ const char* to_string(FlowState s) {
 Engine::Engine(const EngineConfig& cfg, const EngineHost& host)
     : cfg_(cfg), host_(host), lcores_(RTE_MAX_LCORE, nullptr) {}
 
-std::unique_ptr<Engine> Engine::create(const EngineConfig& cfg, const EngineHost& host, std::string& err) {
+std::unique_ptr<Engine> Engine::create(const EngineConfig& cfg, const EngineHost& host, EngineError& err) {
     if (host.pool == nullptr || host.tx_queues == 0 || host.tx_lcores.empty() || host.rx_lcores.empty()) {
-        err = "engine: a pool, a tx queue, a tx lcore and an rx lcore are needed";
+        err = {false, "a pool, a tx queue, a tx lcore and an rx lcore are needed"};
         return nullptr;
     }
     if (host.tx_queues >= kNoSender || host.rx_lcores.size() >= RxPlacer::kNoOwner) {
-        err = "engine: too many queues";
+        err = {false, "too many queues"};
         return nullptr;
     }
     for (unsigned l : host.tx_lcores)
         if (l >= RTE_MAX_LCORE || !rte_lcore_is_enabled(l)) {
-            err = "engine: tx lcore " + std::to_string(l) + " is not enabled";
+            err = {false, "tx lcore " + std::to_string(l) + " is not enabled"};
             return nullptr;
         }
     for (unsigned l : host.rx_lcores)
         if (l >= RTE_MAX_LCORE || !rte_lcore_is_enabled(l)) {
-            err = "engine: rx lcore " + std::to_string(l) + " is not enabled";
+            err = {false, "rx lcore " + std::to_string(l) + " is not enabled"};
             return nullptr;
         }
     std::unique_ptr<Engine> e(new (std::nothrow) Engine(cfg, host));
-    if (e == nullptr || !e->make(err))
+    if (e == nullptr) {
+        err = {true, "engine"};
+        return nullptr;
+    }
+    if (!e->make(err))
         return nullptr;
     return e;
 }
@@ -96,7 +100,7 @@ std::string Engine::name(const char* what, unsigned i) const {
     return b;
 }
 
-bool Engine::make(std::string& err) {
+bool Engine::make(EngineError& err) {
     tsc_hz_ = host_.tsc_hz != 0 ? host_.tsc_hz : rte_get_tsc_hz();
     deferred_.set_delay(tsc_hz_); // what other threads may read goes a second later
     if (host_.plane != nullptr)
@@ -108,7 +112,7 @@ bool Engine::make(std::string& err) {
     sender_of_ = static_cast<uint8_t*>(rte_malloc("tme_sender_of", 65536, 64));
     control_in_ = rte_ring_create(name("ctl", 0).c_str(), kControlRing, SOCKET_ID_ANY, RING_F_SC_DEQ);
     if (sender_of_ == nullptr || control_in_ == nullptr) {
-        err = "engine: out of memory (ACK routes, control ring)";
+        err = {true, "ACK routes, control ring"};
         return false;
     }
     memset(sender_of_, kNoSender, 65536);
@@ -116,23 +120,23 @@ bool Engine::make(std::string& err) {
         return false;
     for (unsigned l : host_.app_lcores)
         if (lcore_ctx(l) == nullptr) {
-            err = "engine: out of memory (request rings)";
+            err = {true, "request rings"};
             return false;
         }
     // The main lcore's rings: tick() serves them if it holds a role.
     if (lcore_ctx(rte_get_main_lcore()) == nullptr) {
-        err = "engine: out of memory (request rings)";
+        err = {true, "request rings"};
         return false;
     }
     return true;
 }
 
 // tx: lcore t owns the tx queues q with q % T == t, one Sender each.
-bool Engine::make_senders(std::string& err) {
+bool Engine::make_senders(EngineError& err) {
     const auto T = static_cast<uint32_t>(host_.tx_lcores.size());
     own_txs_ = host_.tx_roles.empty();
     if (!own_txs_ && host_.tx_roles.size() != T) {
-        err = "engine: one tx role per tx lcore";
+        err = {false, "one tx role per tx lcore"};
         return false;
     }
     for (uint32_t t = 0; t < T; t++) {
@@ -141,8 +145,8 @@ bool Engine::make_senders(std::string& err) {
         if (c != nullptr)
             txs_.push_back(c);
         if (l == nullptr || l->tx != nullptr) {
-            err = l ? "engine: tx lcore " + std::to_string(host_.tx_lcores[t]) + " given twice"
-                    : "engine: out of memory (tx context)";
+            err = l ? EngineError{false, "tx lcore " + std::to_string(host_.tx_lcores[t]) + " given twice"}
+                    : EngineError{true, "tx context"};
             return false;
         }
         c->lcore = host_.tx_lcores[t];
@@ -162,7 +166,7 @@ bool Engine::make_senders(std::string& err) {
 
 // One Sender of port's queue q on role c's lcore, routed and listed; the
 // in-memory loopback's (`local`) neither paces nor checksums (sender_config).
-bool Engine::add_sender(TxRole& c, uint16_t port, uint16_t q, bool local, std::string& err) {
+bool Engine::add_sender(TxRole& c, uint16_t port, uint16_t q, bool local, EngineError& err) {
     const std::string sname = name(local ? "l" : "s", q);
     SenderConfig sc = sender_config(cfg_, tsc_hz_, local);
     sc.port = port;
@@ -178,8 +182,7 @@ bool Engine::add_sender(TxRole& c, uint16_t port, uint16_t q, bool local, std::s
     auto* s = new (std::nothrow) Sender(sc);
     if (s == nullptr || !s->ok()) {
         delete s;
-        err = std::string("engine: out of memory (") + (local ? "in-memory loopback sender " : "sender ") +
-              std::to_string(q) + ")";
+        err = {true, (local ? "in-memory loopback sender " : "sender ") + std::to_string(q)};
         return false;
     }
     senders_.push_back(s);
@@ -192,10 +195,10 @@ bool Engine::add_sender(TxRole& c, uint16_t port, uint16_t q, bool local, std::s
 
 // rx: lcore r polls rx queue r with a Receiver; with hand-off, the moves'
 // tables and rings between them.
-bool Engine::make_receivers(std::string& err) {
+bool Engine::make_receivers(EngineError& err) {
     const auto R = static_cast<uint32_t>(host_.rx_lcores.size());
-    if (host_.handoff && !moves_.make(R, host_.rx_socket, tsc_hz_ / 200, err)) { // a look every 5 ms
-        err = "engine: out of memory (" + err + ")";
+    if (std::string what; host_.handoff && !moves_.make(R, host_.rx_socket, tsc_hz_ / 200, what)) { // a look every 5 ms
+        err = {true, what};
         return false;
     }
     for (uint32_t r = 0; r < R; r++) {
@@ -204,8 +207,8 @@ bool Engine::make_receivers(std::string& err) {
         if (c != nullptr)
             rxs_.push_back(c);
         if (l == nullptr || l->rx != nullptr) {
-            err = l ? "engine: rx lcore " + std::to_string(host_.rx_lcores[r]) + " given twice"
-                    : "engine: out of memory (rx context)";
+            err = l ? EngineError{false, "rx lcore " + std::to_string(host_.rx_lcores[r]) + " given twice"}
+                    : EngineError{true, "rx context"};
             return false;
         }
         c->plane = plane_;
@@ -239,7 +242,7 @@ bool Engine::make_receivers(std::string& err) {
         auto* rcv = new (std::nothrow) Receiver(rc);
         if (rcv == nullptr || !rcv->ok()) {
             delete rcv;
-            err = "engine: out of memory (receiver " + std::to_string(r) + ")";
+            err = {true, "receiver " + std::to_string(r)};
             return false;
         }
         receivers_.push_back(rcv);

@@ -115,9 +115,9 @@ struct Rig {
         h.rx_lcores = {1};
         h.pool = pool.mp;
         h.socket = SOCKET_ID_ANY;
-        std::string err;
+        engine::EngineError err;
         e = engine::Engine::create(cfg, h, err);
-        INFO(err);
+        INFO(err.message());
         REQUIRE(e != nullptr);
         e->sender(0).set_source(source, &src);
         e->tx_role(0).set_sink(sink, &out);
@@ -174,6 +174,41 @@ uint64_t packets_of(uint32_t messages) {
 }
 
 } // namespace
+
+// A host the engine cannot run on is said as such, not as a lack of memory
+// (the daemon's advice for that is more EAL memory).
+TEST_CASE("engine: create refuses a host it cannot run on, and says why", "[engine]") {
+    tmtest::Pool pool;
+    LoopPort lp{pool.mp};
+    engine::EngineConfig cfg;
+    engine::EngineHost h;
+    h.tx_port = h.rx_port = lp.port->id();
+    h.pool = pool.mp;
+    h.socket = SOCKET_ID_ANY;
+    h.tx_queues = 2;
+    h.tx_lcores = {1, 1};
+    h.rx_lcores = {1};
+    engine::EngineError err;
+    CHECK(engine::Engine::create(cfg, h, err) == nullptr);
+    CHECK_FALSE(err.out_of_memory);
+    CHECK(err.message() == "engine: tx lcore 1 given twice");
+    h.tx_lcores = {1};
+    h.rx_lcores = {RTE_MAX_LCORE - 1};
+    err = {};
+    CHECK(engine::Engine::create(cfg, h, err) == nullptr);
+    CHECK_FALSE(err.out_of_memory);
+    CHECK(err.message() == "engine: rx lcore " + std::to_string(RTE_MAX_LCORE - 1) + " is not enabled");
+    h.rx_lcores = {1};
+    h.pool = nullptr;
+    err = {};
+    CHECK(engine::Engine::create(cfg, h, err) == nullptr);
+    CHECK(err.message() == "engine: a pool, a tx queue, a tx lcore and an rx lcore are needed");
+    h.pool = pool.mp;
+    err = {};
+    auto e = engine::Engine::create(cfg, h, err); // the same host, mended: made
+    CHECK(e != nullptr);
+    CHECK(err.what.empty());
+}
 
 TEST_CASE("engine: a whole Engine opens a flow, sends, closes it and stops", "[engine]") {
     {

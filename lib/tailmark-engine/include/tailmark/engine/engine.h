@@ -3,7 +3,7 @@
 // routes, deferred free and the moves between rx lcores, built from a plain
 // EngineConfig and the ports the application already opened (EngineHost).
 //
-//   auto e = Engine::create(cfg, host, err);  // nothing runs yet
+//   auto e = Engine::create(cfg, host, err);  // nothing runs yet (err: EngineError)
 //   e->sender(q).set_source(...);             // the application's messages
 //   e->open_recv(spec, rx); e->open_send(spec, q);
 //   e->launch();                              // run_lcore on every lcore but the main one
@@ -105,10 +105,18 @@ enum class FlowState : uint8_t {
 };
 const char* to_string(FlowState s);
 
+// Why Engine::create failed: an allocation (what: of which; more EAL
+// memory helps) or a host it cannot run on (what: the reason).
+struct EngineError {
+    bool out_of_memory = false;
+    std::string what;
+    std::string message() const { return out_of_memory ? "engine: out of memory (" + what + ")" : "engine: " + what; }
+};
+
 class Engine {
 public:
     // Everything made, nothing running; nullptr with `err` on failure.
-    static std::unique_ptr<Engine> create(const EngineConfig& cfg, const EngineHost& host, std::string& err);
+    static std::unique_ptr<Engine> create(const EngineConfig& cfg, const EngineHost& host, EngineError& err);
     ~Engine(); // stop(), then everything freed (the ports are the application's)
     Engine(const Engine&) = delete;
     Engine& operator=(const Engine&) = delete;
@@ -202,11 +210,11 @@ public:
 
 private:
     Engine(const EngineConfig& cfg, const EngineHost& host);
-    bool make(std::string& err);
+    bool make(EngineError& err);
     std::string name(const char* what, unsigned i) const;
-    bool make_senders(std::string& err);
-    bool add_sender(TxRole& c, uint16_t port, uint16_t q, bool local, std::string& err);
-    bool make_receivers(std::string& err);
+    bool make_senders(EngineError& err);
+    bool add_sender(TxRole& c, uint16_t port, uint16_t q, bool local, EngineError& err);
+    bool make_receivers(EngineError& err);
     Lcore* lcore_ctx(unsigned l);
     bool post(unsigned lcore, const Request& r);
     void on_response(const Request& r, uint64_t now);
