@@ -1,7 +1,7 @@
-// The Sender's work on its lcore: retransmissions (NACKs' and probes'),
-// the retransmission timers, and the transmit path (new messages cut into
-// packets, paced, burst out). Flows, submissions, completions and control
-// intake are in sender.cc.
+// The Sender's work on its lcore: retransmissions (NACKs' and probes'), and
+// the transmit path (new messages cut into packets, paced, burst out). The
+// retransmission timers are in sender_timers.cc; flows, submissions,
+// completions and control intake in sender.cc.
 #include "tailmark/sender.h"
 #include "tailmark/sender_flow.h"
 
@@ -254,130 +254,6 @@ uint32_t Sender::serve_jobs(uint32_t burst, uint32_t n, uint64_t now) {
     return n;
 }
 
-void Sender::arm(SendFlow& f, uint64_t now, uint64_t ticks) {
-    f.seen_acked = f.acked;
-    f.seen_released = f.released;
-    f.armed_tsc = now;
-    f.deadline = now + (ticks ? ticks : 1);
-    if (f.deadline < next_due_)
-        next_due_ = f.deadline;
-}
-
-void Sender::restart(SendFlow& f, uint64_t now) {
-    f.retries = 0;
-    f.graced = false;
-    f.rto = cfg_.rto;
-    // A path with a queue: no timeout before three smoothed RTTs.
-    if (f.cc != nullptr && 3 * f.cc->srtt() > f.rto)
-        f.rto = 3 * f.cc->srtt() < cfg_.rto_max ? 3 * f.cc->srtt() : cfg_.rto_max;
-    arm(f, now, f.rto);
-}
-
-// The timer of one flow, due. Progress (the cumulative ACK or the credits
-// moved) re-arms it with the base timeout. Without progress, once the oldest
-// unacknowledged message was sent a timeout ago, it expires: back-off, and a
-// probe (the LAST packet again, flagged RETX) of the oldest few messages,
-// which a receiver answers with a NACK of what it misses or an ACK. After
-// retry_limit expiries in a row the flow fails. When everything is
-// acknowledged and only the consumer's releases are awaited, a probe that
-// the peer answers (any authentic control packet since) is a slow consumer,
-// not a loss, and does not count.
-void Sender::on_timer(SendFlow& f, uint64_t now) {
-    const uint64_t due = f.deadline;
-    f.deadline = 0;
-    if (f.failed != FailReason::None || !f.spec.reliable)
-        return;
-    if (f.spec.local_released != nullptr)
-        sync_local(f);
-    if (f.acked == f.sent && f.released == f.sent)
-        return; // nothing owed: the next message sent arms it again
-    // Progress first: the grace below re-arms, which takes the cursors as
-    // seen, so progress made before a late firing would be lost and the
-    // next expiry counted on top of the old retries.
-    if (f.acked != f.seen_acked || f.released != f.seen_released) {
-        restart(f, now);
-        return;
-    }
-    if (now - due > f.rto / 2 && !f.graced) {
-        // Fired late: this lcore was held up (descheduled), and so was
-        // whatever shares it, the rx role in loopback. Forgiven once since
-        // the last progress: a second late firing counts, so a lcore whose
-        // every round is slow still gives a dead peer up.
-        f.graced = true;
-        arm(f, now, f.rto / 4 + 1);
-        return;
-    }
-    const uint32_t head_id = f.acked != f.sent ? f.acked : f.released;
-    const OutMsg& head = f.out[head_id & f.mask];
-    if (f.acked != f.sent && head.msg_id == head_id && now - head.sent_tsc < f.rto) {
-        arm(f, now, f.rto - (now - head.sent_tsc)); // sent recently: not late yet
-        return;
-    }
-    if (f.jobs != 0) {
-        // Its own retransmissions (a NACK's, the last expiry's probes) are
-        // still queued here, waiting for its session's pacer: the peer was
-        // not asked yet, so its silence says nothing. Neither counted nor
-        // a cut of the rate nor probes on top; looked at again in a timeout.
-        // (A dead peer sends no NACKs: the queue drains and the timer
-        // counts again.)
-        arm(f, now, f.rto);
-        return;
-    }
-    if (f.acked == f.sent && f.spec.local_released != nullptr) {
-        // The receiver is in this process: it is alive, its consumer is slow.
-        // Look at its cursor again later; nothing to probe or count.
-        arm(f, now, cfg_.rto_max);
-        return;
-    }
-    const bool answered = f.spec.link != nullptr &&
-                          f.spec.link->peer_ctl_tsc.load(std::memory_order_relaxed) > f.armed_tsc;
-    if (f.acked != f.sent || !answered) {
-        bump(ctr_.rto_expired);
-        // The path fell silent for a timeout: slow down. (A timeout while
-        // ACKs still bring RTT samples is a lost packet's, which the
-        // probe's NACK repairs; the delay speaks for the path.)
-        if (f.cc != nullptr && f.acked != f.sent && f.cc->on_timeout(now, f.rto))
-            bump(ctr_.cc_timeouts);
-        if (++f.retries > cfg_.retry_limit) {
-            fail_flow(f, FailReason::RetryLimit);
-            return;
-        }
-    }
-    // Probes: the oldest messages not yet acknowledged, or (all acknowledged)
-    // the oldest not released, whose RETX LAST asks the receiver for an ACK.
-    for (uint32_t m = head_id, k = 0; m != f.sent && k < kProbeMsgs; m++, k++) {
-        const OutMsg& o = f.out[m & f.mask];
-        if (o.msg_id != m)
-            continue;
-        Nack n{};
-        n.flow = f.spec.id;
-        n.msg_id = m;
-        n.nranges = 1;
-        n.ranges[0] = {static_cast<uint16_t>(o.pkt_count - 1), 1};
-        if (!push_job(n))
-            break;
-        bump(ctr_.probes);
-    }
-    f.nacks.forget(); // the probes' answers are news
-    f.rto = f.rto * 2 < cfg_.rto_max ? f.rto * 2 : cfg_.rto_max;
-    arm(f, now, f.rto);
-}
-
-// Every due timer. The earliest deadline is kept, so a round with nothing due
-// costs one compare.
-void Sender::timers(uint64_t now) {
-    if (now < next_due_)
-        return;
-    next_due_ = UINT64_MAX;
-    for (size_t i = 0; i < flows_.size(); i++) { // on_timer may fail a flow, never remove one
-        SendFlow& f = *flows_[i];
-        if (f.deadline != 0 && now >= f.deadline)
-            on_timer(f, now);
-        if (f.deadline != 0 && f.deadline < next_due_)
-            next_due_ = f.deadline;
-    }
-}
-
 // --- transmit --------------------------------------------------------------------
 
 inline void Sender::next_turn() {
@@ -596,6 +472,56 @@ inline bool Sender::turn_over(const SendFlow& f, uint64_t bytes, uint32_t pkts, 
            (!f.active && pkts >= burst);
 }
 
+// Flow f's message just had its LAST built: its record final, its timer
+// armed; while its messages are one packet each, the rest of its turn as a
+// run (one_run). Returns n with the run's packets.
+inline uint32_t Sender::message_sent(SendFlow& f, uint32_t burst, uint32_t n, uint64_t now) {
+    f.active = false;
+    active_--;
+    bump(ctr_.msgs_sent);
+    bump(ctr_.bytes_sent, f.msg.plan.msg_len);
+    // What follows in this turn, while it is one packet a message.
+    const bool run = f.msg.plan.pkt_count == 1 && f.cc == nullptr && source_ != nullptr && f.paths == nullptr;
+    const bool recorded = f.spec.reliable || f.spec.report;
+    if (f.unrecorded) {
+        sent_unrecorded(f);
+        if (run)
+            n = one_run<false>(f, burst, n, now);
+    } else {
+        OutMsg& o = f.out[f.sent & f.mask];
+        o.crc32c = f.msg.crc32c; // final: the LAST is built
+        o.sent_tsc = now;
+        queued_--;
+        publish(f.sent, f.sent + 1);
+        if (!f.spec.reliable)
+            retire(f);
+        else if (f.deadline == 0)
+            restart(f, now);
+        if (run)
+            n = recorded ? one_run<true>(f, burst, n, now) : one_run<false>(f, burst, n, now);
+    }
+    return n;
+}
+
+// After k packets of flow f: its turn ends once over. A paced flow's turn is
+// its session's (PacedTurn): it goes on over the pacer's steps, and the
+// session's other flows take theirs after it, not whichever the round robin
+// meets when the pacer opens (that was the flow that sent first, every
+// step: issue 41).
+inline void Sender::end_turn_if_over(SendFlow& f, uint32_t k, uint32_t burst) {
+    if (f.turn != nullptr) {
+        PacedTurn& t = *f.turn;
+        t.bytes += static_cast<uint64_t>(k) * f.msg.plan.stride;
+        t.pkts += k;
+        if (turn_over(f, t.bytes, t.pkts, burst)) {
+            t.end();
+            next_turn();
+        }
+    } else if (turn_over(f, turn_bytes_, turn_pkts_, burst)) {
+        next_turn();
+    }
+}
+
 // New messages, round robin. A flow's turn is whole messages, until one
 // ends with a burst of packets sent in the turn (or a quantum of bytes);
 // of a message larger than the quantum, a quantum. Small messages thus go a
@@ -694,51 +620,14 @@ uint32_t Sender::new_data(uint32_t burst, uint32_t n, uint64_t now) {
         turn_bytes_ += static_cast<uint64_t>(k) * f.msg.plan.stride; // about: the LAST carries less
         turn_pkts_ += k;
         if (f.next_pkt == f.msg.plan.pkt_count) {
-            f.active = false;
-            active_--;
-            bump(ctr_.msgs_sent);
-            bump(ctr_.bytes_sent, f.msg.plan.msg_len);
-            // What follows in this turn, while it is one packet a message.
-            const bool run = f.msg.plan.pkt_count == 1 && f.cc == nullptr && source_ != nullptr && f.paths == nullptr;
-            const bool recorded = f.spec.reliable || f.spec.report;
-            if (f.unrecorded) {
-                sent_unrecorded(f);
-                if (run)
-                    n = one_run<false>(f, burst, n, now);
-            } else {
-                OutMsg& o = f.out[f.sent & f.mask];
-                o.crc32c = f.msg.crc32c; // final: the LAST is built
-                o.sent_tsc = now;
-                queued_--;
-                publish(f.sent, f.sent + 1);
-                if (!f.spec.reliable)
-                    retire(f);
-                else if (f.deadline == 0)
-                    restart(f, now);
-                if (run)
-                    n = recorded ? one_run<true>(f, burst, n, now) : one_run<false>(f, burst, n, now);
-            }
+            n = message_sent(f, burst, n, now);
             if (unlikely(refused_)) { // the turn ended, as a refusal above ends it
                 refused_ = false;
                 idle++;
                 continue;
             }
         }
-        // A paced flow's turn is its session's (PacedTurn): it goes on over
-        // the pacer's steps, and the session's other flows take theirs after
-        // it, not whichever the round robin meets when the pacer opens (that
-        // was the flow that sent first, every step: issue 41).
-        if (f.turn != nullptr) {
-            PacedTurn& t = *f.turn;
-            t.bytes += static_cast<uint64_t>(k) * f.msg.plan.stride;
-            t.pkts += k;
-            if (turn_over(f, t.bytes, t.pkts, burst)) {
-                t.end();
-                next_turn();
-            }
-        } else if (turn_over(f, turn_bytes_, turn_pkts_, burst)) {
-            next_turn();
-        }
+        end_turn_if_over(f, k, burst);
     }
     stash_.release();
     return n;
