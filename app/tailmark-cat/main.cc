@@ -321,19 +321,9 @@ int attach(tailmark::Channel& ch, const Options& o, size_t arena_bytes) {
     return 0;
 }
 
-int send_stream(const Options& o) {
-    std::optional<uint64_t> total;
-    struct stat st;
-    if (fstat(STDIN_FILENO, &st) == 0 && S_ISREG(st.st_mode))
-        total = static_cast<uint64_t>(st.st_size);
-
-    // The pipeline: one buffer per message the receiver's rings can hold.
-    const uint64_t stride = (o.msg_size + 63) / 64 * 64;
-    const size_t nbuf = static_cast<size_t>(o.flows) * o.ring;
-    tailmark::Channel ch;
-    attach(ch, o, nbuf * stride);
-
-    tailmark::Session s;
+// The session to the listener, as --flows, --ring and --msg-size ask; its
+// agreed settings.
+tm_session_info connect(tailmark::Channel& ch, const Options& o, tailmark::Session& s) {
     tailmark::ConnectOptions co;
     co.nflows = static_cast<uint16_t>(o.flows);
     co.ring_size = o.ring;
@@ -347,12 +337,12 @@ int send_stream(const Options& o) {
     tm_session_info info{};
     if (s.info(info) < 0)
         die(kFailed, "session: %s", ch.error().data());
-    const size_t msg = std::min<uint64_t>(o.msg_size, info.max_msg);
-    const uint16_t nflows = info.nflows;
+    return info;
+}
 
-    std::vector<tailmark::Buffer> bufs;
-    std::vector<size_t> lens(nbuf, 0);
-    std::vector<uint32_t> free_list;
+// nbuf buffers of msg bytes in the arena, all free (the first on top).
+void alloc_buffers(tailmark::Channel& ch, size_t nbuf, size_t msg, std::vector<tailmark::Buffer>& bufs,
+                   std::vector<uint32_t>& free_list) {
     bufs.reserve(nbuf);
     for (size_t i = 0; i < nbuf; ++i) {
         bufs.push_back(ch.alloc(msg));
@@ -360,6 +350,29 @@ int send_stream(const Options& o) {
             die(kFailed, "buffer %zu of %zu: %s", i, nbuf, ch.error().data());
         free_list.push_back(static_cast<uint32_t>(nbuf - 1 - i));
     }
+}
+
+int send_stream(const Options& o) {
+    std::optional<uint64_t> total;
+    struct stat st;
+    if (fstat(STDIN_FILENO, &st) == 0 && S_ISREG(st.st_mode))
+        total = static_cast<uint64_t>(st.st_size);
+
+    // The pipeline: one buffer per message the receiver's rings can hold.
+    const uint64_t stride = (o.msg_size + 63) / 64 * 64;
+    const size_t nbuf = static_cast<size_t>(o.flows) * o.ring;
+    tailmark::Channel ch;
+    attach(ch, o, nbuf * stride);
+
+    tailmark::Session s;
+    const tm_session_info info = connect(ch, o, s);
+    const size_t msg = std::min<uint64_t>(o.msg_size, info.max_msg);
+    const uint16_t nflows = info.nflows;
+
+    std::vector<tailmark::Buffer> bufs;
+    std::vector<size_t> lens(nbuf, 0);
+    std::vector<uint32_t> free_list;
+    alloc_buffers(ch, nbuf, msg, bufs, free_list);
 
     Progress progress(o.quiet, "sent", total);
     std::vector<tm_completion> comps(nbuf < 256 ? nbuf : 256);
