@@ -250,6 +250,15 @@ private:
     void on_session(rte_mbuf* m, uint64_t now);
     void on_connect(const SessionMsg& msg, const SessionFrame& raw, const Endpoint& from,
                     const rte_ether_addr& from_mac, uint64_t now);
+    // on_session's cases, one per SESSION packet type (session_rx.cc).
+    void on_unknown_session(const SessionMsg& msg, const SessionFrame& raw, const Session* s, const Endpoint& from,
+                            const rte_ether_addr& from_mac);
+    void on_accept(const SessionMsg& msg, Session& s, uint64_t now);
+    RefuseReason bad_accept(const SessionMsg& msg, Session& s, uint64_t& want, uint64_t& got) const;
+    void on_refuse(const SessionMsg& msg, Session& s, uint64_t now);
+    void on_keepalive(const SessionMsg& msg, Session& s, uint64_t now);
+    void on_reset(const SessionMsg& msg, Session& s, uint64_t now);
+    void on_retry(const SessionMsg& msg, Session& s, uint64_t now);
     void count(DropReason r) { ctr_.drops[index(r)]++; }
 
     Config cfg_;
