@@ -77,6 +77,14 @@ public:
 
 private:
     explicit Port(uint16_t id) : id_(id) {}
+    // open's steps, in the order above; false with `err` filled on failure
+    // (the destructor undoes what was done).
+    bool make_conf(const rte_eth_dev_info& info, const PortSetup& s, rte_eth_conf& conf, std::string& err);
+    bool configure(const PortSetup& s, const rte_eth_conf& conf, std::string& err);
+    bool setup_queues(const rte_eth_dev_info& info, const rte_eth_conf& conf, const PortSetup& s, uint16_t& nrxd,
+                      uint16_t& ntxd, std::string& err);
+    bool stamp_rx(const PortSetup& s, std::string& err);
+    bool start(const rte_eth_dev_info& info, const rte_eth_conf& conf, const PortSetup& s, std::string& err);
     void query_rss(const rte_eth_dev_info& info);
 
     uint16_t id_;

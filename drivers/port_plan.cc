@@ -44,10 +44,18 @@ uint32_t round_pow2_minus1(uint64_t n) {
 
 bool open_local_loop(const PortNeeds& n, PortSet& out, PortError& e);
 
-} // namespace
+// What open_ports learns of its ports and decides for them, step to step.
+struct Plan {
+    rte_eth_dev_info txi, rxi;
+    bool same = false; // one port sends and receives
+    // Queue counts: rx and tx on the rx port, rx on the tx port (its tx
+    // queues are PortSet::tx_nq).
+    uint16_t rx_nrxq = 1, rx_ntxq = 1, tx_nrxq = 1;
+    uint32_t tx_ring = 0, rx_ring = 0; // af_packet_frame of each port: 0 when not af_packet
+};
 
-bool open_ports(const PortNeeds& n, PortSet& out, PortError& e) {
-    // The embedded default: loopback on net_ring0 when no port was given.
+// The embedded default: loopback on net_ring0 when no port was given.
+bool make_default_port(const PortNeeds& n, PortError& e) {
 #ifdef TAILMARK_HAVE_VDEV_INIT
     if (rte_eth_dev_count_avail() == 0 && n.loopback) {
         TM_LOG(NOTICE, app, "no ports: creating net_ring0 (loopback)");
@@ -56,32 +64,43 @@ bool open_ports(const PortNeeds& n, PortSet& out, PortError& e) {
             return false;
         }
     }
+#else
+    (void)n;
+    (void)e;
 #endif
-    rte_eth_dev_info txi, rxi;
+    return true;
+}
+
+// Both ports' static facts: what the rest of the plan is checked against.
+bool read_infos(const PortNeeds& n, Plan& p, PortError& e) {
     std::string err;
-    if (!Port::info(n.tx_port, txi, err)) {
+    if (!Port::info(n.tx_port, p.txi, err)) {
         e = {2, "--tx-port: " + err};
         return false;
     }
-    if (!Port::info(n.rx_port, rxi, err)) {
+    if (!Port::info(n.rx_port, p.rxi, err)) {
         e = {2, "--rx-port: " + err};
         return false;
     }
-    const bool same = n.tx_port == n.rx_port;
-    const std::string rx_driver = rxi.driver_name ? rxi.driver_name : "";
+    p.same = n.tx_port == n.rx_port;
+    return true;
+}
+
+// Flow steering. net_ring loops tx queue q back to rx queue q, so in
+// loopback each flow is sent on the queue of the rx lcore that owns it.
+// Elsewhere, with several rx lcores: RSS where the port's hash can be
+// computed here (a flow is then placed where the hash sends it), else
+// hand-off (flows dealt to rx lcores; one that gets another's data
+// passes it on through a ring: af_packet's fanout, a tap's queues).
+void plan_steering(const PortNeeds& n, Plan& p, PortSet& out) {
+    const std::string rx_driver = p.rxi.driver_name ? p.rxi.driver_name : "";
     const auto R = n.rx_lcores;
     const auto T = n.tx_lcores;
-    // Flow steering. net_ring loops tx queue q back to rx queue q, so in
-    // loopback each flow is sent on the queue of the rx lcore that owns it.
-    // Elsewhere, with several rx lcores: RSS where the port's hash can be
-    // computed here (a flow is then placed where the hash sends it), else
-    // hand-off (flows dealt to rx lcores; one that gets another's data
-    // passes it on through a ring: af_packet's fanout, a tap's queues).
-    out.steer_by_queue = n.loopback && same && rx_driver == "net_ring";
-    uint16_t rx_nrxq = R, rx_ntxq = 1, tx_nrxq = 1;
+    out.steer_by_queue = n.loopback && p.same && rx_driver == "net_ring";
+    p.rx_nrxq = R;
     if (out.steer_by_queue) {
         out.tx_nq = R;
-        rx_ntxq = R;
+        p.rx_ntxq = R;
         if (T > R)
             TM_LOG(WARNING, app, "net_ring loopback uses one tx queue per rx lcore: %u of the %u tx lcores idle",
                    T - R, T);
@@ -89,50 +108,61 @@ bool open_ports(const PortNeeds& n, PortSet& out, PortError& e) {
         out.tx_nq = T;
         if (R > 1 && !n.send_only) {
             const uint64_t want = RTE_ETH_RSS_NONFRAG_IPV4_UDP | RTE_ETH_RSS_IPV4;
-            if ((rxi.flow_type_rss_offloads & want) == 0 || rxi.reta_size == 0)
+            if ((p.rxi.flow_type_rss_offloads & want) == 0 || p.rxi.reta_size == 0)
                 out.handoff = true;
             else
                 out.rss = true;
         }
     }
-    if (same)
-        rx_ntxq = out.tx_nq;
-    // What the ports cannot do is a configuration error (exit 2), caught
-    // before anything is opened.
-    auto queues_fit = [&](const rte_eth_dev_info& i, uint16_t port, uint16_t nrx, uint16_t ntx) {
-        if (nrx > i.max_rx_queues) {
-            e = {2, "--rx-lcores: port " + std::to_string(port) + " (" + i.driver_name + ") has " +
-                        std::to_string(i.max_rx_queues) + " rx queue(s), " + std::to_string(nrx) + " needed"};
-            return false;
-        }
-        if (ntx > i.max_tx_queues) {
-            e = {2, "--tx-lcores: port " + std::to_string(port) + " (" + i.driver_name + ") has " +
-                        std::to_string(i.max_tx_queues) + " tx queue(s), " + std::to_string(ntx) + " needed"};
-            return false;
-        }
-        if (n.mtu < i.min_mtu || n.mtu > i.max_mtu) {
-            e = {2, "--mtu: " + std::to_string(n.mtu) + " is outside port " + std::to_string(port) + "'s [" +
-                        std::to_string(i.min_mtu) + ", " + std::to_string(i.max_mtu) + "]"};
-            return false;
-        }
-        return true;
-    };
-    if (same ? !queues_fit(rxi, n.rx_port, rx_nrxq, rx_ntxq)
-             : !queues_fit(txi, n.tx_port, tx_nrxq, out.tx_nq) || !queues_fit(rxi, n.rx_port, rx_nrxq, rx_ntxq))
-        return false;
+    if (p.same)
+        p.rx_ntxq = out.tx_nq;
+}
 
-    // Pools: one per NUMA socket in use, every frame in one segment.
+// One port's queues and MTU against what it has.
+bool queues_fit(const PortNeeds& n, const rte_eth_dev_info& i, uint16_t port, uint16_t nrx, uint16_t ntx,
+                PortError& e) {
+    if (nrx > i.max_rx_queues) {
+        e = {2, "--rx-lcores: port " + std::to_string(port) + " (" + i.driver_name + ") has " +
+                    std::to_string(i.max_rx_queues) + " rx queue(s), " + std::to_string(nrx) + " needed"};
+        return false;
+    }
+    if (ntx > i.max_tx_queues) {
+        e = {2, "--tx-lcores: port " + std::to_string(port) + " (" + i.driver_name + ") has " +
+                    std::to_string(i.max_tx_queues) + " tx queue(s), " + std::to_string(ntx) + " needed"};
+        return false;
+    }
+    if (n.mtu < i.min_mtu || n.mtu > i.max_mtu) {
+        e = {2, "--mtu: " + std::to_string(n.mtu) + " is outside port " + std::to_string(port) + "'s [" +
+                    std::to_string(i.min_mtu) + ", " + std::to_string(i.max_mtu) + "]"};
+        return false;
+    }
+    return true;
+}
+
+// What the ports cannot do is a configuration error (exit 2), caught
+// before anything is opened.
+bool check_ports(const PortNeeds& n, const Plan& p, const PortSet& out, PortError& e) {
+    return p.same ? queues_fit(n, p.rxi, n.rx_port, p.rx_nrxq, p.rx_ntxq, e)
+                  : queues_fit(n, p.txi, n.tx_port, p.tx_nrxq, out.tx_nq, e) &&
+                        queues_fit(n, p.rxi, n.rx_port, p.rx_nrxq, p.rx_ntxq, e);
+}
+
+// Pools: one per NUMA socket in use, every frame in one segment.
+bool make_pools(const PortNeeds& n, Plan& p, PortSet& out, PortError& e) {
     out.tx_socket = port_socket(n.tx_port);
     out.rx_socket = port_socket(n.rx_port);
-    const uint32_t tx_ring = af_packet_frame(txi), rx_ring = af_packet_frame(rxi); // 0: not af_packet
+    p.tx_ring = af_packet_frame(p.txi);
+    p.rx_ring = af_packet_frame(p.rxi);
     const uint32_t room = std::max({uint32_t(RTE_MBUF_DEFAULT_DATAROOM), RTE_ALIGN_CEIL(n.mtu + kEthLen + 4, 64u),
-                                    tx_ring, rx_ring});
-    const uint64_t queues = same ? uint64_t(rx_nrxq) + rx_ntxq : uint64_t(tx_nrxq) + out.tx_nq + rx_nrxq + rx_ntxq;
+                                    p.tx_ring, p.rx_ring});
+    const uint64_t queues = p.same ? uint64_t(p.rx_nrxq) + p.rx_ntxq
+                                   : uint64_t(p.tx_nrxq) + out.tx_nq + p.rx_nrxq + p.rx_ntxq;
     const uint64_t want = queues * 1024 * 2 + uint64_t(rte_lcore_count()) * 512 + 8192;
+    std::string err;
     for (int sock : {out.tx_socket, out.rx_socket}) {
         bool have = false;
-        for (auto& p : out.pools)
-            have = have || p->socket() == sock;
+        for (auto& pl : out.pools)
+            have = have || pl->socket() == sock;
         if (have)
             continue;
         auto pool = Mempool::create("tm_pool_s" + std::to_string(sock), round_pow2_minus1(want),
@@ -143,24 +173,28 @@ bool open_ports(const PortNeeds& n, PortSet& out, PortError& e) {
         }
         out.pools.push_back(std::move(pool));
     }
-    for (auto& p : out.pools) {
-        if (p->socket() == out.tx_socket && out.tx_pool == nullptr)
-            out.tx_pool = p->get();
-        if (p->socket() == out.rx_socket && out.rx_pool == nullptr)
-            out.rx_pool = p->get();
+    for (auto& pl : out.pools) {
+        if (pl->socket() == out.tx_socket && out.tx_pool == nullptr)
+            out.tx_pool = pl->get();
+        if (pl->socket() == out.rx_socket && out.rx_pool == nullptr)
+            out.rx_pool = pl->get();
     }
     if (out.tx_pool == nullptr)
         out.tx_pool = out.pools.front()->get();
     if (out.rx_pool == nullptr)
         out.rx_pool = out.pools.front()->get();
+    return true;
+}
 
-    PortSetup ps;
+// What both ports are opened with: the MTU (and af_packet's frames past
+// its reported maximum), checksums, RSS.
+bool port_setup(const PortNeeds& n, const Plan& p, const PortSet& out, PortSetup& ps, PortError& e) {
     ps.mtu = n.mtu;
     // af_packet past its reported maximum: frames up to its ring's frame
     // size move (af_packet_frame); the interface's MTU is the user's to set.
     const uint32_t frame = n.mtu + kEthLen;
-    if (frame > txi.max_rx_pktlen && frame > rxi.max_rx_pktlen && tx_ring != 0 && rx_ring != 0) {
-        const uint32_t ring = std::min(tx_ring, rx_ring);
+    if (frame > p.txi.max_rx_pktlen && frame > p.rxi.max_rx_pktlen && p.tx_ring != 0 && p.rx_ring != 0) {
+        const uint32_t ring = std::min(p.tx_ring, p.rx_ring);
         // The ring frame also holds the tpacket header and the sockaddr (80
         // B before the frame). Measured over veths: frames arrive whole only
         // with framesz a multiple of 512 (9014-byte frames: 9216 and 9728
@@ -175,13 +209,20 @@ bool open_ports(const PortNeeds& n, PortSet& out, PortError& e) {
         ps.ethdev_mtu = false;
         TM_LOG(NOTICE, app, "--mtu %u: net_af_packet reports a %u-byte maximum frame, its socket ring takes "
                "%u; ethdev left at its MTU, the interface's MTU bounds what arrives", n.mtu,
-               rxi.max_rx_pktlen, ring);
+               p.rxi.max_rx_pktlen, ring);
     }
     ps.l4_checksum = n.l4_checksum;
     ps.rss = out.rss;
-    if (same) {
-        ps.nb_rxq = rx_nrxq;
-        ps.nb_txq = rx_ntxq;
+    return true;
+}
+
+// Opens the port (one that sends and receives), or the tx port then the
+// rx port, each with its own queues and pool.
+bool open_data_ports(const PortNeeds& n, const Plan& p, PortSetup ps, PortSet& out, PortError& e) {
+    std::string err;
+    if (p.same) {
+        ps.nb_rxq = p.rx_nrxq;
+        ps.nb_txq = p.rx_ntxq;
         ps.pool = out.rx_pool;
         out.tx_port = Port::open(n.tx_port, ps, err);
         if (!out.tx_port) {
@@ -190,7 +231,7 @@ bool open_ports(const PortNeeds& n, PortSet& out, PortError& e) {
         }
         out.rx_port = out.tx_port.get();
     } else {
-        ps.nb_rxq = tx_nrxq;
+        ps.nb_rxq = p.tx_nrxq;
         ps.nb_txq = out.tx_nq;
         ps.rss = false;
         ps.pool = out.tx_pool;
@@ -199,8 +240,8 @@ bool open_ports(const PortNeeds& n, PortSet& out, PortError& e) {
             e = {1, err};
             return false;
         }
-        ps.nb_rxq = rx_nrxq;
-        ps.nb_txq = rx_ntxq;
+        ps.nb_rxq = p.rx_nrxq;
+        ps.nb_txq = p.rx_ntxq;
         ps.rss = out.rss;
         ps.pool = out.rx_pool;
         out.rx_port_owned = Port::open(n.rx_port, ps, err);
@@ -210,6 +251,23 @@ bool open_ports(const PortNeeds& n, PortSet& out, PortError& e) {
         }
         out.rx_port = out.rx_port_owned.get();
     }
+    return true;
+}
+
+} // namespace
+
+// Planned and checked before any port is opened; each step fills `e` where
+// it fails, leaving what it made in `out` for the caller to close.
+bool open_ports(const PortNeeds& n, PortSet& out, PortError& e) {
+    Plan p;
+    if (!make_default_port(n, e) || !read_infos(n, p, e))
+        return false;
+    plan_steering(n, p, out);
+    if (!check_ports(n, p, out, e) || !make_pools(n, p, out, e))
+        return false;
+    PortSetup ps;
+    if (!port_setup(n, p, out, ps, e) || !open_data_ports(n, p, ps, out, e))
+        return false;
     if (out.rss && !out.rx_port->rss_active()) {
         // The port hashes, but where to cannot be computed here.
         TM_LOG(NOTICE, app, "port %u: RSS key or RETA unreadable; rx lcores hand each other their flows' data",

@@ -34,14 +34,13 @@ void print_summary(const Results& r, FILE* out) {
     fflush(out);
 }
 
-bool write_summary_json(const Results& r, const std::string& path, std::string& err) {
-    const std::string tmp = path + ".tmp";
-    FILE* f = fopen(tmp.c_str(), "w");
-    if (f == nullptr) {
-        err = "cannot write " + tmp + ": " + strerror(errno);
-        return false;
-    }
-    fprintf(f, "{\n");
+namespace {
+
+// The summary JSON, one section at a time, in the document's order; each
+// line ends with its comma but the last (write_outcome's "ok").
+
+// What the run was asked, and what it sent, received and placed.
+void write_counts(FILE* f, const Results& r) {
     fprintf(f, "  \"mode\": \"%s\",\n", to_string(r.mode));
     fprintf(f, "  \"completion_mode\": \"%s\",\n", to_string(r.completion));
     fprintf(f, "  \"flows\": %u,\n", r.flows);
@@ -64,6 +63,11 @@ bool write_summary_json(const Results& r, const std::string& path, std::string& 
     fprintf(f, "  \"packets_placed\": %lu,\n", r.packets_placed);
     fprintf(f, "  \"packets_streamed\": %lu,\n", r.packets_streamed);
     fprintf(f, "  \"bytes_payload\": %lu,\n", r.bytes_payload);
+}
+
+// What was lost and sent again: drops (and the fault shim's doings),
+// and reliability's retransmissions and NACKs.
+void write_losses(FILE* f, const Results& r) {
     fprintf(f, "  \"drops\": {");
     for (size_t i = 0; i < kDropReasonCount; i++)
         fprintf(f, "%s\n    \"%s\": %lu", i ? "," : "", std::string(kDropReasonNames[i]).c_str(),
@@ -85,6 +89,10 @@ bool write_summary_json(const Results& r, const std::string& path, std::string& 
             "\"nack_reqs\": %lu},\n",
             l.retx_pkts, l.retx_reqs, l.probes, l.rto_expired, l.stale_reqs, l.nacks_tx, l.nacks_rx, l.nacks_early,
             l.retx_rx, l.nack_reqs);
+}
+
+// How data reached its flow's rx lcore, per rx lcore.
+void write_rx_steering(FILE* f, const Results& r) {
     fprintf(f, "  \"rx_steering\": {\"mode\": \"%s\", \"moves\": %lu, \"lcores\": [", r.steering.c_str(),
             r.rx_moves);
     for (size_t i = 0; i < r.rx_lanes.size(); i++) {
@@ -94,6 +102,10 @@ bool write_summary_json(const Results& r, const std::string& path, std::string& 
                 i ? ", " : "", l.lcore, l.queue, l.packets_rx, l.placed, l.handed_out, l.handed_in, l.held);
     }
     fprintf(f, "]},\n");
+}
+
+// Slow messages, checksums, congestion control, cycles and memory.
+void write_transport(FILE* f, const Results& r) {
     if (!r.slow_json.empty())
         fprintf(f, "  \"slow_messages\": %s,\n", r.slow_json.c_str());
     fprintf(f, "  \"udp_checksum\": {\"tx\": \"%s\", \"rx\": \"%s\"},\n", r.udp_checksum_tx.c_str(),
@@ -106,6 +118,10 @@ bool write_summary_json(const Results& r, const std::string& path, std::string& 
     fprintf(f, "  \"cycles\": {\"tx_per_packet\": %.1f, \"rx_per_packet\": %.1f, \"consumer_per_message\": %.1f},\n",
             r.tx_cycles_per_packet, r.rx_cycles_per_packet, r.consumer_cycles_per_message);
     fprintf(f, "  \"memory_bytes\": %lu,\n", r.memory_bytes);
+}
+
+// Failures, and each flow.
+void write_flows(FILE* f, const Results& r) {
     fprintf(f, "  \"flows_failed\": %u,\n", r.flows_failed);
     fprintf(f, "  \"messages_failed\": %lu,\n", r.messages_failed);
     fprintf(f, "  \"per_flow\": [");
@@ -118,6 +134,10 @@ bool write_summary_json(const Results& r, const std::string& path, std::string& 
                 x.rx_arrived, x.latency_samples, x.lat_p50_ns, x.lat_p99_ns);
     }
     fprintf(f, "\n  ],\n");
+}
+
+// --paths: every path of every sprayed session.
+void write_paths(FILE* f, const Results& r) {
     fprintf(f, "  \"paths\": [");
     for (size_t i = 0; i < r.paths.size(); i++) {
         const auto& x = r.paths[i];
@@ -128,6 +148,10 @@ bool write_summary_json(const Results& r, const std::string& path, std::string& 
                 x.v.lost, x.v.probes, x.v.samples, x.v.deaths, x.v.srtt_us, x.v.share, x.v.dead ? "true" : "false");
     }
     fprintf(f, "\n  ],\n");
+}
+
+// Each session, the flow registry, and the control plane's session counts.
+void write_sessions(FILE* f, const Results& r) {
     fprintf(f, "  \"sessions\": [");
     for (size_t i = 0; i < r.sessions.size(); i++) {
         const auto& x = r.sessions[i];
@@ -145,6 +169,10 @@ bool write_summary_json(const Results& r, const std::string& path, std::string& 
                "\"ended\": %lu, \"refused\": %lu, \"ids_reused\": %lu},\n",
             r.sess.tx, r.sess.rx, r.sess.arp_tx, r.sess.arp_rx, r.sess.established, r.sess.ended, r.sess.refused,
             r.sess.ids_reused);
+}
+
+// Control packets, discards, the generator's waits, and the service's counts.
+void write_control(FILE* f, const Results& r) {
     fprintf(f, "  \"control_tx\": %lu,\n", r.control_tx);
     fprintf(f, "  \"control_rx\": %lu,\n", r.control_rx);
     fprintf(f, "  \"control_lost\": %lu,\n", r.control_lost);
@@ -154,6 +182,10 @@ bool write_summary_json(const Results& r, const std::string& path, std::string& 
     for (size_t i = 0; i < kSvcCounterFields.size(); i++)
         fprintf(f, "%s\"%s\": %lu", i ? ", " : "", kSvcCounterFields[i].first, r.svc.*kSvcCounterFields[i].second);
     fprintf(f, "},\n");
+}
+
+// Rates, latency, and how the run ended (the document's last key).
+void write_outcome(FILE* f, const Results& r) {
     fprintf(f, "  \"elapsed_s\": %.6f,\n", r.elapsed_s);
     fprintf(f, "  \"msgs_per_s\": %.1f,\n", r.msgs_per_s);
     fprintf(f, "  \"mpps\": %.6f,\n", r.mpps);
@@ -163,6 +195,27 @@ bool write_summary_json(const Results& r, const std::string& path, std::string& 
             r.lat_p50_ns, r.lat_p99_ns, r.lat_p999_ns, r.lat_max_ns, r.latency_samples);
     fprintf(f, "  \"exit_reason\": \"%s\",\n", r.exit_reason.c_str());
     fprintf(f, "  \"ok\": %s\n", r.ok ? "true" : "false");
+}
+
+} // namespace
+
+bool write_summary_json(const Results& r, const std::string& path, std::string& err) {
+    const std::string tmp = path + ".tmp";
+    FILE* f = fopen(tmp.c_str(), "w");
+    if (f == nullptr) {
+        err = "cannot write " + tmp + ": " + strerror(errno);
+        return false;
+    }
+    fprintf(f, "{\n");
+    write_counts(f, r);
+    write_losses(f, r);
+    write_rx_steering(f, r);
+    write_transport(f, r);
+    write_flows(f, r);
+    write_paths(f, r);
+    write_sessions(f, r);
+    write_control(f, r);
+    write_outcome(f, r);
     fprintf(f, "}\n");
     const bool good = fflush(f) == 0 && ferror(f) == 0;
     if (fclose(f) != 0 || !good) {
