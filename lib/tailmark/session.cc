@@ -230,11 +230,7 @@ void SessionTable::send_connect(Session& s, uint64_t now) {
 }
 
 void SessionTable::send_accept(Session& s, uint64_t nonce) {
-    SessionMsg m;
-    m.type = SessionType::Accept;
-    m.dst_session = s.peer_id;
-    m.dst_epoch = s.peer_epoch;
-    m.nonce = nonce;
+    SessionMsg m = to_peer(s, SessionType::Accept, nonce);
     fill_params(m, s.params);
     m.flow_base = s.local_base;
     m.key_nonce = s.key_nonce;
@@ -293,11 +289,7 @@ void SessionTable::end(Session& s, SessionEnd why, uint64_t now) {
     s.end = why;
     ctr_.ended++;
     if (was_up && (why == SessionEnd::Closed || why == SessionEnd::BadAccept)) {
-        SessionMsg m;
-        m.type = SessionType::Close;
-        m.dst_session = s.peer_id;
-        m.dst_epoch = s.peer_epoch;
-        m.nonce = rte_rand();
+        SessionMsg m = to_peer(s, SessionType::Close, rte_rand());
         send(s, m, s.key);
     }
     notify_(s);
@@ -364,14 +356,11 @@ void SessionTable::poll(uint64_t now) {
             break;
         case SessionState::Established: {
             if (s.connector && now >= s.next_tx) {
-                SessionMsg k;
-                k.type = SessionType::Keepalive;
-                k.flags = kKeepaliveAsk;
-                k.dst_session = s.peer_id;
-                k.dst_epoch = s.peer_epoch;
                 // Upper half a sequence (the acceptor wants it rising), lower
                 // half random (a RESET or answer must echo it).
-                k.nonce = uint64_t(++s.ask_seq) << 32 | (rte_rand() & 0xFFFFFFFFu);
+                const uint64_t nonce = uint64_t(++s.ask_seq) << 32 | (rte_rand() & 0xFFFFFFFFu);
+                SessionMsg k = to_peer(s, SessionType::Keepalive, nonce);
+                k.flags = kKeepaliveAsk;
                 s.ask_nonce[s.asks++ % 4] = k.nonce;
                 send(s, k, s.key);
                 s.next_tx = now + us(cfg_.keepalive_us);

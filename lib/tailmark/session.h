@@ -239,6 +239,36 @@ private:
     void make_link(Session& s);
     void template_to(const Session& s, uint8_t (&l2l4)[kEthLen + kIpLen + kUdpLen]) const;
     bool send(Session& s, SessionMsg& m, const SipKey& key);
+    // A packet of type t to s's peer: its session, its incarnation.
+    static SessionMsg to_peer(const Session& s, SessionType t, uint64_t nonce) {
+        SessionMsg m;
+        m.type = t;
+        m.dst_session = s.peer_id;
+        m.dst_epoch = s.peer_epoch;
+        m.nonce = nonce;
+        return m;
+    }
+    // An answer of type t to msg: to its sender's session and incarnation,
+    // its nonce echoed (what makes the answer the sender's to believe).
+    static SessionMsg answer(const SessionMsg& msg, SessionType t) {
+        SessionMsg m;
+        m.type = t;
+        m.dst_session = msg.src_session;
+        m.dst_epoch = msg.src_epoch;
+        m.nonce = msg.nonce;
+        return m;
+    }
+    // The stand-in session an answer to a sender we hold none for goes by.
+    Session stand_in(uint16_t id, uint32_t epoch, uint16_t service, const Endpoint& from,
+                     const rte_ether_addr& from_mac) const {
+        Session tmp;
+        tmp.id = id;
+        tmp.local_epoch = epoch;
+        tmp.service = service;
+        tmp.peer = from;
+        tmp.peer_mac = from == cfg_.self ? cfg_.rx_mac : from_mac; // to ourselves: where we receive
+        return tmp;
+    }
     void send_connect(Session& s, uint64_t now);
     void send_accept(Session& s, uint64_t nonce);
     uint64_t cookie_for(const SessionMsg& msg, const Endpoint& from, const rte_ether_addr& from_mac,

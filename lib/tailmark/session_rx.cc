@@ -130,17 +130,8 @@ uint64_t SessionTable::cookie_for(const SessionMsg& msg, const Endpoint& from, c
 // believes only what authenticates).
 void SessionTable::send_retry(const SessionMsg& msg, const Endpoint& from, const rte_ether_addr& from_mac,
                               const SipKey& key, uint64_t now) {
-    Session tmp;
-    tmp.id = 0; // no session: RETRY's src_session is 0
-    tmp.local_epoch = retry_epoch_;
-    tmp.service = msg.service;
-    tmp.peer = from;
-    tmp.peer_mac = from == cfg_.self ? cfg_.rx_mac : from_mac; // to ourselves: where we receive
-    SessionMsg r;
-    r.type = SessionType::Retry;
-    r.dst_session = msg.src_session;
-    r.dst_epoch = msg.src_epoch;
-    r.nonce = msg.nonce;
+    Session tmp = stand_in(0, retry_epoch_, msg.service, from, from_mac); // no session: RETRY's src_session is 0
+    SessionMsg r = answer(msg, SessionType::Retry);
     r.cookie = cookie_for(msg, from, from_mac, now / us(cfg_.cookie_period_us));
     if (send(tmp, r, key))
         ctr_.retries++;
@@ -233,11 +224,7 @@ void SessionTable::on_connect(const SessionMsg& msg, const SessionFrame& raw, co
         d.reason = RefuseReason::NoRoom;
     }
     if (d.reason != RefuseReason::None) {
-        SessionMsg r;
-        r.type = SessionType::Refuse;
-        r.dst_session = msg.src_session;
-        r.dst_epoch = msg.src_epoch;
-        r.nonce = msg.nonce;
+        SessionMsg r = answer(msg, SessionType::Refuse);
         r.reason = d.reason;
         r.index = d.index;
         r.expected = d.expected;
@@ -337,17 +324,8 @@ void SessionTable::on_unknown_session(const SessionMsg& msg, const SessionFrame&
     auto li = listeners_.find(msg.service);
     if (msg.type == SessionType::Keepalive && (msg.flags & kKeepaliveAsk) && li != listeners_.end() &&
         authentic(raw, li->second.key)) {
-        Session tmp;
-        tmp.id = msg.dst_session;
-        tmp.local_epoch = msg.dst_epoch ? msg.dst_epoch : 1;
-        tmp.service = msg.service;
-        tmp.peer = from;
-        tmp.peer_mac = from == cfg_.self ? cfg_.rx_mac : from_mac; // to ourselves: where we receive
-        SessionMsg reset;
-        reset.type = SessionType::Reset;
-        reset.dst_session = msg.src_session;
-        reset.dst_epoch = msg.src_epoch;
-        reset.nonce = msg.nonce;
+        Session tmp = stand_in(msg.dst_session, msg.dst_epoch ? msg.dst_epoch : 1, msg.service, from, from_mac);
+        SessionMsg reset = answer(msg, SessionType::Reset);
         reset.reason = RefuseReason::UnknownSession;
         send(tmp, reset, li->second.key);
         ctr_.rx++;
@@ -365,11 +343,7 @@ void SessionTable::on_accept(const SessionMsg& msg, Session& s, uint64_t now) {
     }
     if (s.state == SessionState::Established) { // our confirmation was lost
         if (msg.src_epoch == s.peer_epoch) {
-            SessionMsg k;
-            k.type = SessionType::Keepalive;
-            k.dst_session = s.peer_id;
-            k.dst_epoch = s.peer_epoch;
-            k.nonce = rte_rand();
+            SessionMsg k = to_peer(s, SessionType::Keepalive, rte_rand());
             send(s, k, s.key);
         }
         return;
@@ -409,11 +383,7 @@ void SessionTable::on_accept(const SessionMsg& msg, Session& s, uint64_t now) {
     ctr_.established++;
     notify_(s);
     // The confirmation: the acceptor lets an older incarnation go on it.
-    SessionMsg k;
-    k.type = SessionType::Keepalive;
-    k.dst_session = s.peer_id;
-    k.dst_epoch = s.peer_epoch;
-    k.nonce = rte_rand();
+    SessionMsg k = to_peer(s, SessionType::Keepalive, rte_rand());
     send(s, k, s.key);
     s.next_tx = now + us(cfg_.keepalive_us);
 }
@@ -492,12 +462,8 @@ void SessionTable::on_keepalive(const SessionMsg& msg, Session& s, uint64_t now)
         s.replaces = 0;
     }
     if (msg.flags & kKeepaliveAsk) {
-        SessionMsg k;
-        k.type = SessionType::Keepalive;
+        SessionMsg k = to_peer(s, SessionType::Keepalive, msg.nonce);
         k.flags = kKeepaliveAnswer;
-        k.dst_session = s.peer_id;
-        k.dst_epoch = s.peer_epoch;
-        k.nonce = msg.nonce;
         send(s, k, s.key);
     }
 }
