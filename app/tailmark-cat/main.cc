@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdarg>
@@ -56,8 +57,8 @@ const char kUsageText[] =
     "  --msg-size N        bytes per message, suffixes K, M (default 1M; receiver: the largest accepted)\n"
     "  --flows N           flows of the session, messages striped over them (default 1;\n"
     "                      receiver: the most accepted)\n"
-    "  --ring N            messages in flight per flow, a power of two (default 64;\n"
-    "                      receiver: the largest accepted)\n"
+    "  --ring N            each flow's ring, a power of two (default 64; the sender keeps\n"
+    "                      N messages in flight over all its flows; receiver: the largest accepted)\n"
     "  --timeout MS        give up connecting after MS (default: the daemon's)\n"
     "  --quiet             no progress line on stderr\n"
     "  --help              this text\n"
@@ -358,9 +359,12 @@ int send_stream(const Options& o) {
     if (fstat(STDIN_FILENO, &st) == 0 && S_ISREG(st.st_mode))
         total = static_cast<uint64_t>(st.st_size);
 
-    // The pipeline: one buffer per message the receiver's rings can hold.
+    // The pipeline: --ring messages in flight for the stream, whatever its
+    // flows (at least one each). Flows split a stream, they need no more
+    // bytes in flight: a buffer per message of every flow's ring took
+    // flows x ring x msg-size of the arena (--flows 16: 1 GiB of hugepages).
     const uint64_t stride = (o.msg_size + 63) / 64 * 64;
-    const size_t nbuf = static_cast<size_t>(o.flows) * o.ring;
+    const size_t nbuf = std::max<size_t>(o.ring, o.flows);
     tailmark::Channel ch;
     attach(ch, o, nbuf * stride);
 

@@ -75,9 +75,18 @@ check_same "5 MB, 3 flows of 7 KiB messages, ring 4" "$tmp/in5m"
 transfer "$tmp/in_exact" -- --quiet --msg-size 7k --flows 2
 check_same "an exact multiple of the message size" "$tmp/in_exact"
 
+# The sender keeps --ring messages in flight over all its flows: at --flows
+# 8 its arena is 64 x 64 KiB, where a buffer per message of every flow's
+# ring took 8 times that.
+arenas() { grep -c "'tailmark-cat' (pid [0-9]*) (uid [0-9]*) attached: arena $1 MiB" "$TM_WORK/d.err"; }
+a4=$(arenas 4)
+transfer "$tmp/in5m" -- --quiet --flows 8 --msg-size 64K
+check_same "5 MB, 8 flows of 64 KiB messages" "$tmp/in5m"
+[ "$(arenas 4)" -eq $((a4 + 1)) ] || fail "--flows 8 --msg-size 64K: the sender's arena is not 4 MiB ($(grep -o "attached: arena [0-9]* MiB" "$TM_WORK/d.err" | tail -2 | tr '\n' ' '))"
+
 transfer "$tmp/empty" -- --quiet
 check_same "an empty stream" "$tmp/empty"
-[ "$(grep -c "service: session [0-9]* to .* up" "$TM_WORK/d.err")" -eq 4 ] || fail "expected 4 sessions in the daemon's log"
+[ "$(grep -c "service: session [0-9]* to .* up" "$TM_WORK/d.err")" -eq 5 ] || fail "expected 5 sessions in the daemon's log"
 
 # From a pipe (no size known: no ETA), with the progress line on.
 mkfifo "$tmp/fifo"
