@@ -340,7 +340,7 @@ private:
     void next_turn();
     bool turn_over(const SendFlow& f, uint64_t bytes, uint32_t pkts, uint32_t burst) const;
     uint32_t message_sent(SendFlow& f, uint32_t burst, uint32_t n, uint64_t now);
-    void end_turn_if_over(SendFlow& f, uint32_t k, uint32_t burst);
+    void end_turn_if_over(SendFlow& f, uint32_t burst);
     void prefetch_next() const;
     void fill_msg(SendFlow& f, const Message& m);
     void count_drop(DropReason r);

@@ -503,18 +503,14 @@ inline uint32_t Sender::message_sent(SendFlow& f, uint32_t burst, uint32_t n, ui
     return n;
 }
 
-// After k packets of flow f: its turn ends once over. A paced flow's turn is
-// its session's (PacedTurn): it goes on over the pacer's steps, and the
-// session's other flows take theirs after it, not whichever the round robin
-// meets when the pacer opens (that was the flow that sent first, every
-// step: issue 41).
-inline void Sender::end_turn_if_over(SendFlow& f, uint32_t k, uint32_t burst) {
+// Flow f's turn ends once over. A paced flow's turn is its session's
+// (PacedTurn): it goes on over the pacer's steps, and the session's other
+// flows take theirs after it, not whichever the round robin meets when the
+// pacer opens (that was the flow that sent first, every step: issue 41).
+inline void Sender::end_turn_if_over(SendFlow& f, uint32_t burst) {
     if (f.turn != nullptr) {
-        PacedTurn& t = *f.turn;
-        t.bytes += static_cast<uint64_t>(k) * f.msg.plan.stride;
-        t.pkts += k;
-        if (turn_over(f, t.bytes, t.pkts, burst)) {
-            t.end();
+        if (turn_over(f, f.turn->bytes, f.turn->pkts, burst)) {
+            f.turn->end();
             next_turn();
         }
     } else if (turn_over(f, turn_bytes_, turn_pkts_, burst)) {
@@ -617,8 +613,15 @@ uint32_t Sender::new_data(uint32_t burst, uint32_t n, uint64_t now) {
             pace(f, now, n, k);
         n += k;
         f.next_pkt += k;
-        turn_bytes_ += static_cast<uint64_t>(k) * f.msg.plan.stride; // about: the LAST carries less
-        turn_pkts_ += k;
+        // The turn's count: a paced flow's is its session's (PacedTurn).
+        const uint64_t bytes = static_cast<uint64_t>(k) * f.msg.plan.stride; // about: the LAST carries less
+        if (f.turn != nullptr) {
+            f.turn->bytes += bytes;
+            f.turn->pkts += k;
+        } else {
+            turn_bytes_ += bytes;
+            turn_pkts_ += k;
+        }
         if (f.next_pkt == f.msg.plan.pkt_count) {
             n = message_sent(f, burst, n, now);
             if (unlikely(refused_)) { // the turn ended, as a refusal above ends it
@@ -627,7 +630,7 @@ uint32_t Sender::new_data(uint32_t burst, uint32_t n, uint64_t now) {
                 continue;
             }
         }
-        end_turn_if_over(f, k, burst);
+        end_turn_if_over(f, burst);
     }
     stash_.release();
     return n;
