@@ -27,8 +27,8 @@ int part_for(const std::vector<Part>& parts, int p) {
 // broke the protocol, which names the daemon, not the peer.
 std::string session_end(tm_channel* ch, int st, const char* dir, int peer) {
     if (st < 0)
-        return std::string(": the daemon: ") + tm_last_error(ch);
-    return std::string(": the session ") + dir + " rank " + std::to_string(peer) + " ended (" + tm_end_reason_name(st) +
+        return std::string("the daemon: ") + tm_last_error(ch);
+    return std::string("the session ") + dir + " rank " + std::to_string(peer) + " ended (" + tm_end_reason_name(st) +
            ")";
 }
 } // namespace
@@ -131,6 +131,9 @@ void Engine::brk(const std::string& why) {
     for (auto& o : active_)
         dead.push_back(std::move(o));
     active_.clear();
+    // Slots still out go back free when their completions come (after_break).
+    for (auto& u : uses_)
+        u = SlotUse{};
     for (auto& o : dead)
         if (o->on_done)
             o->on_done(std::make_exception_ptr(std::runtime_error(msg)));
@@ -196,8 +199,7 @@ bool Engine::pump_out(Op& op, int pi) {
             break;
         }
         if (rc < 0) {
-            brk("tailmark (rank " + std::to_string(rank_) + "): " + op.what + ": sending to rank " +
-                std::to_string(part.peer) + " failed: " + tm_last_error(ch_));
+            fail(&op, "sending to rank " + std::to_string(part.peer) + " failed: " + tm_last_error(ch_));
             return true;
         }
         part.pending_slot = -1;
@@ -225,19 +227,20 @@ bool Engine::pump_in(Op& op, int pi) {
         if (r == 0)
             break;
         if (r < 0) {
-            const std::string me = "tailmark (rank " + std::to_string(rank_) + "): ";
-            brk(me + op.what + ": receiving from rank " + std::to_string(part.peer) + " failed: " +
-                tm_last_error(ch_));
+            fail(&op, "receiving from rank " + std::to_string(part.peer) + " failed: " + tm_last_error(ch_));
             return true;
         }
         const InPiece& piece = part.pieces[part.next];
         PieceHeader h{};
         if (m.len >= sizeof h)
             std::memcpy(&h, m.data, sizeof h);
+        if (m.len >= sizeof h && h.magic == PieceHeader::kMagic && h.kind == static_cast<uint8_t>(Kind::Abort)) {
+            take_note(op, m, h);
+            return true;
+        }
         if (m.len < sizeof h || h.magic != PieceHeader::kMagic || h.kind != static_cast<uint8_t>(op.kind) ||
             h.seq != part.seq || h.index != part.next || h.count != part.pieces.size() || h.bytes != piece.len ||
             m.len != sizeof h + piece.len || h.tag != op.tag) {
-            const std::string me = "tailmark (rank " + std::to_string(rank_) + "): ";
             const std::string got = m.len < sizeof h || h.magic != PieceHeader::kMagic
                                         ? "a message of " + std::to_string(m.len) + " bytes that is no piece"
                                         : std::string(kind_name(static_cast<Kind>(h.kind))) + " #" +
@@ -245,7 +248,7 @@ bool Engine::pump_in(Op& op, int pi) {
                                               std::to_string(h.count) + " of " + std::to_string(h.bytes) +
                                               " bytes, tag " + std::to_string(h.tag);
             tm_release(ch_, &m);
-            brk(me + op.what + ": rank " + std::to_string(part.peer) + " sent " + got + " where this rank expected " +
+            fail(&op, "rank " + std::to_string(part.peer) + " sent " + got + " where this rank expected " +
                 kind_name(op.kind) + " #" + std::to_string(part.seq) + " piece " + std::to_string(part.next) + "/" +
                 std::to_string(part.pieces.size()) + " of " + std::to_string(piece.len) + " bytes, tag " +
                 std::to_string(op.tag) + ": the ranks called different operations (or sizes)");
@@ -270,10 +273,12 @@ bool Engine::progress() {
     tm_completion c[64];
     const int n = tm_poll_completions(ch_, c, 64);
     if (n < 0) {
-        brk("tailmark (rank " + std::to_string(rank_) + "): the daemon: " + tm_last_error(ch_));
+        fail(nullptr, std::string("the daemon: ") + tm_last_error(ch_));
         return true;
     }
     for (int i = 0; i < n; i++) {
+        if (c[i].cookie >= uses_.size())
+            continue; // the abort note's (never before a break)
         const int s = static_cast<int>(c[i].cookie);
         const SlotUse u = uses_[s];
         uses_[s] = SlotUse{};
@@ -281,8 +286,8 @@ bool Engine::progress() {
         if (u.op == nullptr)
             continue;
         if (c[i].status != TM_DELIVERED) {
-            brk("tailmark (rank " + std::to_string(rank_) + "): " + u.op->what + ": a message to rank " +
-                std::to_string(u.op->outs[u.part].peer) + " failed (" + tm_fail_reason_name(c[i].reason) + ")");
+            fail(u.op, "a message to rank " + std::to_string(u.op->outs[u.part].peer) + " failed (" +
+                           tm_fail_reason_name(c[i].reason) + ")");
             return true;
         }
         u.op->outs[u.part].delivered++;
@@ -339,13 +344,12 @@ void Engine::check_health() {
     if (now < next_health_)
         return;
     next_health_ = now + std::chrono::milliseconds(10);
-    const std::string me = "tailmark (rank " + std::to_string(rank_) + "): ";
     for (auto& op : active_) {
         for (const auto& o : op->outs) {
             if (o.delivered == o.pieces.size())
                 continue;
             if (const int st = tm_session_state(ch_, mesh_->out(o.peer)); st != 0) {
-                brk(me + op->what + session_end(ch_, st, "to", o.peer));
+                fail(op.get(), session_end(ch_, st, "to", o.peer));
                 return;
             }
         }
@@ -353,7 +357,7 @@ void Engine::check_health() {
             if (i.next == i.pieces.size())
                 continue;
             if (const int st = tm_session_state(ch_, mesh_->in(i.peer)); st != 0) {
-                brk(me + op->what + session_end(ch_, st, "from", i.peer));
+                fail(op.get(), session_end(ch_, st, "from", i.peer));
                 return;
             }
         }
@@ -367,8 +371,7 @@ void Engine::check_health() {
                 if (o.delivered < o.pieces.size())
                     waiting += " rank " + std::to_string(o.peer) + " (took " + std::to_string(o.delivered) + "/" +
                                std::to_string(o.pieces.size()) + " pieces)";
-            brk(me + op->what + ": timed out after " + std::to_string(timeout_.count()) + " ms waiting for" +
-                waiting);
+            fail(op.get(), "timed out after " + std::to_string(timeout_.count()) + " ms waiting for" + waiting);
             return;
         }
     }
@@ -378,8 +381,7 @@ void Engine::run() {
     while (!stop_.load(std::memory_order_relaxed)) {
         bool moved = activate();
         if (broken_local_) {
-            std::unique_lock<std::mutex> lk(mu_);
-            cv_.wait_for(lk, std::chrono::milliseconds(100));
+            after_break();
             continue;
         }
         if (active_.empty()) {

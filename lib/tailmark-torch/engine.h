@@ -4,7 +4,8 @@
 // receive from another (isend/irecv) proceed together, and every rank
 // numbers each stream's operations alike. Any failure (a peer's session
 // ends, a message fails, a timeout, a mismatched header) breaks the group:
-// every pending and later operation ends with that error.
+// every pending and later operation ends with that error, and every peer
+// is told (engine_abort.cc).
 #pragma once
 
 #include "mesh.h"
@@ -57,6 +58,13 @@ private:
     void check_health();
     void finish_done();
     void brk(const std::string& why);
+    // engine_abort.cc: a failure seen here breaks the group (brk: "tailmark
+    // (rank r): <op's what>: <cause>") and owes every peer an abort note
+    // naming the rank that failed first (origin: this one, or the one whose
+    // note this rank took) and that rank's cause.
+    void fail(const Op* op, const std::string& cause, int origin = -1, const std::string& first_cause = {});
+    void take_note(const Op& op, tm_message& m, const PieceHeader& h); // a peer's note read in place of a piece
+    void after_break(); // the broken engine's loop: notes out, peers' messages taken and dropped
     void stop(); // joins the thread (idempotent), then fails what is pending
     bool ready(const Op& op, const OutPart& part) const;
     bool in_ready(const Op& op, const InPart& part) const;
@@ -80,6 +88,8 @@ private:
     std::vector<SlotUse> uses_;
     std::chrono::steady_clock::time_point next_health_{};
     bool broken_local_ = false;
+    std::vector<bool> note_owed_; // per peer: the abort note not yet taken by its session
+    uint32_t note_len_ = 0;
     std::thread thread_;
 };
 

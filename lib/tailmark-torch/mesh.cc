@@ -112,6 +112,9 @@ Mesh::Mesh(int rank, int size, const Rendezvous& rv, const MeshOptions& opt)
         slots_ = static_cast<unsigned char*>(tm_buf_alloc(ch_, static_cast<size_t>(nslots_) * slot_bytes_));
         if (slots_ == nullptr)
             fail("no room for the send slots in the arena");
+        note_ = static_cast<unsigned char*>(tm_buf_alloc(ch_, kNoteBytes));
+        if (note_ == nullptr)
+            fail("no room for the abort note in the arena");
         if (size_ == 1)
             return;
 
@@ -258,6 +261,8 @@ Mesh::~Mesh() {
     if (ch_ != nullptr) {
         if (slots_ != nullptr)
             tm_buf_free(ch_, slots_);
+        if (note_ != nullptr)
+            tm_buf_free(ch_, note_);
         tm_detach(ch_);
     }
 }

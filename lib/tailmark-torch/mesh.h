@@ -47,6 +47,10 @@ public:
     // Send slots in the arena: header + payload each.
     int nslots() const { return nslots_; }
     unsigned char* slot(int i) const { return slots_ + static_cast<size_t>(i) * slot_bytes_; }
+    // The abort note's own buffer (kNoteBytes), apart from the slots: a
+    // broken engine sends it to every peer while its slots may all be out.
+    static constexpr size_t kNoteBytes = 1024;
+    unsigned char* note() const { return note_; }
     std::string describe() const;
 
 private:
@@ -61,6 +65,7 @@ private:
     size_t payload_ = 0, slot_bytes_ = 0;
     int nslots_ = 0;
     unsigned char* slots_ = nullptr;
+    unsigned char* note_ = nullptr;
 };
 
 } // namespace tailmark::torch_backend

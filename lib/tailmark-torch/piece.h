@@ -12,7 +12,9 @@ namespace tailmark::torch_backend {
 // New kinds go at the end: the values are on the wire.
 enum class Kind : uint8_t {
     Hello = 1, Send, Broadcast, AllReduce, AllGather, ReduceScatter, Barrier, Reduce, Gather, Scatter, AllToAll,
-    AllReduceRd // all_reduce by recursive doubling: ranks that chose different algorithms get an error
+    AllReduceRd, // all_reduce by recursive doubling: ranks that chose different algorithms get an error
+    Abort        // a rank gave up on the group (engine_abort.cc): index names the rank that failed first,
+                 // the payload (bytes long) says why
 };
 
 inline const char* kind_name(Kind k) {
@@ -29,6 +31,7 @@ inline const char* kind_name(Kind k) {
     case Kind::Scatter: return "scatter";
     case Kind::AllToAll: return "all_to_all";
     case Kind::AllReduceRd: return "all_reduce (recursive doubling)";
+    case Kind::Abort: return "abort";
     }
     return "?";
 }

@@ -15,7 +15,17 @@
 #     receiving its part of N-1, and in N+1 at the latest, since it cannot
 #     finish N without rank 1's part); rank 1's `timeout` reports SIGKILL
 #     (137);
-#  3. on fresh ranks in the all_reduce loop, one rank's tailmarkd is killed
+#  3. the all_to_all loop again, with rank 0 stopped (SIGSTOP) until ranks
+#     1 and 2 both wait in one operation (a second each try), having
+#     exchanged their parts of it; rank 1 is killed, and rank 0 resumes half
+#     a second later. Rank 0
+#     raises naming rank 1, and then drops what rank 2 sends it and sends
+#     rank 2 an abort note (engine_abort.cc), so rank 2 raises naming rank 1
+#     too. Before the note, rank 2 waited for its pieces to rank 0 (taken
+#     only by rank 0's application) until the operation timeout: the hang
+#     behind a failed torch_fail in CI (2026-12-05), which case 2 met only
+#     when rank 0 raised before it had read rank 2's pieces;
+#  4. on fresh ranks in the all_reduce loop, one rank's tailmarkd is killed
 #     (-9): the other two raise naming that rank (its sessions time out
 #     after the daemons' --peer-timeout-ms, 5 s, or a message to it runs out
 #     of retries), and the rank whose daemon died raises naming the daemon's
@@ -104,8 +114,8 @@ finish() {
     done
 }
 
-# TT_CASES: a subset of "rank a2a daemon" (the cases below, in that order).
-CASES=" ${TT_CASES:-rank a2a daemon} "
+# TT_CASES: a subset of "rank a2a stall daemon" (the cases below, in that order).
+CASES=" ${TT_CASES:-rank a2a stall daemon} "
 
 # 1. A rank's process dies.
 if [[ $CASES == *" rank "* ]] && launch rank; then
@@ -163,7 +173,36 @@ if [[ $CASES == *" a2a "* ]] && launch a2a all_to_all; then
     [ $rc -eq 137 ] || tm_fail "a2a: rank 1's timeout exit $rc, want 137 (its python killed by SIGKILL)"
 fi
 
-# 3. A rank's daemon dies.
+# 3. A rank is stalled (stopped) while another dies inside an all_to_all.
+if [[ $CASES == *" stall "* ]] && launch stall all_to_all; then
+    p0=$(pgrep -P "${RP[0]}" -f fail.py)
+    # Until ranks 1 and 2 wait in the same operation, rank 0's alone.
+    held=""
+    for ((i = 0; i < 10; i++)); do
+        kill -STOP "$p0"
+        sleep 1
+        s1=$(tail -n 1 "$TM_WORK/stall.mark.1.state")
+        s2=$(tail -n 1 "$TM_WORK/stall.mark.2.state")
+        if [[ $s1 =~ ^in\ [0-9]+$ ]] && [ "$s1" = "$s2" ]; then
+            held=${s1#in }
+            break
+        fi
+        kill -CONT "$p0"
+        sleep 0.3
+    done
+    [ -n "$held" ] || tm_fail "stall: ranks 1 and 2 never waited in one all_to_all (last: '$s1', '$s2'); went on anyway"
+    tm_log "stall: rank 0 stopped, ranks 1 and 2 in all_to_all #$held (try $((i + 1)))"
+    t0=$(date +%s%N)
+    kill -KILL "$(pgrep -P "${RP[1]}" -f fail.py)"
+    sleep 0.5
+    kill -CONT "$p0"
+    expect_raise stall "$t0" 0 '(to|from) rank 1 '
+    expect_raise stall "$t0" 2 '(to|from) rank 1 ' '!(to|from) rank [02] '
+    finish stall 0 2
+    wait "${RP[1]}"
+fi
+
+# 4. A rank's daemon dies.
 if [[ $CASES == *" daemon "* ]] && launch daemon; then
     t0=$(date +%s%N)
     pkill -KILL -f -- "--file-prefix ${TM_PREFIXES[1]}( |$)"
