@@ -24,8 +24,10 @@
 #  c. --paths 16, link 0 losing 2%: every message completes, and link 0
 #     carries less than its equal share (a quarter) of the frames.
 # NOT MET YET: the goodput bounds (a: >= 85% of 800 Mbit/s; b: >= 70%
-# of the 600 left; c: >= 80% of 800). Measured 2026-12-04: a 383-416 Mbit/s
-# (48-52%), b 287-344 (48-57%), c 320-427 (40-53%). Each is printed, and
+# of the 600 left; c: >= 80% of 800). Measured 2026-12-05 (3 runs): a
+# 489-509 Mbit/s (61-64%), b 401-425 (67-71%), c 435-458 (54-57%); with the
+# weights moved on a single sample (before): a 369-393, b 317-325, c
+# 346-379 (docs/congestion.md, "Spraying over paths"). Each is printed, and
 # MP_STRICT=1 fails them. Not yet found what holds them back: one run each
 # ruled out the controller's one-sample cut (--cc-target-us 2000: 424 Mbit/s)
 # and its overshoot (--cc-max-mbps 760: 354-502); --paths 1 itself carries
