@@ -291,11 +291,19 @@ bool Runtime::setup(SetupError& e) {
         lc += c->rx ? "+rx" : "";
         lc += c->cons ? "+consumer" : "";
     }
-    TM_LOG(INFO, app,
-           "mode %s, %u flows x %" PRIu64 " messages of %" PRIu64 " B, ring %u, MTU %u, completion %s, "
-           "steering %s, %s; lcores%s; %s %s",
-           to_string(opt_.mode), opt_.flows, opt_.messages, opt_.msg_size, opt_.ring_size, opt_.mtu,
-           to_string(opt_.completion), steering_name(),
+    // The service runs no generator: its flows, counts and sizes are the
+    // applications', so the line names where they attach instead.
+    std::string what;
+    if (opt_.mode == Mode::Service) {
+        what = "applications on " + opt_.control_socket + " (at most " + std::to_string(opt_.svc_max_apps) + ")";
+    } else {
+        char buf[160];
+        snprintf(buf, sizeof buf, "%u flows x %" PRIu64 " messages of %" PRIu64 " B, ring %u", opt_.flows,
+                 opt_.messages, opt_.msg_size, opt_.ring_size);
+        what = buf;
+    }
+    TM_LOG(INFO, app, "mode %s, %s, MTU %u, completion %s, steering %s, %s; lcores%s; %s %s", to_string(opt_.mode),
+           what.c_str(), opt_.mtu, to_string(opt_.completion), steering_name(),
            opt_.flow_control ? "sessions" : "no session (--flow-control off)", lc.c_str(), mac_str(mac_).c_str(),
            to_string(Endpoint{opt_.src_ip, opt_.udp_port}).c_str());
     return true;
