@@ -42,17 +42,22 @@ done
 had_group=0 had_etc=0 had_run=0
 getent group tailmark >/dev/null && had_group=1
 [ -d /etc/tailmark ] && had_etc=1
-[ -d /run/tailmark ] && had_run=1
+[ -d /run/tailmark ] && had_run=1 && run_was=$(stat -c '%a %u %g' /run/tailmark)
 INST=tmtest$$
 purge() {
-    local i
+    local i mode uid gid
     for i in 1 2 3 4 5; do
         dpkg --purge "${PKGS[@]}" >"$TM_WORK/purge.log" 2>&1 && break
         sleep 1 # dpkg's lock, held by another dpkg for a moment
     done
     rm -f "/etc/tailmark/$INST.ini" "/etc/tailmark/$INST.secret"
     [ $had_etc -eq 1 ] || rmdir /etc/tailmark 2>/dev/null
-    [ $had_run -eq 1 ] || rm -rf /run/tailmark
+    if [ $had_run -eq 1 ]; then # as it was: the unit's start below sets its mode and group
+        read -r mode uid gid <<<"$run_was"
+        chmod "$mode" /run/tailmark && chown "$uid:$gid" /run/tailmark
+    else
+        rm -rf /run/tailmark
+    fi
     [ $had_group -eq 1 ] || ! getent group tailmark >/dev/null || groupdel tailmark
 }
 TM_CLEANUPS+=(purge)
@@ -171,8 +176,12 @@ printf '[tailmark]\nstats-period = 0\n[eal]\nargs = %s --no-pci --vdev=net_ring0
     "${TM_MEM[*]}" >"/etc/tailmark/$INST.ini"
 (umask 077 && printf '%s\n' "$TM_SECRET" >"/etc/tailmark/$INST.secret")
 TM_PREFIXES+=("tailmark-$INST")
-# systemd makes RuntimeDirectory= (root:tailmark 0750) before ExecStart=.
-[ -d /run/tailmark ] || install -d -m 0750 -g tailmark /run/tailmark
+# systemd makes RuntimeDirectory= (root:tailmark 0750) before ExecStart=,
+# and sets that mode and group on one that is there already: a tailmarkd
+# started by hand with the default socket before the package was installed
+# leaves /run/tailmark 0755 root:root (a CI run on 2026-12-05 met one, left
+# by a manual run on that machine, and failed the check below).
+install -d -m 0750 -g tailmark /run/tailmark
 cmd() { sed -n "s/^$1=-\{0,1\}//p" $unit | sed "s/%i/$INST/g"; }
 pre=$(cmd ExecStartPre)
 start=$(cmd ExecStart)
