@@ -353,48 +353,36 @@ void alloc_buffers(tailmark::Channel& ch, size_t nbuf, size_t msg, std::vector<t
     }
 }
 
-int send_stream(const Options& o) {
-    std::optional<uint64_t> total;
-    struct stat st;
-    if (fstat(STDIN_FILENO, &st) == 0 && S_ISREG(st.st_mode))
-        total = static_cast<uint64_t>(st.st_size);
-
-    // The pipeline: --ring messages in flight for the stream, whatever its
-    // flows (at least one each). Flows split a stream, they need no more
-    // bytes in flight: a buffer per message of every flow's ring took
-    // flows x ring x msg-size of the arena (--flows 16: 1 GiB of hugepages).
-    const uint64_t stride = (o.msg_size + 63) / 64 * 64;
-    const size_t nbuf = std::max<size_t>(o.ring, o.flows);
-    tailmark::Channel ch;
-    attach(ch, o, nbuf * stride);
-
-    tailmark::Session s;
-    const tm_session_info info = connect(ch, o, s);
-    const size_t msg = std::min<uint64_t>(o.msg_size, info.max_msg);
-    const uint16_t nflows = info.nflows;
-
+// The sender's state: its buffers in the arena, what is in flight, and the
+// input's end.
+struct StreamOut {
+    StreamOut(tailmark::Channel& c, tailmark::Session& session, Progress& p) : ch(c), s(session), progress(p) {}
+    tailmark::Channel& ch;
+    tailmark::Session& s;
+    Progress& progress;
     std::vector<tailmark::Buffer> bufs;
-    std::vector<size_t> lens(nbuf, 0);
+    std::vector<size_t> lens;
     std::vector<uint32_t> free_list;
-    alloc_buffers(ch, nbuf, msg, bufs, free_list);
-
-    Progress progress(o.quiet, "sent", total);
-    std::vector<tm_completion> comps(nbuf < 256 ? nbuf : 256);
+    std::vector<tm_completion> comps;
+    size_t msg = 0;
+    uint16_t nflows = 1;
+    bool watch = false; // stdin is no regular file: watch the daemon while it is quiet
     uint64_t next_msg = 0, delivered = 0, inflight = 0;
     bool eof = false, end_sent = false;
     int cur = -1; // a filled buffer the submission ring had no room for yet
     size_t cur_len = 0;
+
     // The completions the daemon has: each DELIVERED frees its buffer; a
     // failure ends the stream (exit 1).
-    auto take_completions = [&] {
+    int take_completions() {
         const int n = ch.poll_completions(comps);
         if (n < 0)
             die(kFailed, "completions: %s", ch.error().data());
         for (int i = 0; i < n; ++i) {
             const tm_completion& c = comps[static_cast<size_t>(i)];
-            if (c.cookie >= nbuf)
+            if (c.cookie >= bufs.size())
                 die(kFailed, "a completion for buffer %" PRIu64 " of %zu (the daemon's rings are broken)", c.cookie,
-                    nbuf);
+                    bufs.size());
             if (c.status != TM_DELIVERED) {
                 progress.interrupt();
                 die(kFailed, "message %u (flow %u) failed: %s", c.msg_id, c.flow, tm_fail_reason_name(c.reason));
@@ -404,10 +392,11 @@ int send_stream(const Options& o) {
             --inflight;
         }
         return n;
-    };
+    }
+
     // The session may have ended (its completions are all in the rings by
     // then): those first; with none left to take, exit 1.
-    auto check_ended = [&] {
+    bool check_ended() {
         const int state = s.state();
         if (state == 0)
             return false;
@@ -421,26 +410,30 @@ int send_stream(const Options& o) {
                 inflight);
         }
         return true;
-    };
+    }
+
     // Waiting on a quiet pipe: what the daemon said meanwhile.
-    const bool watch = !total.has_value();
-    auto quiet = [&] {
+    void quiet() {
         take_completions();
         while (check_ended()) {
         }
         progress.update(delivered);
-    };
-    for (;;) {
-        const int n = take_completions();
-        bool progressed = n > 0;
+    }
+
+    // Fills free buffers from stdin and submits them, until none is free or
+    // the flow's submission ring is full; the end marker (0 bytes) last.
+    // True: something went.
+    bool send_more() {
+        bool progressed = false;
         while (!end_sent) {
             if (cur < 0) {
                 if (free_list.empty())
                     break;
                 cur = static_cast<int>(free_list.back());
                 free_list.pop_back();
-                const ssize_t r =
-                    eof ? 0 : read_full(STDIN_FILENO, bufs[static_cast<size_t>(cur)].data(), msg, watch, quiet);
+                const ssize_t r = eof ? 0
+                                      : read_full(STDIN_FILENO, bufs[static_cast<size_t>(cur)].data(), msg, watch,
+                                                  [this] { quiet(); });
                 if (r < 0) {
                     progress.interrupt();
                     die(kFailed, "read stdin: %s", strerror(errno));
@@ -465,22 +458,55 @@ int send_stream(const Options& o) {
             cur = -1;
             progressed = true;
         }
-        progress.update(delivered);
-        if (end_sent && inflight == 0)
+        return progressed;
+    }
+};
+
+int send_stream(const Options& o) {
+    std::optional<uint64_t> total;
+    struct stat st;
+    if (fstat(STDIN_FILENO, &st) == 0 && S_ISREG(st.st_mode))
+        total = static_cast<uint64_t>(st.st_size);
+
+    // The pipeline: --ring messages in flight for the stream, whatever its
+    // flows (at least one each). Flows split a stream, they need no more
+    // bytes in flight: a buffer per message of every flow's ring took
+    // flows x ring x msg-size of the arena (--flows 16: 1 GiB of hugepages).
+    const uint64_t stride = (o.msg_size + 63) / 64 * 64;
+    const size_t nbuf = std::max<size_t>(o.ring, o.flows);
+    tailmark::Channel ch;
+    attach(ch, o, nbuf * stride);
+
+    tailmark::Session s;
+    const tm_session_info info = connect(ch, o, s);
+    Progress progress(o.quiet, "sent", total);
+    StreamOut out(ch, s, progress);
+    out.msg = std::min<uint64_t>(o.msg_size, info.max_msg);
+    out.nflows = info.nflows;
+    out.watch = !total.has_value();
+    out.lens.assign(nbuf, 0);
+    out.comps.resize(nbuf < 256 ? nbuf : 256);
+    alloc_buffers(ch, nbuf, out.msg, out.bufs, out.free_list);
+
+    for (;;) {
+        bool progressed = out.take_completions() > 0;
+        progressed |= out.send_more();
+        progress.update(out.delivered);
+        if (out.end_sent && out.inflight == 0)
             break;
         if (progressed)
             continue;
         // Nothing moved: the session may have ended, else sleep until the
         // daemon has news.
-        if (check_ended())
+        if (out.check_ended())
             continue;
         if (ch.wait(250) < 0) {
             progress.interrupt();
             die(kFailed, "wait: %s", ch.error().data());
         }
     }
-    progress.finish(delivered);
-    bufs.clear();
+    progress.finish(out.delivered);
+    out.bufs.clear();
     if (s.close() < 0)
         die(kFailed, "close: %s", ch.error().data());
     return kOk;
