@@ -37,6 +37,7 @@ void Congestion::init(const CongestionConfig& cfg, unsigned shift, uint64_t now)
     stall_ = us_to_cycles(kStallUs, cfg.tsc_hz);
     span_ = us_to_cycles(kSpanUs, cfg.tsc_hz);
     slow_start_ = true;
+    steered_ = false;
     set_rate(cfg.start_bps);
 }
 
@@ -169,6 +170,8 @@ CcEvent Congestion::on_rtt(uint64_t now, uint64_t rtt, uint64_t sent) {
         base_ = rtt;
         base_roll_ = now + us_to_cycles(kBaseWindowUs, cfg_.tsc_hz);
     }
+    if (steered_) // its paths decide (steer)
+        return CcEvent::None;
     // A packet sent before the last cut shows the queue that cut was for:
     // it says nothing of the new rate (a deep queue drains for an RTT after
     // the cut, and counting it again cut to the floor).

@@ -111,6 +111,18 @@ public:
     // quiet between its steps, which is not silence.
     bool on_timeout(uint64_t now, uint64_t rto);
 
+    // Steered (a sprayed session, tx_paths.h): past slow start the rate is
+    // the sum of its paths' rates, each set from that path's own queue, so
+    // that one overloaded link slows its own paths and not the session. The
+    // controller then takes samples (srtt, base) and a timeout's cut, and
+    // decides nothing else; the paths read the cut off rate_bps().
+    void steer(double bps) {
+        steered_ = true;
+        set_rate(bps);
+    }
+    bool steered() const { return steered_; }
+    uint64_t sent_bytes() const { return sent_total_; } // frames' bytes, ever
+
     double rate_bps() const { return rate_; }
     double delivery_bps() const { return delivery_; } // the path's measured rate (0: none yet)
     uint64_t srtt() const { return srtt_; }      // cycles (0: no sample yet)
@@ -160,6 +172,7 @@ private:
     // controller
     double rate_ = 0;        // bits per second
     bool slow_start_ = true;
+    bool steered_ = false;
     uint64_t target_ = 0, interval_ = 0; // cycles
     uint64_t base_ = UINT64_MAX, base_prev_ = UINT64_MAX, base_roll_ = 0;
     uint64_t srtt_ = 0, last_rtt_ = 0;

@@ -152,6 +152,9 @@ bool Sender::install(SendFlow* f) {
                        f->spec.local_released == nullptr
                    ? paths_for(link, *f)
                    : nullptr;
+    if (f->paths != nullptr && f->cc != nullptr) // its paths' rates make the session's (tx_paths.h)
+        f->paths->bind(f->cc, cfg_.cc.target_us, cfg_.cc.beta, cfg_.cc.max_md, cfg_.cc.ai_bps_per_ms,
+                       cfg_.cc.min_bps);
     return true;
 }
 

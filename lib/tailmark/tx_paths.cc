@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "tailmark/congestion.h"
+
 namespace tailmark {
 
 namespace {
@@ -55,6 +57,27 @@ constexpr double kLossStep = 0.3;
 // "More": its loss over ~8 windows above the paths' mean by half a percent,
 // so that a queue's drops spread over every path lift no cap.
 constexpr double kLossExcess = 0.005;
+// Steered (bind): a path's rate moves, as the session's controller's does
+// (congestion.h), on the smallest RTT sample of its own window: down when
+// its queue is over the target, up by an equal part of the session's
+// additive step otherwise (AIMD per path: the paths of one link share it).
+// A window decides with two samples, or one once it is 8 ms old: the
+// echoes are few (an ACK per flow every 200 us, one path's packet each).
+// A window in which the session's feedback stopped for over 1 ms counts the
+// silence off its sample (a time slice, not a queue). A path losing over a
+// tenth of what it carries is congested whatever its delay says.
+constexpr uint64_t kSteerWindowUs = 8000;
+// A path's decrease is half the session controller's for the same queue:
+// the smallest of a path's 2-3 samples is a less sure reading of its queue
+// than the smallest of the session's dozens, and a path's cut is made up
+// only by its part of the additive step. With the controller's beta,
+// tests/integration/multipath.sh carried 667-672 Mbit/s in case a; with
+// half, 679-707 (a quarter: 530-717; fresher windows of 4 samples, or
+// more additive step per path, less; 2026-12-05, 2-4 interleaved runs).
+constexpr double kPathBeta = 0.5;
+constexpr uint64_t kStallUs = 1000;
+constexpr double kHeavyLoss = 0.1;
+constexpr double kHeavyLossMd = 0.15;
 } // namespace
 
 uint16_t TxPaths::port_for(uint16_t base, uint32_t p) {
@@ -76,6 +99,19 @@ void TxPaths::init(uint32_t n, uint16_t base_port, uint64_t tsc_hz, unsigned sta
         port_[p] = port_for(base_port, p);
     alive_ = n_;
     total_ = n_;
+}
+
+void TxPaths::bind(Congestion* cc, uint64_t target_us, double beta, double max_md, double ai_bps_per_ms,
+                   double min_bps) {
+    if (cc_ == cc)
+        return;
+    cc_ = cc;
+    steering_ = false;
+    target_ = us(target_us);
+    beta_ = beta * kPathBeta;
+    max_md_ = max_md;
+    ai_ = ai_bps_per_ms;
+    min_bps_ = min_bps;
 }
 
 uint32_t TxPaths::choose(uint64_t now, uint32_t avoid) {
@@ -146,6 +182,11 @@ void TxPaths::on_echo(uint64_t now, uint16_t echo, uint32_t hold_ns) {
     const uint64_t hold = static_cast<uint64_t>(hold_ns) * tsc_hz_ / 1000000000ull;
     if (hold >= rtt)
         return;
+    if (last_sample_ != 0 && now - last_sample_ > gap_)
+        gap_ = now - last_sample_;
+    if (last_sample_ != 0 && now - last_sample_ > us(kStallUs))
+        stall_end_ = now;
+    last_sample_ = now;
     Path& x = path_[p];
     if (x.dead) {
         // A packet of it arrived: a probe, if it left after the path died
@@ -159,6 +200,26 @@ void TxPaths::on_echo(uint64_t now, uint16_t echo, uint32_t hold_ns) {
     x.fresh++;
     x.srtt = x.srtt == 0 ? r : (3 * x.srtt + r) / 4;
     x.min_rtt = std::min(x.min_rtt, r);
+    if (now - rtt < x.cut_at)
+        return;
+    x.win_min = std::min(x.win_min, r);
+    x.win_n++;
+    // A queue 8 targets deep on this path, the feedback flowing (its packet
+    // left after the last silence ended): near what a shallow bottleneck
+    // holds, so cut now, not at the window's end, as the session's
+    // controller does (congestion.h).
+    if (steering_ && base_ != UINT64_MAX && now - rtt > stall_end_ && r > base_ + 8 * target_ && now - x.cut_at > x.srtt) {
+        const double was = x.weight;
+        x.weight = std::max(x.weight * (1 - max_md_), floor_);
+        total_ -= was - x.weight;
+        x.cut_at = now;
+        x.cuts++;
+        x.win_min = UINT64_MAX;
+        x.win_n = 0;
+        x.win_start = now;
+        cc_->steer(total_);
+        told_bps_ = cc_->rate_bps();
+    }
 }
 
 void TxPaths::on_lost(uint64_t now, uint32_t p, uint32_t pkts) {
@@ -218,12 +279,21 @@ void TxPaths::revive(uint32_t p) {
     x.win_sent = x.win_lost = x.prev_sent = x.prev_lost = 0;
     x.srtt = 0;
     x.fresh = 0;
+    x.win_min = UINT64_MAX;
+    x.win_n = 0;
+    x.win_start = 0; // its first sample decides
     total_ += x.weight;
     alive_++;
 }
 
 void TxPaths::rebalance(uint64_t now) {
     next_rebalance_ = now + us(kRebalanceUs);
+    if (cc_ != nullptr && !steering_ && !cc_->slow_start())
+        start_steering(now);
+    if (steering_) {
+        steer(now);
+        return;
+    }
     uint64_t base = UINT64_MAX;
     double wq = 0, w = 0;
     for (uint32_t p = 0; p < n_; p++)
@@ -259,18 +329,24 @@ void TxPaths::rebalance(uint64_t now) {
     }
     // Back to a mean of 1, within the floor and the ceiling.
     total_ = 0;
-    double mean_loss = 0;
     for (uint32_t p = 0; p < n_; p++) {
         Path& x = path_[p];
         if (x.dead)
             continue;
         x.weight = sum > 0 ? std::clamp(x.weight * alive_ / sum, kMinWeight, kMaxWeight) : 1;
         total_ += x.weight;
-        mean_loss += x.loss_slow;
     }
-    // A path that loses more than the others (kLossExcess): no more than
-    // the mean weight of the others less its loss's toll (kLossGain: 2%
-    // lost, 4% less), so below an equal share.
+    cap_lossy();
+}
+
+// A path that loses more than the others (kLossExcess): no more than the
+// mean weight of the others less its loss's toll (kLossGain: 2% lost, 4%
+// less), so below an equal share.
+void TxPaths::cap_lossy() {
+    double mean_loss = 0;
+    for (uint32_t p = 0; p < n_; p++)
+        if (!path_[p].dead)
+            mean_loss += path_[p].loss_slow;
     mean_loss = alive_ ? mean_loss / alive_ : 0;
     for (uint32_t p = 0; p < n_ && alive_ > 1; p++) {
         Path& x = path_[p];
@@ -282,6 +358,96 @@ void TxPaths::rebalance(uint64_t now) {
             x.weight = others;
         }
     }
+}
+
+// Steering begins where the session's slow start ended: its rate, shared
+// out as the weights stood.
+void TxPaths::start_steering(uint64_t now) {
+    steering_ = true;
+    const double r = cc_->rate_bps();
+    for (uint32_t p = 0; p < n_; p++) {
+        Path& x = path_[p];
+        if (x.dead)
+            continue;
+        x.weight = total_ > 0 ? r * x.weight / total_ : r / alive_;
+        x.win_min = UINT64_MAX;
+        x.win_n = 0;
+        x.win_start = x.cut_at = now;
+    }
+    total_ = r;
+    told_bps_ = r;
+    sent_mark_ = cc_->sent_bytes();
+    last_steer_ = now;
+    gap_ = 0;
+}
+
+// Each path's rate from its own window (kSteerWindowUs), the session's
+// their sum.
+void TxPaths::steer(uint64_t now) {
+    // The controller moved its rate since we set it: a timeout's cut, or
+    // its undoing. Every path takes it.
+    const double cur = cc_->rate_bps();
+    if (told_bps_ > 0 && total_ > 0 && (cur < told_bps_ * 0.999 || cur > told_bps_ * 1.001)) {
+        for (uint32_t p = 0; p < n_; p++)
+            path_[p].weight *= cur / told_bps_;
+        total_ *= cur / told_bps_;
+    }
+    // Only while the rate limits: a session that sends less must not earn
+    // a rate it never tried (as the controller's increase).
+    const double dt_s = static_cast<double>(now - last_steer_) / static_cast<double>(tsc_hz_);
+    const bool limited = static_cast<double>(cc_->sent_bytes() - sent_mark_) * 8 >= total_ * dt_s * 0.5;
+    const bool stalled = gap_ > us(kStallUs);
+    uint64_t base = UINT64_MAX;
+    for (uint32_t p = 0; p < n_; p++)
+        if (!path_[p].dead)
+            base = std::min(base, path_[p].min_rtt);
+    base_ = base;
+    const double mean = alive_ ? total_ / alive_ : 0;
+    for (uint32_t p = 0; p < n_; p++) {
+        Path& x = path_[p];
+        x.fresh = 0;
+        if (x.dead || x.win_n == 0 || (x.win_n < kMinFresh && now - x.win_start < us(kSteerWindowUs)))
+            continue;
+        uint64_t q = x.win_min > base ? x.win_min - base : 0;
+        if (stalled)
+            q = q > gap_ ? q - gap_ : 0;
+        if (q > target_) {
+            const double md = std::min(max_md_, beta_ * static_cast<double>(q - target_) / static_cast<double>(x.win_min));
+            x.weight *= 1 - md;
+            x.cut_at = now;
+            x.cuts++;
+        } else if (x.loss > kHeavyLoss) {
+            x.weight *= 1 - kHeavyLossMd;
+            x.cut_at = now;
+            x.cuts++;
+        } else if (limited) {
+            x.weight += ai_ / alive_ * static_cast<double>(now - x.win_start) * 1000 / static_cast<double>(tsc_hz_);
+        }
+        x.win_min = UINT64_MAX;
+        x.win_n = 0;
+        x.win_start = now;
+    }
+    // A floor, so that every live path is still measured.
+    floor_ = std::max(alive_ ? min_bps_ / alive_ : 0, kMinWeight * mean);
+    total_ = 0;
+    for (uint32_t p = 0; p < n_; p++) {
+        Path& x = path_[p];
+        if (x.dead)
+            continue;
+        x.weight = std::max(x.weight, floor_);
+        total_ += x.weight;
+    }
+    cap_lossy();
+    cc_->steer(total_);
+    told_bps_ = cc_->rate_bps();
+    if (total_ > 0 && told_bps_ != total_) { // the controller's floor or ceiling
+        for (uint32_t p = 0; p < n_; p++)
+            path_[p].weight *= told_bps_ / total_;
+        total_ = told_bps_;
+    }
+    sent_mark_ = cc_->sent_bytes();
+    last_steer_ = now;
+    gap_ = 0;
 }
 
 PathView TxPaths::view(uint32_t p) const {
@@ -297,6 +463,8 @@ PathView TxPaths::view(uint32_t p) const {
     v.deaths = x.deaths;
     v.srtt_us = tsc_hz_ ? static_cast<double>(x.srtt) * 1e6 / static_cast<double>(tsc_hz_) : 0;
     v.share = x.dead || total_ <= 0 ? 0 : x.weight / total_;
+    v.rate_bps = steering_ && !x.dead ? x.weight : 0;
+    v.cuts = x.cuts;
     v.dead = x.dead;
     return v;
 }

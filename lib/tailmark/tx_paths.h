@@ -9,7 +9,13 @@
 // is of, with no per-packet state); its loss, from the NACKs (the Sender
 // keeps which path each packet of an outstanding message last went by); and
 // its share of the session's packets, a weight that the path's queueing
-// delay (against the session's other paths) and its loss move. A path that
+// delay (against the session's other paths) and its loss move. Once the
+// session's controller leaves slow start, a path's weight is a rate of its
+// own, set from its own queue (AIMD per path, as UCCL keeps a window per
+// path), and the session's rate is their sum: an overloaded link slows its
+// own paths, not the session (one controller cut the session whenever the
+// link with most of its ports queued: multipath.sh case a 501-516 Mbit/s of
+// 800, and 683-708 per path, 2026-12-05). A path that
 // loses most of what it carries is dead: it gets nothing but a probe now and
 // then (a packet, as AWS SRD and UCCL do), and lives again once a probe gets
 // through. A retransmission goes by another path than the packet's last.
@@ -18,6 +24,8 @@
 #include <cstdint>
 
 namespace tailmark {
+
+class Congestion;
 
 // One path as summaries and the shell see it.
 struct PathView {
@@ -32,6 +40,8 @@ struct PathView {
     uint64_t deaths = 0;  // times it was found dead
     double srtt_us = 0;   // smoothed RTT (0: no sample)
     double share = 0;     // its share of new packets now (0: dead)
+    double rate_bps = 0;  // its rate, once the session's is its paths' sum (0: not yet)
+    uint64_t cuts = 0;    // decreases of its rate on its own queue
     bool dead = false;
 };
 
@@ -44,6 +54,12 @@ public:
     // n paths (2..kMax), the first one's UDP source port base (host order),
     // and the Sender's clock: its TSC rate and stamp shift (congestion.h).
     void init(uint32_t n, uint16_t base_port, uint64_t tsc_hz, unsigned stamp_shift);
+    // The session's controller (its flows share it), with its settings:
+    // once it leaves slow start, each path has a rate of its own, moved by
+    // its own queue, and the session's is their sum (steer()). Unbound, the
+    // paths only share out the session's rate (weights, rebalance()).
+    void bind(Congestion* cc, uint64_t target_us, double beta, double max_md, double ai_bps_per_ms,
+              double min_bps);
     uint32_t count() const { return n_; }
     // Path p's UDP source port (host order): base + p in the ephemeral range.
     uint16_t port(uint32_t p) const { return port_[p]; }
@@ -94,13 +110,21 @@ private:
         uint32_t fresh = 0;             // samples since the last rebalance
         double loss = 0;                // smoothed loss fraction of its windows
         double loss_slow = 0;           // the same over ~8 windows: which paths lose more than the others
-        double weight = 1;              // relative share of new packets (0: dead)
+        double weight = 1;              // relative share of new packets (0: dead); steered: its rate, bps
+        // Steered: the path's control window, as the session's controller's
+        // (congestion.h): its smallest sample, how many, since when; samples
+        // of packets sent before its last cut do not count.
+        uint64_t win_min = UINT64_MAX, win_start = 0, cut_at = 0, cuts = 0;
+        uint32_t win_n = 0;
         double current = 0;             // smooth weighted round robin's
         uint64_t dead_since = 0, probe_at = 0, probe_gap = 0;
         bool dead = false;
         Probe probe;
     };
     void rebalance(uint64_t now);
+    void steer(uint64_t now);
+    void cap_lossy();
+    void start_steering(uint64_t now);
     void kill(uint64_t now, uint32_t p);
     void revive(uint32_t p);
     uint64_t us(uint64_t n) const { return n * tsc_hz_ / 1000000; }
@@ -114,6 +138,17 @@ private:
     double total_ = 0;          // the live paths' weights, summed
     uint64_t next_rebalance_ = 0;
     uint64_t next_probe_ = UINT64_MAX; // the earliest probe_at of a dead path
+    // Steering (bind): the controller, its settings, and what it was told.
+    Congestion* cc_ = nullptr;
+    bool steering_ = false;
+    uint64_t target_ = 0;
+    double beta_ = 0, max_md_ = 0, ai_ = 0, min_bps_ = 0;
+    double told_bps_ = 0;        // the rate steer() last set
+    uint64_t sent_mark_ = 0, last_steer_ = 0;
+    uint64_t last_sample_ = 0, gap_ = 0; // the longest silence between samples since the last steer
+    uint64_t stall_end_ = 0;    // the latest sample that ended a silence (over kStallUs)
+    uint64_t base_ = UINT64_MAX; // the paths' smallest RTT, as of the last steer
+    double floor_ = 0;           // the least rate of a live path, as of the last steer
 };
 
 } // namespace tailmark

@@ -23,18 +23,12 @@
 #     carries < 5% of the data frames (it carries probes only).
 #  c. --paths 16, link 0 losing 2%: every message completes, and link 0
 #     carries less than its equal share (a quarter) of the frames.
-# NOT MET YET: the goodput bounds (a: >= 85% of 800 Mbit/s; b: >= 70%
-# of the 600 left; c: >= 80% of 800). Measured 2026-12-05 (3 runs): a
-# 489-509 Mbit/s (61-64%), b 401-425 (67-71%), c 435-458 (54-57%); with the
-# weights moved on a single sample (before): a 369-393, b 317-325, c
-# 346-379 (docs/congestion.md, "Spraying over paths"). Each is printed, and
-# MP_STRICT=1 fails them. Not yet found what holds them back: one run each
-# ruled out the controller's one-sample cut (--cc-target-us 2000: 424 Mbit/s)
-# and its overshoot (--cc-max-mbps 760: 354-502); --paths 1 itself carries
-# 75-85% of its link here (docs/congestion.md, "Spraying over paths"); nor
-# is it reordering between the links taken for loss: the receiver at
-# --nack-delay-us 4000 carried 413 Mbit/s in case a against 416 at the
-# default 200 (2026-12-04, d94d6f1).
+# The goodput bounds (a: >= 85% of 800 Mbit/s; b: >= 70% of the 600
+# left; c: >= 80% of 800) are speed goals: each is printed, `MP_STRICT=1`
+# fails them, and scripts/bench.sh --paths reports them. Measured 2026-12-05
+# (3 interleaved runs), with a rate per path (tx_paths.h): a 683-708 Mbit/s
+# (85-89%), b 557-573 (93-96%), c 648-653 (81-82%); with one rate for the
+# session, shared out by weights (before): a 501-516, b 395-422, c 444-449.
 # Which link a port takes is the kernel's hash, with a fixed seed
 # (fib_multipath_hash_seed, Linux 6.11 on): the 16 ports fall 3/3/4/6 on
 # the 4 links here; each case prints them (`ip route get ... sport P`).
@@ -105,7 +99,7 @@ lose() {
     ip netns exec "$N1" nft add rule ip tm_mp tmfw "${r[@]}" counter drop
 }
 # strict BOUND WHAT: the goodput bounds, checked with MP_STRICT=1
-# only (not met yet: see the header); always printed.
+# only (speed goals: see the header); always printed.
 strict() {
     if python3 -c "import sys; sys.exit(0 if $1 else 1)"; then
         tm_log "meets the issue's bound: $2"

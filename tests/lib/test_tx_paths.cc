@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <deque>
 #include <random>
+#include <sstream>
 
 #include "tailmark/congestion.h"
 #include "tailmark/tx_paths.h"
@@ -70,4 +71,98 @@ TEST_CASE("paths: paths alike under noisy samples keep near-equal shares", "[pat
         CHECK_FALSE(tp.view(q).dead);
     CHECK(worst_max < 2.0 / 16);
     CHECK(worst_min > 0.5 / 16);
+}
+
+// Two links of 100 Mbit/s behind one session's 8 paths: ECMP put 6 of its
+// ports on link A and 2 on link B (multipath.sh's 16 ports fall 3/3/4/6 on
+// its 4 links). Each link is a FIFO bottleneck that holds 5 ms and drops
+// beyond; a packet arrives 50 us after it leaves its link; the receiver ACKs
+// every 200 us, echoing the newest packet it has, with its hold. With the
+// session's rate from one controller and the paths only sharing it out,
+// link A's queue cuts the whole session while link B idles. With a rate per
+// path, each link's paths share that link.
+TEST_CASE("paths: steered, each path's rate follows its own link: both links carry near their capacity",
+          "[paths]") {
+    const unsigned shift = Congestion::stamp_shift(kHz);
+    CongestionConfig cfg;
+    cfg.tsc_hz = kHz;
+    Congestion cc;
+    uint64_t now = 1000000 * kUs;
+    cc.init(cfg, shift, now);
+    TxPaths tp;
+    tp.init(8, 50000, kHz, shift);
+    tp.bind(&cc, cfg.target_us, cfg.beta, cfg.max_md, cfg.ai_bps_per_ms, cfg.min_bps);
+    constexpr uint32_t kBytes = 1500;
+    constexpr double kLinkBps = 100e6;
+    const uint64_t per_pkt = static_cast<uint64_t>(kBytes * 8 / kLinkBps * kHz); // 120 us
+    struct Link {
+        uint64_t free_at = 0;
+        uint64_t delivered = 0, dropped = 0; // packets, over the last second
+    } link[2];
+    struct InFlight {
+        uint64_t arrives;
+        uint16_t stamp;
+    };
+    std::vector<InFlight> flight;
+    const uint64_t end = now + 3000000 * kUs;
+    const uint64_t judged = end - 1000000 * kUs; // the last second: settled
+    uint64_t next_ack = now + 200 * kUs;
+    for (; now < end; now += 10 * kUs) {
+        while (cc.may_send(now)) {
+            const uint32_t p = tp.choose(now);
+            Link& l = link[p < 6 ? 0 : 1];
+            tp.sent(p, 1, false);
+            cc.sent(now, kBytes);
+            const uint64_t start = std::max(now, l.free_at);
+            if (start - now > 5000 * kUs) {
+                if (now >= judged)
+                    l.dropped++;
+                continue;
+            }
+            l.free_at = start + per_pkt;
+            if (now >= judged)
+                l.delivered++;
+            flight.push_back({l.free_at + 50 * kUs, tp.stamp(static_cast<uint16_t>(now >> shift), p)});
+        }
+        if (now < next_ack)
+            continue;
+        next_ack += 200 * kUs;
+        const InFlight* newest = nullptr;
+        for (const InFlight& f : flight)
+            if (f.arrives <= now && (newest == nullptr || f.arrives > newest->arrives))
+                newest = &f;
+        if (newest == nullptr)
+            continue;
+        const uint16_t echo = newest->stamp;
+        const uint32_t hold = static_cast<uint32_t>(now - newest->arrives); // ns at 1 GHz
+        std::erase_if(flight, [&](const InFlight& f) { return f.arrives <= now; });
+        cc.on_echo(now, echo, hold);
+        tp.on_echo(now, echo, hold);
+    }
+    // Packets of 1500 B at 100 Mbit/s: 8333 a second a link.
+    INFO("the last second: link A " << link[0].delivered << " packets, " << link[0].dropped << " dropped; link B "
+                                    << link[1].delivered << ", " << link[1].dropped << " dropped; session "
+                                    << cc.rate_bps() / 1e6 << " Mbit/s");
+    std::ostringstream paths;
+    for (uint32_t p = 0; p < 8; p++)
+        paths << " " << p << ":" << tp.view(p).rate_bps / 1e6 << "Mbit/s," << tp.view(p).cuts << "cuts";
+    INFO("paths (rate, cuts):" << paths.str());
+    CHECK(cc.steered());
+    CHECK(link[0].delivered >= 8333 * 85 / 100);
+    CHECK(link[1].delivered >= 8333 * 85 / 100);
+    CHECK(link[0].dropped + link[1].dropped == 0);
+
+    // A retransmission timeout's cut is the controller's: the paths take it
+    // at their next rebalance, and the session's rate stays their sum.
+    const double before = cc.rate_bps();
+    cc.sent(now, kBytes);
+    REQUIRE(cc.on_timeout(now + 10000 * kUs, 1000 * kUs));
+    tp.choose(now + 12000 * kUs);
+    double sum = 0;
+    for (uint32_t p = 0; p < 8; p++)
+        sum += tp.view(p).rate_bps;
+    INFO("before the timeout " << before / 1e6 << " Mbit/s; after, the paths' sum " << sum / 1e6
+                               << " and the controller's " << cc.rate_bps() / 1e6);
+    CHECK(sum == Approx(cc.rate_bps()).epsilon(1e-9));
+    CHECK(sum <= 0.6 * before);
 }

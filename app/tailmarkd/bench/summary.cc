@@ -143,9 +143,10 @@ void write_paths(FILE* f, const Results& r) {
         const auto& x = r.paths[i];
         fprintf(f, "%s\n    {\"sender\": %u, \"session\": %u, \"path\": %u, \"port\": %u, \"sent\": %lu, "
                    "\"retx\": %lu, \"lost\": %lu, \"probes\": %lu, \"samples\": %lu, \"deaths\": %lu, "
-                   "\"srtt_us\": %.1f, \"share\": %.4f, \"dead\": %s}",
+                   "\"srtt_us\": %.1f, \"share\": %.4f, \"rate_mbps\": %.1f, \"cuts\": %lu, \"dead\": %s}",
                 i ? "," : "", x.sender, x.v.session, unsigned{x.v.path}, unsigned{x.v.port}, x.v.sent, x.v.retx,
-                x.v.lost, x.v.probes, x.v.samples, x.v.deaths, x.v.srtt_us, x.v.share, x.v.dead ? "true" : "false");
+                x.v.lost, x.v.probes, x.v.samples, x.v.deaths, x.v.srtt_us, x.v.share, x.v.rate_bps / 1e6, x.v.cuts,
+                x.v.dead ? "true" : "false");
     }
     fprintf(f, "\n  ],\n");
 }
