@@ -6,7 +6,8 @@
 # a 200 Mbit/s tbf each -> router -> receiver, L4-hashed multipath routes)
 # twice: its cases a, b and c at --paths 16, then b and c at --paths 1
 # (case a runs --paths 1 itself). With MP_TRACE the test samples the first
-# router's link counters every ~50 ms and marks the cut of case b. Writes
+# router's link counters every ~50 ms and marks the cut of case b (case b
+# only, MP_TRACE_ONLY: the sampler costs the others' goodput). Writes
 # $out/paths.md (the cases, --paths 1 beside --paths 16, against the issue's
 # bounds), paths.json, and paths-blackhole.png: each link's Mbit/s over
 # time in the black-hole case, the cut marked (a line per link: the 16 UDP
@@ -18,12 +19,12 @@ bench_paths() {
     rm -rf "$out/paths_raw"
     mkdir -p "$out/paths_raw"
     tm_say "paths: multipath cases a, b, c at --paths 16 (about 45 s)"
-    MP_TRACE="$out/paths_raw/p16" TAILMARKD=$daemon bash "$TM_ROOT/tests/integration/multipath.sh" \
+    MP_TRACE="$out/paths_raw/p16" MP_TRACE_ONLY=b TAILMARKD=$daemon bash "$TM_ROOT/tests/integration/multipath.sh" \
         >"$out/paths_raw/p16.log" 2>&1
     rc=$?
     tm_say "  the test says $([ $rc -eq 0 ] && echo 'all checks passed' || echo 'a check failed') (log: $out/paths_raw/p16.log)"
     tm_say "paths: cases b and c at --paths 1"
-    MP_PATHS=1 TM_ONLY="b c" MP_TRACE="$out/paths_raw/p1" TAILMARKD=$daemon \
+    MP_PATHS=1 TM_ONLY="b c" MP_TRACE="$out/paths_raw/p1" MP_TRACE_ONLY=b TAILMARKD=$daemon \
         bash "$TM_ROOT/tests/integration/multipath.sh" >"$out/paths_raw/p1.log" 2>&1
     "$PY" - "$out" "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $(nproc) CPUs" \
         "${TM_BENCH_A_REV:-$(git -C "$TM_ROOT" rev-parse --short HEAD)$(git -C "$TM_ROOT" diff --quiet || echo +)}" <<'PY'
