@@ -116,6 +116,7 @@ private:
         // of packets sent before its last cut do not count.
         uint64_t win_min = UINT64_MAX, win_start = 0, cut_at = 0, cuts = 0;
         uint32_t win_n = 0;
+        bool loss_news = false;         // a loss window closed since the last steer
         double current = 0;             // smooth weighted round robin's
         uint64_t dead_since = 0, probe_at = 0, probe_gap = 0;
         bool dead = false;

@@ -166,3 +166,69 @@ TEST_CASE("paths: steered, each path's rate follows its own link: both links car
     CHECK(sum == Approx(cc.rate_bps()).epsilon(1e-9));
     CHECK(sum <= 0.6 * before);
 }
+
+// A case-c run of multipath.sh (2026-12-05) read 512 Mbit/s: the paths of
+// one overloaded link lost 13-96% of their packets, and their rates were
+// never cut. Their windows held no samples to judge (a path whose packets
+// are lost echoes none), and the stalls of 2 shared vCPUs discount every
+// queue. Heavy loss cuts a path once per loss window, samples or not.
+TEST_CASE("paths: steered, a path that loses a quarter of its packets and echoes none is cut all the same",
+          "[paths]") {
+    const unsigned shift = Congestion::stamp_shift(kHz);
+    CongestionConfig cfg;
+    cfg.tsc_hz = kHz;
+    cfg.ai_bps_per_ms = 0; // no increase: each rate moves by its own cuts alone
+    Congestion cc;
+    uint64_t now = 1000000 * kUs;
+    cc.init(cfg, shift, now);
+    TxPaths tp;
+    tp.init(4, 50000, kHz, shift);
+    tp.bind(&cc, cfg.target_us, cfg.beta, cfg.max_md, cfg.ai_bps_per_ms, cfg.min_bps);
+    // The controller leaves slow start: a queue of half its target.
+    cc.on_rtt(now, 60 * kUs);
+    cc.on_rtt(now + 10 * kUs, 60 * kUs + cfg.target_us * kUs);
+    REQUIRE_FALSE(cc.slow_start());
+    struct Sent {
+        uint64_t at;
+        uint32_t path;
+        uint16_t stamp;
+    };
+    std::deque<Sent> sent;
+    double start0 = 0;
+    uint32_t on0 = 0;
+    const uint64_t end = now + 2000000 * kUs;
+    for (uint64_t k = 0; now < end; k++, now += 100 * kUs) {
+        while (cc.may_send(now)) { // paced: each path at its rate
+            const uint32_t p = tp.choose(now);
+            if (start0 == 0 && tp.view(0).rate_bps > 0)
+                start0 = tp.view(0).rate_bps; // steering began
+            tp.sent(p, 1, false);
+            cc.sent(now, 1500);
+            sent.push_back({now, p, tp.stamp(static_cast<uint16_t>(now >> shift), p)});
+            if (p == 0 && on0++ % 4 == 0)
+                tp.on_lost(now, 0, 1); // path 0 loses one packet in 4
+        }
+        if (k % 2 != 0)
+            continue;
+        // An ACK echoing the newest packet of 60 us ago or more that was
+        // not path 0's: no queue anywhere.
+        while (sent.size() > 64)
+            sent.pop_front();
+        for (auto it = sent.rbegin(); it != sent.rend(); ++it)
+            if (it->path != 0 && it->at + 60 * kUs <= now) {
+                tp.on_echo(now, it->stamp, static_cast<uint32_t>(now - it->at - 60 * kUs));
+                break;
+            }
+    }
+    INFO("path 0: " << start0 / 1e6 << " Mbit/s when steering began, " << tp.view(0).rate_bps / 1e6 << " now, "
+                    << tp.view(0).cuts << " cuts, " << tp.view(0).lost << " lost of " << tp.view(0).sent);
+    REQUIRE(start0 > 0);
+    CHECK_FALSE(tp.view(0).dead); // a quarter lost: not dead
+    CHECK(tp.view(0).samples == 0);
+    CHECK(tp.view(0).rate_bps < 0.5 * start0);
+    for (uint32_t p = 1; p < 4; p++) {
+        INFO("path " << p);
+        CHECK(tp.view(p).cuts == 0);
+        CHECK(tp.view(p).rate_bps == Approx(start0));
+    }
+}
