@@ -193,7 +193,7 @@ void TxPaths::on_echo(uint64_t now, uint16_t echo, uint32_t hold_ns) {
         // A packet of it arrived: a probe, if it left after the path died
         // (an older one is news from before).
         if (now - rtt > x.dead_since)
-            revive(p);
+            revive(now, p);
         return;
     }
     const uint64_t r = rtt - hold;
@@ -240,14 +240,14 @@ void TxPaths::note_probe(uint32_t p, uint16_t flow, uint32_t msg_id, uint32_t pk
     x.probes++;
 }
 
-void TxPaths::probe_done(uint64_t, uint32_t p, bool arrived) {
+void TxPaths::probe_done(uint64_t now, uint32_t p, bool arrived) {
     Path& x = path_[p];
     if (!x.probe.pending)
         return;
     x.probe.pending = false;
     probes_out_--;
     if (arrived && x.dead)
-        revive(p);
+        revive(now, p);
 }
 
 void TxPaths::kill(uint64_t now, uint32_t p) {
@@ -266,7 +266,7 @@ void TxPaths::kill(uint64_t now, uint32_t p) {
     alive_--;
 }
 
-void TxPaths::revive(uint32_t p) {
+void TxPaths::revive(uint64_t now, uint32_t p) {
     Path& x = path_[p];
     if (x.probe.pending) {
         x.probe.pending = false;
@@ -282,7 +282,7 @@ void TxPaths::revive(uint32_t p) {
     x.fresh = 0;
     x.win_min = UINT64_MAX;
     x.win_n = 0;
-    x.win_start = 0; // its first sample decides
+    x.win_start = x.cut_at = now;
     total_ += x.weight;
     alive_++;
 }
@@ -438,7 +438,11 @@ void TxPaths::steer(uint64_t now) {
             x.cut_at = now;
             x.cuts++;
         } else if (limited) {
-            x.weight += ai_ / alive_ * static_cast<double>(now - x.win_start) * 1000 / static_cast<double>(tsc_hz_);
+            // Its part of the additive step for the window's time, at most
+            // kSteerWindowUs of it: a window that waited long for its
+            // samples earns no more than one that filled in time.
+            const uint64_t t = std::min(now - x.win_start, us(kSteerWindowUs));
+            x.weight += ai_ / alive_ * static_cast<double>(t) * 1000 / static_cast<double>(tsc_hz_);
         }
         x.win_min = UINT64_MAX;
         x.win_n = 0;

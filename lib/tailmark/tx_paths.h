@@ -127,7 +127,7 @@ private:
     void cap_lossy();
     void start_steering(uint64_t now);
     void kill(uint64_t now, uint32_t p);
-    void revive(uint32_t p);
+    void revive(uint64_t now, uint32_t p);
     uint64_t us(uint64_t n) const { return n * tsc_hz_ / 1000000; }
 
     Path path_[kMax];
