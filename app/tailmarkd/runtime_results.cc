@@ -140,11 +140,17 @@ void Runtime::print_stats(uint64_t now) {
     const uint64_t dmsg = opt_.mode == Mode::Send ? since(t.sent, last_stats_.sent) : since(t.completed, last_stats_.completed);
     const uint64_t dpkt = opt_.mode == Mode::Recv ? since(t.pkts_rx, last_stats_.pkts_rx) : since(t.pkts_tx, last_stats_.pkts_tx);
     const double gbps = double(since(t.bytes, last_stats_.bytes)) * 8 / dt / 1e9;
-    printf("stats t=%.2f sent=%" PRIu64 " completed=%" PRIu64 " verified=%" PRIu64 " verify_errors=%" PRIu64
-           " msgs_per_s=%.0f gbps=%.3f mpps=%.3f packets_tx=%" PRIu64 " packets_rx=%" PRIu64 " drops=%" PRIu64
+    printf("stats t=%.2f", el);
+    // The service verifies nothing (its applications' bytes are theirs),
+    // and it counts its attached applications.
+    if (service_ != nullptr)
+        printf(" apps=%u sent=%" PRIu64 " completed=%" PRIu64, service_->apps(), t.sent, t.completed);
+    else
+        printf(" sent=%" PRIu64 " completed=%" PRIu64 " verified=%" PRIu64 " verify_errors=%" PRIu64, t.sent,
+               t.completed, t.verified, t.verify_errors);
+    printf(" msgs_per_s=%.0f gbps=%.3f mpps=%.3f packets_tx=%" PRIu64 " packets_rx=%" PRIu64 " drops=%" PRIu64
            " tx_dropped=%" PRIu64,
-           el, t.sent, t.completed, t.verified, t.verify_errors, double(dmsg) / dt, gbps, double(dpkt) / dt / 1e6,
-           t.pkts_tx, t.pkts_rx, t.drops, t.tx_dropped);
+           double(dmsg) / dt, gbps, double(dpkt) / dt / 1e6, t.pkts_tx, t.pkts_rx, t.drops, t.tx_dropped);
     const uint64_t base = opt_.mode == Mode::Recv ? t.completion_writes : t.sent;
     const uint64_t in_flight = base > t.completed ? base - t.completed : 0;
     uint32_t up = 0;
