@@ -167,6 +167,58 @@ TEST_CASE("paths: steered, each path's rate follows its own link: both links car
     CHECK(sum <= 0.6 * before);
 }
 
+namespace {
+// A session's controller and 4 paths bound to it, past slow start (a queue
+// of half the target ended it), 1 s into a 1 GHz clock; packets of 1500 B
+// as the pacer lets them go, and ACKs that echo the newest packet sent at
+// least 60 us before (the path's RTT), its hold the rest of its wait.
+struct Steered {
+    struct Sent {
+        uint64_t at = 0;
+        uint32_t path = 0;
+        uint16_t stamp = 0;
+    };
+    unsigned shift = Congestion::stamp_shift(kHz);
+    CongestionConfig cfg;
+    Congestion cc;
+    TxPaths tp;
+    uint64_t now = 1000000 * kUs;
+    std::deque<Sent> sent; // the newest 64
+
+    explicit Steered(double ai_bps_per_ms) {
+        cfg.tsc_hz = kHz;
+        cfg.ai_bps_per_ms = ai_bps_per_ms;
+        cc.init(cfg, shift, now);
+        tp.init(4, 50000, kHz, shift);
+        tp.bind(&cc, cfg.target_us, cfg.beta, cfg.max_md, cfg.ai_bps_per_ms, cfg.min_bps);
+        cc.on_rtt(now, 60 * kUs);
+        cc.on_rtt(now + 10 * kUs, 60 * kUs + cfg.target_us * kUs);
+        REQUIRE_FALSE(cc.slow_start());
+    }
+    // What the pacer lets go now, each packet given to `each`.
+    template <class F> void send(F&& each) {
+        while (cc.may_send(now)) {
+            const uint32_t p = tp.choose(now);
+            tp.sent(p, 1, false);
+            cc.sent(now, 1500);
+            sent.push_back({now, p, tp.stamp(static_cast<uint16_t>(now >> shift), p)});
+            if (sent.size() > 64)
+                sent.pop_front();
+            each(sent.back());
+        }
+    }
+    void echo(const Sent& s) { tp.on_echo(now, s.stamp, static_cast<uint32_t>(now - s.at - 60 * kUs)); }
+    // An ACK now, echoing the newest packet that arrived and that `ok` takes.
+    template <class F> void ack(F&& ok) {
+        for (auto it = sent.rbegin(); it != sent.rend(); ++it)
+            if (it->at + 60 * kUs <= now && ok(*it)) {
+                echo(*it);
+                return;
+            }
+    }
+};
+} // namespace
+
 // A case-c run of multipath.sh (2026-12-05) read 512 Mbit/s: the paths of
 // one overloaded link lost 13-96% of their packets, and their rates were
 // never cut. Their windows held no samples to judge (a path whose packets
@@ -174,62 +226,31 @@ TEST_CASE("paths: steered, each path's rate follows its own link: both links car
 // queue. Heavy loss cuts a path once per loss window, samples or not.
 TEST_CASE("paths: steered, a path that loses a quarter of its packets and echoes none is cut all the same",
           "[paths]") {
-    const unsigned shift = Congestion::stamp_shift(kHz);
-    CongestionConfig cfg;
-    cfg.tsc_hz = kHz;
-    cfg.ai_bps_per_ms = 0; // no increase: each rate moves by its own cuts alone
-    Congestion cc;
-    uint64_t now = 1000000 * kUs;
-    cc.init(cfg, shift, now);
-    TxPaths tp;
-    tp.init(4, 50000, kHz, shift);
-    tp.bind(&cc, cfg.target_us, cfg.beta, cfg.max_md, cfg.ai_bps_per_ms, cfg.min_bps);
-    // The controller leaves slow start: a queue of half its target.
-    cc.on_rtt(now, 60 * kUs);
-    cc.on_rtt(now + 10 * kUs, 60 * kUs + cfg.target_us * kUs);
-    REQUIRE_FALSE(cc.slow_start());
-    struct Sent {
-        uint64_t at;
-        uint32_t path;
-        uint16_t stamp;
-    };
-    std::deque<Sent> sent;
+    Steered s(0); // no increase: each rate moves by its own cuts alone
     double start0 = 0;
     uint32_t on0 = 0;
-    const uint64_t end = now + 2000000 * kUs;
-    for (uint64_t k = 0; now < end; k++, now += 100 * kUs) {
-        while (cc.may_send(now)) { // paced: each path at its rate
-            const uint32_t p = tp.choose(now);
-            if (start0 == 0 && tp.view(0).rate_bps > 0)
-                start0 = tp.view(0).rate_bps; // steering began
-            tp.sent(p, 1, false);
-            cc.sent(now, 1500);
-            sent.push_back({now, p, tp.stamp(static_cast<uint16_t>(now >> shift), p)});
-            if (p == 0 && on0++ % 4 == 0)
-                tp.on_lost(now, 0, 1); // path 0 loses one packet in 4
-        }
-        if (k % 2 != 0)
-            continue;
-        // An ACK echoing the newest packet of 60 us ago or more that was
-        // not path 0's: no queue anywhere.
-        while (sent.size() > 64)
-            sent.pop_front();
-        for (auto it = sent.rbegin(); it != sent.rend(); ++it)
-            if (it->path != 0 && it->at + 60 * kUs <= now) {
-                tp.on_echo(now, it->stamp, static_cast<uint32_t>(now - it->at - 60 * kUs));
-                break;
-            }
+    const uint64_t end = s.now + 2000000 * kUs;
+    for (uint64_t k = 0; s.now < end; k++, s.now += 100 * kUs) {
+        s.send([&](const Steered::Sent& x) {
+            if (start0 == 0 && s.tp.view(0).rate_bps > 0)
+                start0 = s.tp.view(0).rate_bps; // steering began
+            if (x.path == 0 && on0++ % 4 == 0)
+                s.tp.on_lost(s.now, 0, 1); // path 0 loses one packet in 4
+        });
+        if (k % 2 == 0)
+            s.ack([](const Steered::Sent& x) { return x.path != 0; }); // no queue anywhere
     }
-    INFO("path 0: " << start0 / 1e6 << " Mbit/s when steering began, " << tp.view(0).rate_bps / 1e6 << " now, "
-                    << tp.view(0).cuts << " cuts, " << tp.view(0).lost << " lost of " << tp.view(0).sent);
+    const PathView v0 = s.tp.view(0);
+    INFO("path 0: " << start0 / 1e6 << " Mbit/s when steering began, " << v0.rate_bps / 1e6 << " now, " << v0.cuts
+                    << " cuts, " << v0.lost << " lost of " << v0.sent);
     REQUIRE(start0 > 0);
-    CHECK_FALSE(tp.view(0).dead); // a quarter lost: not dead
-    CHECK(tp.view(0).samples == 0);
-    CHECK(tp.view(0).rate_bps < 0.5 * start0);
+    CHECK_FALSE(v0.dead); // a quarter lost: not dead
+    CHECK(v0.samples == 0);
+    CHECK(v0.rate_bps < 0.5 * start0);
     for (uint32_t p = 1; p < 4; p++) {
         INFO("path " << p);
-        CHECK(tp.view(p).cuts == 0);
-        CHECK(tp.view(p).rate_bps == Approx(start0));
+        CHECK(s.tp.view(p).cuts == 0);
+        CHECK(s.tp.view(p).rate_bps == Approx(start0));
     }
 }
 
@@ -239,70 +260,41 @@ TEST_CASE("paths: steered, a path that loses a quarter of its packets and echoes
 // packets. Revived, a path starts from a quarter of a mean rate and earns
 // its step for its window's time, at most 8 ms of it.
 TEST_CASE("paths: steered, a dead path that lives again starts low and climbs like the others", "[paths]") {
-    const unsigned shift = Congestion::stamp_shift(kHz);
-    CongestionConfig cfg;
-    cfg.tsc_hz = kHz;
-    Congestion cc;
-    uint64_t now = 1000000 * kUs;
-    cc.init(cfg, shift, now);
-    TxPaths tp;
-    tp.init(4, 50000, kHz, shift);
-    tp.bind(&cc, cfg.target_us, cfg.beta, cfg.max_md, cfg.ai_bps_per_ms, cfg.min_bps);
-    cc.on_rtt(now, 60 * kUs);
-    cc.on_rtt(now + 10 * kUs, 60 * kUs + cfg.target_us * kUs);
-    REQUIRE_FALSE(cc.slow_start());
-    struct Sent {
-        uint64_t at;
-        uint32_t path;
-        uint16_t stamp;
-    };
-    std::deque<Sent> sent;
-    Sent probe{0, 0, 0};
+    Steered s(CongestionConfig{}.ai_bps_per_ms);
+    Steered::Sent probe;
     bool killed = false, revived = false;
     uint32_t on0 = 0;
     double worst = 0; // path 0's rate against the others' largest, once revived
-    const uint64_t end = now + 300000 * kUs;
-    for (uint64_t k = 0; now < end; k++, now += 100 * kUs) {
-        while (cc.may_send(now)) {
-            const uint32_t p = tp.choose(now);
-            tp.sent(p, 1, false);
-            cc.sent(now, 1500);
-            const Sent s{now, p, tp.stamp(static_cast<uint16_t>(now >> shift), p)};
-            sent.push_back(s);
-            if (p == 0 && tp.dead(0))
-                probe = s;
-            if (p == 0 && !killed && ++on0 == 64) { // 50 ms in or so: all its packets lost at once
-                tp.on_lost(now, 0, 64);
-                killed = tp.dead(0);
+    const uint64_t end = s.now + 300000 * kUs;
+    for (uint64_t k = 0; s.now < end; k++, s.now += 100 * kUs) {
+        s.send([&](const Steered::Sent& x) {
+            if (x.path == 0 && s.tp.dead(0))
+                probe = x;
+            if (x.path == 0 && !killed && ++on0 == 64) { // 50 ms in or so: all its packets lost at once
+                s.tp.on_lost(s.now, 0, 64);
+                killed = s.tp.dead(0);
                 REQUIRE(killed);
             }
-        }
-        if (probe.at != 0 && probe.at + 60 * kUs <= now) { // its probe gets through
-            tp.on_echo(now, probe.stamp, static_cast<uint32_t>(now - probe.at - 60 * kUs));
+        });
+        if (probe.at != 0 && probe.at + 60 * kUs <= s.now) { // its probe gets through
+            s.echo(probe);
             probe.at = 0;
-            revived = !tp.dead(0);
+            revived = !s.tp.dead(0);
         }
-        if (k % 2 == 0) {
-            while (sent.size() > 64)
-                sent.pop_front();
-            for (auto it = sent.rbegin(); it != sent.rend(); ++it)
-                if (it->at + 60 * kUs <= now && !(it->path == 0 && tp.dead(0))) {
-                    tp.on_echo(now, it->stamp, static_cast<uint32_t>(now - it->at - 60 * kUs));
-                    break;
-                }
-        }
+        if (k % 2 == 0)
+            s.ack([&](const Steered::Sent& x) { return !(x.path == 0 && s.tp.dead(0)); });
         if (revived) {
             double others = 0;
             for (uint32_t p = 1; p < 4; p++)
-                others = std::max(others, tp.view(p).rate_bps);
-            worst = std::max(worst, tp.view(0).rate_bps / others);
+                others = std::max(others, s.tp.view(p).rate_bps);
+            worst = std::max(worst, s.tp.view(0).rate_bps / others);
         }
     }
     INFO("path 0's rate against the others' largest, at worst, once revived: " << worst << "; session "
-                                                                               << cc.rate_bps() / 1e6 << " Mbit/s");
+                                                                               << s.cc.rate_bps() / 1e6 << " Mbit/s");
     REQUIRE(killed);
     REQUIRE(revived);
-    CHECK(tp.view(0).deaths == 1);
+    CHECK(s.tp.view(0).deaths == 1);
     CHECK(worst <= 1.0);
-    CHECK(cc.rate_bps() < 5e9); // 300 ms of additive steps from ~25 Mbit/s: about 1.5 Gbit/s
+    CHECK(s.cc.rate_bps() < 5e9); // 300 ms of additive steps from ~25 Mbit/s: about 1.5 Gbit/s
 }
