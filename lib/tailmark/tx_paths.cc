@@ -209,7 +209,8 @@ void TxPaths::on_echo(uint64_t now, uint16_t echo, uint32_t hold_ns) {
     // left after the last silence ended): near what a shallow bottleneck
     // holds, so cut now, not at the window's end, as the session's
     // controller does (congestion.h).
-    if (steering_ && base_ != UINT64_MAX && now - rtt > stall_end_ && r > base_ + 8 * target_ && now - x.cut_at > x.srtt) {
+    const bool flowing = now - rtt > stall_end_;
+    if (steering_ && base_ != UINT64_MAX && flowing && r > base_ + 8 * target_ && now - x.cut_at > x.srtt) {
         const double was = x.weight;
         x.weight = std::max(x.weight * (1 - max_md_), floor_);
         total_ -= was - x.weight;
@@ -409,12 +410,12 @@ void TxPaths::steer(uint64_t now) {
         x.fresh = 0;
         if (x.dead)
             continue;
-        // Heavy loss: congestion whatever the delay says, judged without
-        // samples (a path whose packets are lost echoes none), once per
-        // loss window. Only after the window's samples could not be had
-        // or trusted: under CPU contention the stalls discount every
-        // queue, and an overloaded link's paths lost 13-96% of their
-        // packets, uncut, in a case-c run (512 Mbit/s).
+        // Heavy loss: congestion whatever the delay says, judged first and
+        // without samples (a path whose packets are lost echoes none), once
+        // per loss window. Judged only with its window's samples, and with
+        // the stalls of shared CPUs discounting every queue, an overloaded
+        // link's paths lost 13-96% of their packets, uncut, in a case-c
+        // run (512 Mbit/s).
         if (x.loss_news) {
             x.loss_news = false;
             if (x.loss > kHeavyLoss) {
@@ -433,8 +434,8 @@ void TxPaths::steer(uint64_t now) {
         if (stalled)
             q = q > gap_ ? q - gap_ : 0;
         if (q > target_) {
-            const double md = std::min(max_md_, beta_ * static_cast<double>(q - target_) / static_cast<double>(x.win_min));
-            x.weight *= 1 - md;
+            const double excess = static_cast<double>(q - target_) / static_cast<double>(x.win_min);
+            x.weight *= 1 - std::min(max_md_, beta_ * excess);
             x.cut_at = now;
             x.cuts++;
         } else if (limited) {
