@@ -111,36 +111,9 @@ struct FlowState {
     uint64_t consumed = 0, verified = 0, errors = 0, bytes = 0;
 };
 
-} // namespace
-
-int main(int argc, char** argv) {
-    int dash = argc;
-    for (int i = 1; i < argc; i++)
-        if (strcmp(argv[i], "--") == 0) {
-            dash = i;
-            break;
-        }
-    Args a;
-    const int pr = parse(argc - (dash < argc ? dash + 1 : argc), argv + (dash < argc ? dash + 1 : argc), a);
-    if (pr != 0)
-        return pr == 1 ? 0 : 2;
-    std::vector<char*> eal(argv, argv + dash);
-    eal.push_back(nullptr);
-    if (rte_eal_init(dash, eal.data()) < 0) {
-        fprintf(stderr, "tailmark-consumer: EAL initialisation failed: %s (is tailmarkd running with this "
-                        "--file-prefix, and --proc-type=secondary given?)\n",
-                rte_strerror(rte_errno));
-        return 1;
-    }
-    if (rte_eal_process_type() != RTE_PROC_SECONDARY)
-        fprintf(stderr, "tailmark-consumer: warning: not a secondary process; no daemon's rings to find\n");
-    struct sigaction sa {};
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, nullptr);
-    sigaction(SIGTERM, &sa, nullptr);
-
+// Each flow's ring, as the daemon makes it (waiting up to --attach-timeout).
+int attach_all(const Args& a, std::vector<FlowState>& fs) {
     int rc = 0;
-    std::vector<FlowState> fs(a.flows);
     const uint64_t hz = rte_get_tsc_hz();
     const uint64_t attach_deadline = rte_rdtsc() + static_cast<uint64_t>(a.attach_timeout * double(hz));
     for (uint32_t f = 0; f < a.flows && rc == 0; f++) {
@@ -160,10 +133,15 @@ int main(int argc, char** argv) {
         }
     }
     fflush(stdout);
+    return rc;
+}
 
+// Consumes, verifies and releases until every flow is done (--messages,
+// --until) or a signal.
+void consume(const Args& a, std::vector<FlowState>& fs) {
     uint32_t done_flows = 0;
     const bool limited = a.messages != 0 || a.until != 0;
-    while (rc == 0 && !g_quit.load(std::memory_order_relaxed) && (!limited || done_flows < a.flows)) {
+    while (!g_quit.load(std::memory_order_relaxed) && (!limited || done_flows < a.flows)) {
         bool work = false;
         done_flows = 0;
         for (uint32_t f = 0; f < a.flows; f++) {
@@ -195,6 +173,10 @@ int main(int argc, char** argv) {
             rte_pause();
     }
 
+}
+
+// The totals, each flow's range, and --summary-json; rc as it stands after.
+int report(const Args& a, const std::vector<FlowState>& fs, int rc) {
     uint64_t consumed = 0, verified = 0, errors = 0, bytes = 0;
     for (uint32_t f = 0; f < a.flows; f++) {
         const FlowState& s = fs[f];
@@ -235,6 +217,42 @@ int main(int argc, char** argv) {
                 rc = 1;
         }
     }
+    return rc;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+    int dash = argc;
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--") == 0) {
+            dash = i;
+            break;
+        }
+    Args a;
+    const int pr = parse(argc - (dash < argc ? dash + 1 : argc), argv + (dash < argc ? dash + 1 : argc), a);
+    if (pr != 0)
+        return pr == 1 ? 0 : 2;
+    std::vector<char*> eal(argv, argv + dash);
+    eal.push_back(nullptr);
+    if (rte_eal_init(dash, eal.data()) < 0) {
+        fprintf(stderr, "tailmark-consumer: EAL initialisation failed: %s (is tailmarkd running with this "
+                        "--file-prefix, and --proc-type=secondary given?)\n",
+                rte_strerror(rte_errno));
+        return 1;
+    }
+    if (rte_eal_process_type() != RTE_PROC_SECONDARY)
+        fprintf(stderr, "tailmark-consumer: warning: not a secondary process; no daemon's rings to find\n");
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, nullptr);
+    sigaction(SIGTERM, &sa, nullptr);
+
+    std::vector<FlowState> fs(a.flows);
+    int rc = attach_all(a, fs);
+    if (rc == 0)
+        consume(a, fs);
+    rc = report(a, fs, rc);
     fflush(stdout);
     fs.clear(); // detach (not owning: the daemon's memzones stay)
     rte_eal_cleanup();
