@@ -60,7 +60,7 @@ struct CongestionConfig {
     uint64_t target_us = 500;   // queueing delay tolerated above the base RTT
     uint64_t interval_us = 500; // the shortest control interval
     double ai_bps_per_ms = 5e6; // additive increase, per ms of time rate-limited without congestion
-    double beta = 0.8;          // decrease per unit of relative excess delay
+    double beta = 0.4;          // decrease per unit of relative excess delay (congestion.md: why 0.4)
     double max_md = 0.5;        // the most one decrease takes
     double loss_md = 0.15;      // the decrease on a loss the delay confirms
     uint64_t step_us = 20;      // a pacing step: this long at the current rate (at least 2 packets)

@@ -67,14 +67,12 @@ constexpr double kLossExcess = 0.005;
 // silence off its sample (a time slice, not a queue). A path losing over a
 // tenth of what it carries is congested whatever its delay says.
 constexpr uint64_t kSteerWindowUs = 8000;
-// A path's decrease is half the session controller's for the same queue:
-// the smallest of a path's 2-3 samples is a less sure reading of its queue
-// than the smallest of the session's dozens, and a path's cut is made up
-// only by its part of the additive step. With the controller's beta,
-// tests/integration/multipath.sh carried 667-672 Mbit/s in case a; with
-// half, 679-707 (a quarter: 530-717; fresher windows of 4 samples, or
-// more additive step per path, less; 2026-12-05, 2-4 interleaved runs).
-constexpr double kPathBeta = 0.5;
+// A path's decrease per unit of excess delay is the controller's beta (0.4
+// since 2026-12-05). With 0.8, the controller's before, case a of
+// tests/integration/multipath.sh carried 667-672 Mbit/s against 679-708 at
+// 0.4 (a quarter: 530-717; fresher windows of 4 samples, or more additive
+// step per path, less; 2-4 interleaved runs): a path's cut is made up only
+// by its part of the additive step.
 constexpr uint64_t kStallUs = 1000;
 constexpr double kHeavyLoss = 0.1;
 constexpr double kHeavyLossMd = 0.15;
@@ -108,7 +106,7 @@ void TxPaths::bind(Congestion* cc, uint64_t target_us, double beta, double max_m
     cc_ = cc;
     steering_ = false;
     target_ = us(target_us);
-    beta_ = beta * kPathBeta;
+    beta_ = beta;
     max_md_ = max_md;
     ai_ = ai_bps_per_ms;
     min_bps_ = min_bps;

@@ -104,11 +104,11 @@ TEST_CASE("control law: slow start doubles, a queue above the target cuts in pro
     CHECK(cc.on_rtt(1 + 1300 * kUs, 1200 * kUs) == CcEvent::None);
     CHECK(cc.rate_bps() == 200e6);
     // Sent after it, and the queue still 900 us (target 500): rate x (1 -
-    // 0.8 x 400/1000), the interval (500 us) being over and its samples
+    // beta x 400/1000), the interval (500 us) being over and its samples
     // spanning 100 us (one sample alone does not decide).
     CHECK(cc.on_rtt(1 + 1800 * kUs, 1000 * kUs) == CcEvent::None);
     CHECK(cc.on_rtt(1 + 1900 * kUs, 1000 * kUs) == CcEvent::Decrease);
-    CHECK(cc.rate_bps() == Approx(200e6 * (1 - 0.8 * 400.0 / 1000.0)));
+    CHECK(cc.rate_bps() == Approx(200e6 * (1 - CongestionConfig{}.beta * 400.0 / 1000.0)));
 }
 
 TEST_CASE("control law: slow start ends at the first sample with a queue of half the target, halved",
