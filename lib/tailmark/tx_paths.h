@@ -41,7 +41,7 @@ struct PathView {
     double srtt_us = 0;   // smoothed RTT (0: no sample)
     double share = 0;     // its share of new packets now (0: dead)
     double rate_bps = 0;  // its rate, once the session's is its paths' sum (0: not yet)
-    uint64_t cuts = 0;    // decreases of its rate on its own queue
+    uint64_t cuts = 0;    // decreases of its rate on its own queue (steered, the session's controller counts none)
     bool dead = false;
 };
 
