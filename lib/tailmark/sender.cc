@@ -153,8 +153,7 @@ bool Sender::install(SendFlow* f) {
                    ? paths_for(link, *f)
                    : nullptr;
     if (f->paths != nullptr && f->cc != nullptr) // its paths' rates make the session's (tx_paths.h)
-        f->paths->bind(f->cc, cfg_.cc.target_us, cfg_.cc.beta, cfg_.cc.max_md, cfg_.cc.ai_bps_per_ms,
-                       cfg_.cc.min_bps);
+        f->paths->bind(f->cc, cfg_.cc);
     return true;
 }
 

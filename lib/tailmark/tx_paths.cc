@@ -99,17 +99,39 @@ void TxPaths::init(uint32_t n, uint16_t base_port, uint64_t tsc_hz, unsigned sta
     total_ = n_;
 }
 
-void TxPaths::bind(Congestion* cc, uint64_t target_us, double beta, double max_md, double ai_bps_per_ms,
-                   double min_bps) {
+void TxPaths::bind(Congestion* cc, const CongestionConfig& cfg) {
     if (cc_ == cc)
         return;
     cc_ = cc;
     steering_ = false;
-    target_ = us(target_us);
-    beta_ = beta;
-    max_md_ = max_md;
-    ai_ = ai_bps_per_ms;
-    min_bps_ = min_bps;
+    target_ = us(cfg.target_us);
+    beta_ = cfg.beta;
+    max_md_ = cfg.max_md;
+    ai_ = cfg.ai_bps_per_ms;
+    min_bps_ = cfg.min_bps;
+}
+
+// A path's control window opens afresh (its samples from now on).
+void TxPaths::open_window(Path& x, uint64_t now) {
+    x.win_min = UINT64_MAX;
+    x.win_n = 0;
+    x.win_start = now;
+}
+
+// A steered path's rate cut to `keep` of itself; samples of packets sent
+// before now no longer count.
+void TxPaths::cut(Path& x, uint64_t now, double keep) {
+    x.weight *= keep;
+    x.cut_at = now;
+    x.cuts++;
+    open_window(x, now);
+}
+
+// Every path's rate, and so the session's, times k.
+void TxPaths::scale(double k) {
+    for (uint32_t p = 0; p < n_; p++)
+        path_[p].weight *= k;
+    total_ *= k;
 }
 
 uint32_t TxPaths::choose(uint64_t now, uint32_t avoid) {
@@ -210,13 +232,9 @@ void TxPaths::on_echo(uint64_t now, uint16_t echo, uint32_t hold_ns) {
     const bool flowing = now - rtt > stall_end_;
     if (steering_ && base_ != UINT64_MAX && flowing && r > base_ + 8 * target_ && now - x.cut_at > x.srtt) {
         const double was = x.weight;
-        x.weight = std::max(x.weight * (1 - max_md_), floor_);
+        cut(x, now, 1 - max_md_);
+        x.weight = std::max(x.weight, floor_);
         total_ -= was - x.weight;
-        x.cut_at = now;
-        x.cuts++;
-        x.win_min = UINT64_MAX;
-        x.win_n = 0;
-        x.win_start = now;
         cc_->steer(total_);
         told_bps_ = cc_->rate_bps();
     }
@@ -279,9 +297,8 @@ void TxPaths::revive(uint64_t now, uint32_t p) {
     x.win_sent = x.win_lost = x.prev_sent = x.prev_lost = 0;
     x.srtt = 0;
     x.fresh = 0;
-    x.win_min = UINT64_MAX;
-    x.win_n = 0;
-    x.win_start = x.cut_at = now;
+    x.cut_at = now;
+    open_window(x, now);
     total_ += x.weight;
     alive_++;
 }
@@ -370,9 +387,8 @@ void TxPaths::start_steering(uint64_t now) {
         if (x.dead)
             continue;
         x.weight = total_ > 0 ? r * x.weight / total_ : r / alive_;
-        x.win_min = UINT64_MAX;
-        x.win_n = 0;
-        x.win_start = x.cut_at = now;
+        x.cut_at = now;
+        open_window(x, now);
     }
     total_ = r;
     told_bps_ = r;
@@ -387,11 +403,8 @@ void TxPaths::steer(uint64_t now) {
     // The controller moved its rate since we set it: a timeout's cut, or
     // its undoing. Every path takes it.
     const double cur = cc_->rate_bps();
-    if (told_bps_ > 0 && total_ > 0 && (cur < told_bps_ * 0.999 || cur > told_bps_ * 1.001)) {
-        for (uint32_t p = 0; p < n_; p++)
-            path_[p].weight *= cur / told_bps_;
-        total_ *= cur / told_bps_;
-    }
+    if (told_bps_ > 0 && total_ > 0 && (cur < told_bps_ * 0.999 || cur > told_bps_ * 1.001))
+        scale(cur / told_bps_);
     // Only while the rate limits: a session that sends less must not earn
     // a rate it never tried (as the controller's increase).
     const double dt_s = static_cast<double>(now - last_steer_) / static_cast<double>(tsc_hz_);
@@ -417,12 +430,7 @@ void TxPaths::steer(uint64_t now) {
         if (x.loss_news) {
             x.loss_news = false;
             if (x.loss > kHeavyLoss) {
-                x.weight *= 1 - kHeavyLossMd;
-                x.cut_at = now;
-                x.cuts++;
-                x.win_min = UINT64_MAX;
-                x.win_n = 0;
-                x.win_start = now;
+                cut(x, now, 1 - kHeavyLossMd);
                 continue;
             }
         }
@@ -433,19 +441,17 @@ void TxPaths::steer(uint64_t now) {
             q = q > gap_ ? q - gap_ : 0;
         if (q > target_) {
             const double excess = static_cast<double>(q - target_) / static_cast<double>(x.win_min);
-            x.weight *= 1 - std::min(max_md_, beta_ * excess);
-            x.cut_at = now;
-            x.cuts++;
-        } else if (limited) {
+            cut(x, now, 1 - std::min(max_md_, beta_ * excess));
+            continue;
+        }
+        if (limited) {
             // Its part of the additive step for the window's time, at most
             // kSteerWindowUs of it: a window that waited long for its
             // samples earns no more than one that filled in time.
             const uint64_t t = std::min(now - x.win_start, us(kSteerWindowUs));
             x.weight += ai_ / alive_ * static_cast<double>(t) * 1000 / static_cast<double>(tsc_hz_);
         }
-        x.win_min = UINT64_MAX;
-        x.win_n = 0;
-        x.win_start = now;
+        open_window(x, now);
     }
     // A floor, so that every live path is still measured.
     floor_ = std::max(alive_ ? min_bps_ / alive_ : 0, kMinWeight * mean);
@@ -460,11 +466,8 @@ void TxPaths::steer(uint64_t now) {
     cap_lossy();
     cc_->steer(total_);
     told_bps_ = cc_->rate_bps();
-    if (total_ > 0 && told_bps_ != total_) { // the controller's floor or ceiling
-        for (uint32_t p = 0; p < n_; p++)
-            path_[p].weight *= told_bps_ / total_;
-        total_ = told_bps_;
-    }
+    if (total_ > 0 && told_bps_ != total_) // the controller's floor or ceiling
+        scale(told_bps_ / total_);
     sent_mark_ = cc_->sent_bytes();
     last_steer_ = now;
     gap_ = 0;

@@ -23,9 +23,9 @@
 
 #include <cstdint>
 
-namespace tailmark {
+#include "tailmark/congestion.h"
 
-class Congestion;
+namespace tailmark {
 
 // One path as summaries and the shell see it.
 struct PathView {
@@ -54,12 +54,12 @@ public:
     // n paths (2..kMax), the first one's UDP source port base (host order),
     // and the Sender's clock: its TSC rate and stamp shift (congestion.h).
     void init(uint32_t n, uint16_t base_port, uint64_t tsc_hz, unsigned stamp_shift);
-    // The session's controller (its flows share it), with its settings:
-    // once it leaves slow start, each path has a rate of its own, moved by
-    // its own queue, and the session's is their sum (steer()). Unbound, the
-    // paths only share out the session's rate (weights, rebalance()).
-    void bind(Congestion* cc, uint64_t target_us, double beta, double max_md, double ai_bps_per_ms,
-              double min_bps);
+    // The session's controller (its flows share it), and its settings (the
+    // same law per path): once it leaves slow start, each path has a rate of
+    // its own, moved by its own queue, and the session's is their sum
+    // (steer()). Unbound, the paths only share out the session's rate
+    // (weights, rebalance()).
+    void bind(Congestion* cc, const CongestionConfig& cfg);
     uint32_t count() const { return n_; }
     // Path p's UDP source port (host order): base + p in the ephemeral range.
     uint16_t port(uint32_t p) const { return port_[p]; }
@@ -125,6 +125,9 @@ private:
     void rebalance(uint64_t now);
     void steer(uint64_t now);
     void cap_lossy();
+    void open_window(Path& x, uint64_t now);
+    void cut(Path& x, uint64_t now, double keep);
+    void scale(double k);
     void start_steering(uint64_t now);
     void kill(uint64_t now, uint32_t p);
     void revive(uint64_t now, uint32_t p);

@@ -91,7 +91,7 @@ TEST_CASE("paths: steered, each path's rate follows its own link: both links car
     cc.init(cfg, shift, now);
     TxPaths tp;
     tp.init(8, 50000, kHz, shift);
-    tp.bind(&cc, cfg.target_us, cfg.beta, cfg.max_md, cfg.ai_bps_per_ms, cfg.min_bps);
+    tp.bind(&cc, cfg);
     constexpr uint32_t kBytes = 1500;
     constexpr double kLinkBps = 100e6;
     const uint64_t per_pkt = static_cast<uint64_t>(kBytes * 8 / kLinkBps * kHz); // 120 us
@@ -190,7 +190,7 @@ struct Steered {
         cfg.ai_bps_per_ms = ai_bps_per_ms;
         cc.init(cfg, shift, now);
         tp.init(4, 50000, kHz, shift);
-        tp.bind(&cc, cfg.target_us, cfg.beta, cfg.max_md, cfg.ai_bps_per_ms, cfg.min_bps);
+        tp.bind(&cc, cfg);
         cc.on_rtt(now, 60 * kUs);
         cc.on_rtt(now + 10 * kUs, 60 * kUs + cfg.target_us * kUs);
         REQUIRE_FALSE(cc.slow_start());
