@@ -205,10 +205,11 @@ CAP=$((LINKS * MP_RATE)) # Mbit/s, the 4 links together
 # times a second, and on 2 vCPUs it cost cases a and c 25-45 Mbit/s (2
 # interleaved rounds, 2026-12-05: a 675-680 traced against 706-707, c
 # 613-621 against 645-657).
+# TRACE_FILE is set while a run is traced, and empty otherwise.
 trace_start() {
+    TRACE_FILE=
     [ -n "${MP_TRACE:-}" ] || return 0
-    [ -z "${MP_TRACE_ONLY:-}" ] || [[ " $MP_TRACE_ONLY " == *" $1 "* ]] || { MP_TRACE_OFF=1; return 0; }
-    MP_TRACE_OFF=
+    [ -z "${MP_TRACE_ONLY:-}" ] || [[ " $MP_TRACE_ONLY " == *" $1 "* ]] || return 0
     mkdir -p "$MP_TRACE"
     TRACE_FILE=$MP_TRACE/$1.trace
     touch "$TRACE_FILE.on"
@@ -219,9 +220,9 @@ trace_start() {
     done >"$TRACE_FILE") &
     TRACE_PID=$!
 }
-trace_mark() { [ -n "${MP_TRACE:-}" ] && [ -z "${MP_TRACE_OFF:-}" ] && echo "M $(date +%s%N) $1" >>"$TRACE_FILE.marks"; return 0; }
+trace_mark() { [ -n "${TRACE_FILE:-}" ] && echo "M $(date +%s%N) $1" >>"$TRACE_FILE.marks"; return 0; }
 trace_stop() {
-    [ -n "${MP_TRACE:-}" ] && [ -z "${MP_TRACE_OFF:-}" ] || return 0
+    [ -n "${TRACE_FILE:-}" ] || return 0
     rm -f "$TRACE_FILE.on"
     wait "$TRACE_PID" 2>/dev/null
 }
