@@ -155,8 +155,9 @@ bool make_pools(const PortNeeds& n, Plan& p, PortSet& out, PortError& e) {
     p.rx_ring = af_packet_frame(p.rxi);
     const uint32_t room = std::max({uint32_t(RTE_MBUF_DEFAULT_DATAROOM), RTE_ALIGN_CEIL(n.mtu + kEthLen + 4, 64u),
                                     p.tx_ring, p.rx_ring});
-    const uint64_t queues = p.same ? uint64_t(p.rx_nrxq) + p.rx_ntxq
-                                   : uint64_t(p.tx_nrxq) + out.tx_nq + p.rx_nrxq + p.rx_ntxq;
+    const uint64_t queues = (p.same ? uint64_t(p.rx_nrxq) + p.rx_ntxq
+                                    : uint64_t(p.tx_nrxq) + out.tx_nq + p.rx_nrxq + p.rx_ntxq) +
+                            n.rails.size() * (uint64_t(p.rx_nrxq) + p.rx_ntxq);
     const uint64_t want = queues * 1024 * 2 + uint64_t(rte_lcore_count()) * 512 + 8192;
     std::string err;
     for (int sock : {out.tx_socket, out.rx_socket}) {
@@ -254,6 +255,39 @@ bool open_data_ports(const PortNeeds& n, const Plan& p, PortSetup ps, PortSet& o
     return true;
 }
 
+// The rails beyond the port: each opened as the port is (its queues, MTU,
+// checksums, pool), after the same checks.
+bool open_rails(const PortNeeds& n, const Plan& p, PortSetup ps, PortSet& out, PortError& e) {
+    if (!n.rails.empty() && !p.same) {
+        e = {2, "--rails: each rail sends and receives on its port, so --rx-port must be --tx-port"};
+        return false;
+    }
+    ps.nb_rxq = p.rx_nrxq;
+    ps.nb_txq = p.rx_ntxq;
+    ps.pool = out.rx_pool;
+    for (uint16_t id : n.rails) {
+        rte_eth_dev_info i;
+        std::string err;
+        if (!Port::info(id, i, err)) {
+            e = {2, "--rails: " + err};
+            return false;
+        }
+        if (!queues_fit(n, i, id, p.rx_nrxq, p.rx_ntxq, e))
+            return false;
+        if (af_packet_frame(i) != 0 && af_packet_frame(i) < std::min(p.tx_ring, p.rx_ring)) {
+            e = {2, "--rails: port " + std::to_string(id) + "'s net_af_packet framesz is below the port's"};
+            return false;
+        }
+        auto port = Port::open(id, ps, err);
+        if (!port) {
+            e = {1, "rail port " + std::to_string(id) + ": " + err};
+            return false;
+        }
+        out.rails.push_back(std::move(port));
+    }
+    return true;
+}
+
 } // namespace
 
 // Planned and checked before any port is opened; each step fills `e` where
@@ -266,7 +300,7 @@ bool open_ports(const PortNeeds& n, PortSet& out, PortError& e) {
     if (!check_ports(n, p, out, e) || !make_pools(n, p, out, e))
         return false;
     PortSetup ps;
-    if (!port_setup(n, p, out, ps, e) || !open_data_ports(n, p, ps, out, e))
+    if (!port_setup(n, p, out, ps, e) || !open_data_ports(n, p, ps, out, e) || !open_rails(n, p, ps, out, e))
         return false;
     if (out.rss && !out.rx_port->rss_active()) {
         // The port hashes, but where to cannot be computed here.

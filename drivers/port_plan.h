@@ -32,6 +32,9 @@ struct PortNeeds {
     bool send_only = false;   // it receives no data (no steering between rx lcores)
     bool l4_checksum = false; // UDP checksums (in the NIC where it offers them)
     bool local_loop = false;  // an in-memory loopback port too (net_ring, one queue per rx lcore)
+    // Rails beyond tx_port (== rx_port): ports opened like it, with as many
+    // queues (--rails; the engine's EngineHost::rail_ports).
+    std::vector<uint16_t> rails;
 };
 
 // The ports and pools, and how flows are steered. Owned by the caller, who
@@ -46,6 +49,7 @@ struct PortSet {
     // The in-memory loopback (local_loop): tx queue r arrives on rx queue r;
     // null without one (or without the vdev bus).
     std::unique_ptr<Port> local_port;
+    std::vector<std::unique_ptr<Port>> rails; // PortNeeds::rails, opened
     int tx_socket = 0, rx_socket = 0;
     uint16_t tx_nq = 1;          // tx queues on tx_port
     bool steer_by_queue = false; // net_ring loopback: tx queue q arrives on rx queue q

@@ -98,6 +98,17 @@ Err validate(Options& o) {
             return "--gateway: " + ip_to_string(o.gateway) + " is not another address of --src-ip's subnet " +
                    ip_to_string(o.src_ip & mask) + "/" + std::to_string(o.src_prefix);
     }
+    for (size_t i = 0; i < o.rails.size(); i++) {
+        const Options::Rail& r = o.rails[i];
+        if (o.mode == Mode::Loopback)
+            return "--rails: between two daemons (send, recv, service), not in loopback";
+        if (r.port == o.tx_port || r.ip == o.src_ip)
+            return "--rails: rail " + std::to_string(i + 1) + " repeats --tx-port or --src-ip";
+        for (size_t j = 0; j < i; j++)
+            if (o.rails[j].port == r.port || o.rails[j].ip == r.ip)
+                return "--rails: rails " + std::to_string(j + 1) + " and " + std::to_string(i + 1) +
+                       " share a port or an address";
+    }
     if (o.mode != Mode::Loopback && o.tx_port != o.rx_port)
         return "--rx-port: send and recv modes use one port for data and credits (--tx-port == --rx-port)";
     return {};

@@ -48,6 +48,14 @@ struct Options {
     uint8_t src_prefix = 0;
     uint32_t gateway = 0; // 0: every peer is on the link
     uint32_t src_netmask() const { return src_prefix == 0 ? 0 : ~uint32_t{0} << (32 - src_prefix); }
+    // Rails beyond --tx-port (--rails PORT:IP,...): each a port that sends
+    // and receives with an address of its own; a session stripes its data
+    // over the rails both ends have.
+    struct Rail {
+        uint16_t port = 0;
+        uint32_t ip = 0;
+    };
+    std::vector<Rail> rails;
     uint16_t udp_port = kDefaultUdpPort;
     // The flows' completion key. Not given (key_set false), each session's
     // acceptor draws one (sessions do not share a well-known key); this value

@@ -135,6 +135,12 @@ std::string dump_ini(const Options& o) {
         s << "src-mac = " << mac_text(o.src_mac) << "\n";
     if (o.dst_mac_set)
         s << "dst-mac = " << mac_text(o.dst_mac) << "\n";
+    if (!o.rails.empty()) {
+        s << "rails = ";
+        for (size_t i = 0; i < o.rails.size(); i++)
+            s << (i ? "," : "") << o.rails[i].port << ":" << ip(o.rails[i].ip);
+        s << "\n";
+    }
     s << "src-ip = " << ip(o.src_ip);
     if (o.src_prefix != 0)
         s << "/" << unsigned{o.src_prefix};

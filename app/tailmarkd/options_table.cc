@@ -198,6 +198,34 @@ const OptDef kOpts[] = {
      "the router for peers outside --src-ip's subnet (which it then needs: IP/LEN); its MAC by ARP (default: none, "
      "every peer on the link)",
      [](Options& o, std::string_view v) { return parse_ip(v, o.gateway); }},
+    {"rails", "PORT:IPV4[,...]",
+     "more ports, each with its own address (rails; up to 3): a session's data is striped over the rails both ends "
+     "have, rail i to the peer's rail i, which the handshake names (rails are links: no router between); ACKs "
+     "follow the data, the handshake and keep-alives stay on --tx-port (default: none)",
+     [](Options& o, std::string_view v) -> Err {
+         o.rails.clear();
+         while (!v.empty()) {
+             const size_t comma = v.find(',');
+             const std::string_view item = v.substr(0, comma);
+             v = comma == std::string_view::npos ? std::string_view{} : v.substr(comma + 1);
+             const size_t colon = item.find(':');
+             std::string what = "rail ";
+             what += std::to_string(o.rails.size() + 1);
+             if (colon == std::string_view::npos)
+                 return what + ": give PORT:IPV4";
+             Options::Rail r;
+             uint64_t port;
+             if (Err e = parse_range(item.substr(0, colon), 0, RTE_MAX_ETHPORTS - 1, port, false); !e.empty())
+                 return what + "'s port: " + e;
+             r.port = static_cast<uint16_t>(port);
+             if (Err e = parse_ip(item.substr(colon + 1), r.ip); !e.empty())
+                 return e;
+             if (o.rails.size() == 3)
+                 return "at most 3 rails beside --tx-port";
+             o.rails.push_back(r);
+         }
+         return {};
+     }},
     {"dst-ip", "IPV4", "the peer's IPv4 address (default 198.18.0.2)",
      [](Options& o, std::string_view v) { return parse_ip(v, o.dst_ip); }},
     {"udp-port", "PORT", "UDP destination port of every tailmark packet (default 47474)",

@@ -166,6 +166,13 @@ public:
     const std::vector<LcoreCtx*>& lcores() const { return lcores_; }
     bool senders_busy() const; // any Sender holds a message
     int tx_port_id() const { return tx_port_ ? tx_port_->id() : -1; }
+    // Port p's rail (--rails: 1, 2, ...), 0 when it is none.
+    int rail_of(uint16_t p) const {
+        for (size_t i = 0; i < rails_.size(); i++)
+            if (rails_[i]->id() == p)
+                return static_cast<int>(i + 1);
+        return 0;
+    }
     int rx_port_id() const { return rx_port_ ? rx_port_->id() : -1; }
     int tx_socket() const { return tx_socket_; }
     const Service* service() const { return service_.get(); } // --mode service, else null
@@ -298,6 +305,7 @@ private:
     // rx queue r, polled by rx lcore r) for sessions between applications
     // of this daemon; null elsewhere. Its Senders are the engine's after the port's.
     std::unique_ptr<drivers::Port> local_port_;
+    std::vector<std::unique_ptr<drivers::Port>> rails_; // --rails, after tx_port_
     int tx_socket_ = 0, rx_socket_ = 0;
     bool steer_by_queue_ = false; // net_ring loopback: tx queue q arrives on rx queue q
     bool rss_ = false;

@@ -97,7 +97,13 @@ bool Runtime::make_senders(SetupError& e) {
     h.pool = tx_pool_;
     h.socket = tx_socket_;
     h.rx_socket = rx_socket_;
+    // The rails' packets are built by the same Senders: the UDP checksum in
+    // the NIC only where every rail's port fills it.
     h.tx_udp_checksum_offload = tx_port_->tx_udp_checksum();
+    for (const auto& r : rails_) {
+        h.rail_ports.push_back(r->id());
+        h.tx_udp_checksum_offload = h.tx_udp_checksum_offload && r->tx_udp_checksum();
+    }
     h.handoff = handoff_;
     h.tsc_hz = tsc_hz_;
     h.plane = &plane_;
@@ -254,6 +260,12 @@ void Runtime::make_session_table() {
     tc.max_version = static_cast<uint8_t>(opt_.data_version);
     tc.min_version = opt_.insecure || opt_.data_version == 1 ? kVersion : kVersion2;
     tc.data_auth = opt_.data_auth;
+    tc.nrails = static_cast<uint8_t>(rails_.size());
+    for (size_t i = 0; i < rails_.size(); i++) {
+        tc.rails[i].ip = opt_.rails[i].ip;
+        const rte_ether_addr mac = rails_[i]->mac();
+        memcpy(tc.rails[i].mac, mac.addr_bytes, 6);
+    }
     if (tc.min_version == kVersion && opt_.mode != Mode::Loopback)
         TM_LOG(NOTICE, app, "data version 1 sessions are served (%s): their data packets carry no tag, so any "
                "host that reaches this port can place bytes in them", opt_.insecure ? "--insecure" : "--data-version 1");

@@ -182,7 +182,7 @@ bool Runtime::open_send(FlowCtx& f, AppSession& a, const Session& s, uint16_t i,
     sp.reliable = true;
     sp.report = o.report;
     sp.payload = o.payload;
-    sp.paths = ecfg_.paths;
+    sp.paths = std::max<uint32_t>(ecfg_.paths, s.link->rails); // a path per rail at least
     sp.link = s.link;
     if (const FlowCtx* peer = local_peer_flow(s, i); peer != nullptr && peer->recv != nullptr) {
         sp.local_acked = Receiver::acked_word(peer->recv);

@@ -294,6 +294,20 @@ Results Runtime::results() const {
         for (uint32_t j = 0; j < k; j++)
             r.paths.push_back({i, pv[j]});
     }
+    if (!rails_.empty()) { // rail 0, then the others: each port's own counts
+        for (size_t k = 0; k <= rails_.size(); k++) {
+            const drivers::Port& p = k == 0 ? *tx_port_ : *rails_[k - 1];
+            Results::Rail x;
+            x.port = p.id();
+            if (rte_eth_stats_get(p.id(), &st) == 0) {
+                x.port_tx = st.opackets;
+                x.port_rx = st.ipackets;
+            }
+            r.rails.push_back(x);
+        }
+        for (Sender* s : senders())
+            r.rail_dropped += s->rail_dropped();
+    }
     sum_engine_counters(r);
     sum_cycles(r, t);
     merge_latency(r);

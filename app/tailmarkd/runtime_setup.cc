@@ -111,6 +111,8 @@ bool Runtime::open_ports(SetupError& e) {
     n.send_only = opt_.mode == Mode::Send;
     n.l4_checksum = opt_.udp_checksum;
     n.local_loop = opt_.mode == Mode::Service;
+    for (const Options::Rail& r : opt_.rails)
+        n.rails.push_back(r.port);
     drivers::PortSet ps;
     drivers::PortError pe;
     const bool ok = drivers::open_ports(n, ps, pe);
@@ -122,6 +124,7 @@ bool Runtime::open_ports(SetupError& e) {
     rx_port_owned_ = std::move(ps.rx_port_owned);
     rx_port_ = ps.rx_port;
     local_port_ = std::move(ps.local_port);
+    rails_ = std::move(ps.rails);
     tx_socket_ = ps.tx_socket;
     rx_socket_ = ps.rx_socket;
     tx_nq_ = ps.tx_nq;
@@ -329,6 +332,7 @@ void Runtime::teardown() {
         delete s;
     shims_.clear();
     local_port_.reset();
+    rails_.clear();
     rx_port_owned_.reset();
     tx_port_.reset();
     rx_port_ = nullptr;

@@ -35,7 +35,7 @@ long parse_all_or(cmdline* cl, const char* s, unsigned long limit, const char* w
 }
 
 bool port_in_use(uint16_t p) {
-    return rt().tx_port_id() == p || rt().rx_port_id() == p;
+    return rt().tx_port_id() == p || rt().rx_port_id() == p || rt().rail_of(p) > 0;
 }
 
 // Messages of flow f whose completion flag is set and not yet consumed (message mode).
@@ -147,9 +147,13 @@ void cmd_port_info_parsed(void* res, cmdline* cl, void*) {
     OUT("  MTU: %u\n  Promiscuous mode: %s\n", mtu, rte_eth_promiscuous_get(p) == 1 ? "enabled" : "disabled");
     OUT("  Current number of RX queues: %u (max %u)\n  Current number of TX queues: %u (max %u)\n",
         di.nb_rx_queues, di.max_rx_queues, di.nb_tx_queues, di.max_tx_queues);
-    OUT("  Used by tailmarkd: %s\n", port_in_use(p) ? (rt().tx_port_id() == p && rt().rx_port_id() == p ? "tx and rx"
-                                                      : rt().tx_port_id() == p ? "tx" : "rx")
-                                                   : "no");
+    if (rt().rail_of(p) > 0)
+        OUT("  Used by tailmarkd: rail %d (tx and rx)\n", rt().rail_of(p));
+    else
+        OUT("  Used by tailmarkd: %s\n", port_in_use(p) ? (rt().tx_port_id() == p && rt().rx_port_id() == p
+                                                              ? "tx and rx"
+                                                              : rt().tx_port_id() == p ? "tx" : "rx")
+                                                       : "no");
 }
 cmdline_parse_inst_t cmd_port_info = {
     .f = cmd_port_info_parsed,

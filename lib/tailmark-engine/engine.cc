@@ -116,6 +116,11 @@ bool Engine::make(EngineError& err) {
         return false;
     }
     memset(sender_of_, kNoSender, 65536);
+    if (host_.rail_ports.size() >= kMaxRails || (!host_.rail_ports.empty() && host_.tx_port != host_.rx_port)) {
+        err = {false,
+               "at most " + std::to_string(kMaxRails - 1) + " rails beside the port, each sending and receiving"};
+        return false;
+    }
     if (!make_senders(err) || !make_receivers(err))
         return false;
     for (unsigned l : host_.app_lcores)
@@ -175,6 +180,13 @@ bool Engine::add_sender(TxRole& c, uint16_t port, uint16_t q, bool local, Engine
     if (!local) {
         sc.udp_checksum_offload = host_.tx_udp_checksum_offload;
         sc.arrival_field = rx_tsc_field_; // the ACKs' earliest arrival (Receiver::route)
+        sc.rails = 1 + static_cast<uint32_t>(host_.rail_ports.size());
+        sc.rail_ports[0] = port;
+        for (uint32_t i = 0; i + 1 < sc.rails; i++)
+            sc.rail_ports[i + 1] = host_.rail_ports[i];
+        for (uint32_t i = 0; i < sc.rails; i++)
+            rte_eth_macaddr_get(sc.rail_ports[i], &sc.rail_macs[i]);
+        sc.paths = std::max(sc.paths, sc.rails); // a path per rail at least
     }
     sc.max_flows = 65536 / host_.tx_queues + 1;
     sc.name = sname.c_str();
@@ -219,6 +231,9 @@ bool Engine::make_receivers(EngineError& err) {
             c->local_port = static_cast<uint16_t>(host_.local_port);
             c->local_queue = static_cast<uint16_t>(r);
         }
+        c->rails = static_cast<uint8_t>(host_.rail_ports.size());
+        for (uint32_t i = 0; i < c->rails; i++)
+            c->rail_ports[i] = host_.rail_ports[i];
         l->rx = c;
         c->away = us_to_tsc(tsc_hz_, kAwayUs);
         c->rx_tsc_field = rx_tsc_field_;
@@ -232,6 +247,10 @@ bool Engine::make_receivers(EngineError& err) {
         rc.routes.nsenders = static_cast<uint32_t>(senders_.size());
         rc.routes.control = control_in_;
         rc.routes.ctl_out = senders_[r % port_senders_]->ctl_out(); // its ACKs and NACKs to remote peers: the port's
+        rc.rails = 1 + static_cast<uint32_t>(host_.rail_ports.size());
+        rc.rail_ports[0] = host_.rx_port;
+        for (uint32_t i = 0; i + 1 < rc.rails; i++)
+            rc.rail_ports[i + 1] = host_.rail_ports[i];
         if (host_.handoff) {
             moves_.fill(rc.routes);
             rc.routes.nreceivers = R;

@@ -38,6 +38,15 @@ bool rx_step(RxCtx& c, uint64_t now) {
             now = drivers::rx_tsc(pkts[0], c.rx_tsc_field);
         c.receiver->rx_burst(pkts, n, now, since); // frees or routes the burst
     }
+    // The other rails: a session's packets come by any of them.
+    for (uint32_t r = 0; r < c.rails; r++) {
+        const uint16_t k = rte_eth_rx_burst(c.rail_ports[r], c.queue, pkts, burst);
+        if (k != 0) {
+            bump(c.pkts_rx, k);
+            c.receiver->rx_burst(pkts, k, c.rx_tsc_field >= 0 ? drivers::rx_tsc(pkts[0], c.rx_tsc_field) : now);
+            n += k;
+        }
+    }
     // Sessions between applications of this process: their frames come over
     // the in-memory loopback, placed by the same Receiver as the wire's.
     if (c.local_port != kNoPort) {

@@ -190,12 +190,13 @@ constexpr uint32_t P = kSessionFixedLen; // where a type's own fields start
 constexpr uint32_t kParamsLen = 48;      // CONNECT, ACCEPT: before the overrides
 constexpr uint32_t kReasonLen = 24;      // REFUSE, RESET
 constexpr uint32_t kCookieLen = 8;       // RETRY
+constexpr uint32_t kRailLen = 12;        // CONNECT, ACCEPT: per rail after the first
 } // namespace
 
 uint32_t session_body_len(const SessionMsg& s) {
     uint32_t n = kSessionFixedLen;
     if (has_params(s.type))
-        n += kParamsLen + 8u * s.noverrides;
+        n += kParamsLen + 8u * s.noverrides + kRailLen * s.nrails;
     else if (has_reason(s.type))
         n += kReasonLen;
     else if (s.type == SessionType::Retry)
@@ -205,7 +206,7 @@ uint32_t session_body_len(const SessionMsg& s) {
 
 rte_mbuf* build_session(rte_mempool* pool, const uint8_t (&l2l4)[kEthLen + kIpLen + kUdpLen], const SipKey& key,
                         const SessionMsg& s) {
-    if (s.noverrides > kMaxKeyOverrides)
+    if (s.noverrides > kMaxKeyOverrides || s.nrails >= kMaxRails)
         return nullptr;
     const uint32_t body = session_body_len(s);
     rte_mbuf* m = rte_pktmbuf_alloc(pool);
@@ -243,11 +244,18 @@ rte_mbuf* build_session(rte_mempool* pool, const uint8_t (&l2l4)[kEthLen + kIpLe
         put16(b + P + 32, s.data_version);
         put16(b + P + 34, s.data_flags);
         put32(b + P + 36, 0);
+        b[P + 36] = s.nrails;
         put64(b + P + 40, s.key_nonce);
         for (uint32_t i = 0; i < s.noverrides; i++) {
             put16(b + P + kParamsLen + 8 * i, s.overrides[i].index);
             put16(b + P + kParamsLen + 2 + 8 * i, 0);
             put32(b + P + kParamsLen + 4 + 8 * i, s.overrides[i].key);
+        }
+        uint8_t* r = b + P + kParamsLen + 8u * s.noverrides;
+        for (uint32_t i = 0; i < s.nrails; i++, r += kRailLen) {
+            put32(r, s.rails[i].ip);
+            memcpy(r + 4, s.rails[i].mac, 6);
+            put16(r + 10, 0);
         }
     } else if (has_reason(s.type)) {
         put16(b + P, static_cast<uint16_t>(s.reason));
@@ -307,13 +315,15 @@ DropReason read_session(const rte_mbuf* m, const ParsedPacket& p, SessionFrame& 
         out.data_version = get16(b + P + 32);
         out.data_flags = get16(b + P + 34);
         out.key_nonce = get64(b + P + 40);
-        if ((out.data_flags & ~kDataAuth) != 0 || get32(b + P + 36) != 0 ||
+        out.nrails = b[P + 36];
+        if ((out.data_flags & ~kDataAuth) != 0 || b[P + 37] != 0 || get16(b + P + 38) != 0 ||
+            out.nrails >= kMaxRails ||
             (out.data_version != kVersion && out.data_version != kVersion2) ||
             (out.data_flags != 0 && out.data_version != kVersion2) ||
             (out.type == SessionType::Connect) != (out.key_nonce == 0))
             return DropReason::ControlMalformed;
         if (out.noverrides > kMaxKeyOverrides ||
-            p.body_len != kSessionFixedLen + kParamsLen + 8u * out.noverrides + kMacLen ||
+            p.body_len != kSessionFixedLen + kParamsLen + 8u * out.noverrides + kRailLen * out.nrails + kMacLen ||
             (out.key_flags & ~kKeysGiven) != 0 || (out.type == SessionType::Accept && (out.key_flags != 0 || out.cookie != 0)) ||
             out.nflows == 0 || static_cast<uint32_t>(out.flow_base) + out.nflows > 65536)
             return DropReason::ControlMalformed;
@@ -321,6 +331,14 @@ DropReason read_session(const rte_mbuf* m, const ParsedPacket& p, SessionFrame& 
             out.overrides[i].index = get16(b + P + kParamsLen + 8 * i);
             out.overrides[i].key = get32(b + P + kParamsLen + 4 + 8 * i);
             if (get16(b + P + kParamsLen + 2 + 8 * i) != 0 || out.overrides[i].index >= out.nflows)
+                return DropReason::ControlMalformed;
+        }
+        const uint8_t* r = b + P + kParamsLen + 8u * out.noverrides;
+        for (uint32_t i = 0; i < out.nrails; i++, r += kRailLen) {
+            out.rails[i].ip = get32(r);
+            memcpy(out.rails[i].mac, r + 4, 6);
+            // A rail needs an address and a unicast MAC (a data frame goes to it).
+            if (get16(r + 10) != 0 || out.rails[i].ip == 0 || (out.rails[i].mac[0] & 1) != 0)
                 return DropReason::ControlMalformed;
         }
     } else if (has_reason(out.type)) {

@@ -64,10 +64,14 @@
 //   66  u16 data_flags     0x0001 data authentication (--data-auth): the
 //                          tag covers the payload too (version 2 only);
 //                          CONNECT: asked for; ACCEPT: taken
-//   68  u32 reserved       0
+//   68  u8  nrails         the sender's rails beyond its first (--rails), 0..3
+//   69  u8  0, u16 0       reserved
 //   72  u64 key_nonce      ACCEPT: the acceptor's fresh nonce, which with the
 //                          CONNECT's derives the session's data keys; CONNECT: 0
 //   80  noverrides x {u16 flow index, u16 0, u32 key}
+//   then nrails x {u32 IPv4 address, u8 MAC[6], u16 0}: rail 1, 2, ... of
+//                          the sender of the packet (its rail 0 is the
+//                          address the packet comes from)
 //   RETRY (acceptor -> connector: prove you receive at your address):
 //   32  u64 cookie         a token the acceptor can check without keeping
 //                          anything: a keyed hash of the CONNECT's source
@@ -88,6 +92,7 @@
 
 #include "tailmark/drop_reason.h"
 #include "tailmark/packet_parser.h"
+#include "tailmark/session_link.h"
 #include "tailmark/siphash.h"
 #include "tailmark/wire.h"
 
@@ -199,6 +204,9 @@ struct SessionMsg {
     uint16_t data_flags = 0;          // kDataAuth: CONNECT: offered; ACCEPT: taken
     uint64_t key_nonce = 0;           // ACCEPT: the acceptor's, for the data keys
     KeyOverride overrides[kMaxKeyOverrides]{};
+    // The sender's rails beyond its first (rail 1, 2, ...).
+    uint8_t nrails = 0;
+    RailAddress rails[kMaxRails - 1]{};
     // REFUSE, RESET
     RefuseReason reason = RefuseReason::None;
     uint16_t index = 0;
@@ -217,7 +225,7 @@ rte_mbuf* build_session(rte_mempool* pool, const uint8_t (&l2l4)[kEthLen + kIpLe
 // decodes without believing (ControlMalformed), then authentic() checks the
 // MAC with the key the claimed session or listener holds.
 struct SessionFrame {
-    uint8_t bytes[kHeaderLen + kSessionFixedLen + 48 + 8 * kMaxKeyOverrides + kMacLen];
+    uint8_t bytes[kHeaderLen + kSessionFixedLen + 48 + 8 * kMaxKeyOverrides + 12 * (kMaxRails - 1) + kMacLen];
     uint32_t len = 0; // header + body, MAC included
 };
 DropReason read_session(const rte_mbuf* m, const ParsedPacket& p, SessionFrame& raw, SessionMsg& out);

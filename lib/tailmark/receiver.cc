@@ -197,13 +197,20 @@ bool Receiver::emit(RecvFlow& f, Control& c, uint64_t now) {
     c.n.flow = f.spec.peer_flow;
     c.sender_epoch = link->peer_epoch;
     c.receiver_epoch = link->local_epoch;
-    uint16_t stamp = 0;
+    uint16_t stamp = 0, port = 0;
     uint64_t arrived = 0;
-    if (!link->local_peer && placer_.echo_of(f.spec.id, stamp, arrived) && now >= arrived) {
+    uint32_t rail = 0;
+    if (!link->local_peer && placer_.echo_of(f.spec.id, stamp, arrived, port) && now >= arrived) {
         const uint64_t ns = (now - arrived) * 1000000000ull / cfg_.tsc_hz; // < 2^64 for holds under ~2 s at 4 GHz
         c.echo = stamp;
         c.hold_ns = ns < kNoEcho ? static_cast<uint32_t>(ns) : kNoEcho - 1;
         f.echo_sent_tsc = arrived;
+        // The peer is alive: its data came (authenticated, version 2), which
+        // keeps the session up while its control packets' rail is down.
+        if (arrived > link->peer_data_tsc.load(std::memory_order_relaxed))
+            link->peer_data_tsc.store(arrived, std::memory_order_relaxed);
+        if (unlikely(link->rails > 1))
+            rail = rail_of(port, link->rails);
     } else {
         c.echo = 0;
         c.hold_ns = kNoEcho;
@@ -215,7 +222,16 @@ bool Receiver::emit(RecvFlow& f, Control& c, uint64_t now) {
              rte_ring_mp_enqueue_elem(cfg_.routes.local_in[s], &c, sizeof(Control)) == 0;
     } else {
         c.seq = ++f.ctl_seq; // a number lost with its packet leaves a gap, which the window takes
-        rte_mbuf* m = build_ack(cfg_.pool, link->l2l4, link->key, c);
+        rte_mbuf* m;
+        if (likely(rail == 0)) {
+            m = build_ack(cfg_.pool, link->l2l4, link->key, c);
+        } else { // back by the rail the newest packet came by: its addresses
+            alignas(8) uint8_t t[sizeof(link->l2l4)];
+            memcpy(t, link->l2l4, sizeof(t));
+            memcpy(t, link->rail[rail].macs, sizeof(link->rail[rail].macs));
+            memcpy(t + kEthLen + 12, link->rail[rail].ips, sizeof(link->rail[rail].ips));
+            m = build_ack(cfg_.pool, t, link->key, c);
+        }
         ok = m != nullptr && cfg_.routes.ctl_out != nullptr && rte_ring_mp_enqueue(cfg_.routes.ctl_out, m) == 0;
         if (!ok && m != nullptr)
             rte_pktmbuf_free(m);

@@ -90,6 +90,11 @@ struct ReceiverConfig {
     // their wait in this host as such (SenderConfig::arrival_field).
     int arrival_field = -1;
     ReceiverRoutes routes;
+    // Rails (session_link.h): rail r's port. An ACK or NACK goes back by
+    // the rail its flow's newest packet came by (so a rail that fails takes
+    // no acknowledgement with it, the first one included).
+    uint32_t rails = 1;
+    uint16_t rail_ports[kMaxRails]{};
     CompletionMode mode = CompletionMode::Message;
     uint64_t stream_min = 0;     // RxPlacer::set_stream_min (0: no streaming stores)
     const char* name = "tm_rcv"; // prefix of its rings' names (unique per Receiver)
@@ -152,6 +157,13 @@ public:
 private:
     bool emit(RecvFlow& f, Control& c, uint64_t now);
     bool feedback_due(const RecvFlow& f, uint64_t now) const;
+    // The rail of rx port `port` (0: the first, or not a rail of the session's).
+    uint32_t rail_of(uint16_t port, uint32_t rails) const {
+        for (uint32_t r = 1; r < rails && r < cfg_.rails; r++)
+            if (cfg_.rail_ports[r] == port)
+                return r;
+        return 0;
+    }
     void route(rte_mbuf* m, uint64_t now);
 
     ReceiverConfig cfg_;

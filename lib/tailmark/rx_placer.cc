@@ -229,6 +229,7 @@ inline DropReason RxPlacer::process_as(const rte_mbuf* m, uint64_t now_tsc, bool
             if (r == DropReason::None) { // congestion control's RTT sample: echoed by the next ACK
                 f->echo = p.ip_id;
                 f->echo_tsc = floor_ != 0 ? floor_ : now_tsc;
+                f->echo_port = m->port;
             }
         }
     }

@@ -130,6 +130,7 @@ public:
     // the flow and when it arrived: the ACK echoes it (congestion control's
     // RTT). False before the first. The owner lcore.
     bool echo_of(uint16_t flow, uint16_t& stamp, uint64_t& arrived) const;
+    bool echo_of(uint16_t flow, uint16_t& stamp, uint64_t& arrived, uint16_t& port) const;
     // The earliest a burst's packets may have arrived, at most the burst's
     // own rx TSC (0: that TSC; Receiver::rx_burst sets it for each burst):
     // the last poll that left the queue empty, when the lcore was

@@ -70,6 +70,7 @@ struct RxPlacer::FlowRx {
     bool owned;        // made by add_flow: the placer frees it (install()ed flows are the caller's)
     uint16_t echo;     // IPv4 identification of the newest packet placed (network order): its send stamp
     uint64_t echo_tsc; // when it arrived (0: nothing placed yet)
+    uint16_t echo_port; // the port it came in on (rails: the ACK goes back by its rail)
     uint8_t version;   // its session's data version: 2, every packet tagged under tag_key
     bool data_auth;    // --data-auth: the tag covers the payload, through auth_key
     SipKey tag_key;

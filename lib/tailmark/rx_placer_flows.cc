@@ -138,11 +138,17 @@ uint32_t RxPlacer::acked_upto(uint16_t flow) const {
 const uint32_t* RxPlacer::acked_word(const FlowRx* f) { return &f->acked; }
 
 bool RxPlacer::echo_of(uint16_t flow, uint16_t& stamp, uint64_t& arrived) const {
+    uint16_t port;
+    return echo_of(flow, stamp, arrived, port);
+}
+
+bool RxPlacer::echo_of(uint16_t flow, uint16_t& stamp, uint64_t& arrived, uint16_t& port) const {
     const FlowRx* f = table_ != nullptr ? table_[flow] : nullptr;
     if (f == nullptr || f->echo_tsc == 0)
         return false;
     stamp = rte_be_to_cpu_16(f->echo);
     arrived = f->echo_tsc;
+    port = f->echo_port;
     return true;
 }
 

@@ -114,6 +114,17 @@ Sender::Sender(const SenderConfig& cfg)
     local_in_ = rte_ring_create_elem(name, sizeof(Control), 1024, cfg.socket, RING_F_SC_DEQ);
     snprintf(name, sizeof(name), "%s_co", cfg.name); // set-up only
     ctl_out_ = rte_ring_create(name, 1024, cfg.socket, RING_F_SC_DEQ);
+    cfg_.rails = std::clamp<uint32_t>(cfg_.rails, 1, kMaxRails);
+    for (uint32_t r = 1; r < cfg_.rails; r++) {
+        rail_tx_[r] = std::make_unique<TxBurst>(cfg_.rail_ports[r], cfg_.queue, cfg_.stall);
+        // A MAC of its own, or control packets cannot be told apart (a
+        // multicast address matches no source: they stay on rail 0).
+        rail_mac_[r] = cfg_.rail_macs[r];
+        if (rte_is_zero_ether_addr(&rail_mac_[r]) || rte_is_same_ether_addr(&rail_mac_[r], &cfg_.rail_macs[0]))
+            rail_mac_[r] = {{0x01, 0, 0, 0, 0, 0}};
+    }
+    if (cfg_.rails > 1) // every rail's packets, the first's too, are split off a round built here
+        pend_ = rail_buf_;
     if (cfg_.paths > 1)
         path_slots_.resize(cfg.max_flows < kMaxPathSessions ? (cfg.max_flows ? cfg.max_flows : 1) : kMaxPathSessions);
     ok_ = table_ != nullptr && wire_in_ != nullptr && local_in_ != nullptr && ctl_out_ != nullptr;
@@ -481,7 +492,7 @@ TxPaths* Sender::paths_for(const SessionLink* link, const SendFlow& f) {
     free_slot->link = link;
     free_slot->users = 1;
     free_slot->paths.init(std::min(f.spec.paths, cfg_.paths), rte_be_to_cpu_16(udp->src_port), cfg_.cc.tsc_hz,
-                          stamp_shift_);
+                          stamp_shift_, std::min<uint32_t>(link->rails, cfg_.rails));
     return &free_slot->paths;
 }
 
@@ -495,7 +506,52 @@ uint32_t Sender::aim(SendFlow& f, TxMessage& m, uint32_t& k, uint32_t avoid, uin
     auto* udp = reinterpret_cast<rte_udp_hdr*>(f.spec.tx.l2l4 + kEthLen + kIpLen);
     udp->src_port = rte_cpu_to_be_16(paths.port(p));
     m.stamp = rte_cpu_to_be_16(paths.stamp(stamp_host_, p));
+    if (unlikely(paths.rails() > 1) && paths.rail(p) != f.rail) { // another rail's addresses
+        f.rail = static_cast<uint8_t>(paths.rail(p));
+        const RailHeader& h = f.spec.link->rail[f.rail];
+        memcpy(f.spec.tx.l2l4, h.macs, sizeof(h.macs));
+        memcpy(f.spec.tx.l2l4 + kEthLen + 12, h.ips, sizeof(h.ips));
+        f.spec.tx.ip_sum = rte_raw_cksum(f.spec.tx.l2l4 + kEthLen, kIpLen);
+    }
     return p;
+}
+
+// --- rails ----------------------------------------------------------------------------
+
+// The round's packets, each into its rail's queue, in order (a queue
+// that is full, its link down, frees them: its paths count the loss, as a
+// link's would), and every queue tried at once.
+void Sender::split_rails(uint32_t n, uint64_t now) {
+    for (uint32_t i = 0; i < n; i++) {
+        const uint32_t r = rail_of_[i];
+        rail_of_[i] = 0;
+        if (!(r == 0 ? tx_ : *rail_tx_[r]).push(pend_[i])) {
+            rte_pktmbuf_free(pend_[i]);
+            bump(rail_full_);
+        }
+    }
+    railed_ = false;
+    for (uint32_t r = 0; r < cfg_.rails; r++)
+        (r == 0 ? tx_ : *rail_tx_[r]).flush(now);
+}
+
+// A round may be built: every rail's queue took what it had, or is stuck
+// (a stall freed its packets and its PMD took nothing since: its link is
+// down, and waiting for it would stop the rails that live).
+bool Sender::rails_ready(uint64_t now) {
+    bool ready = true;
+    for (uint32_t r = 0; r < cfg_.rails; r++) {
+        TxBurst& q = r == 0 ? tx_ : *rail_tx_[r];
+        ready &= q.flush(now) || q.stuck();
+    }
+    return ready;
+}
+
+uint64_t Sender::rail_dropped() const {
+    uint64_t n = __atomic_load_n(&rail_full_, __ATOMIC_RELAXED);
+    for (uint32_t r = 1; r < cfg_.rails; r++)
+        n += rail_tx_[r]->dropped();
+    return n;
 }
 
 // Packets [first, first + k) of msg_id went by path p.

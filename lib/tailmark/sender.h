@@ -20,6 +20,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -131,6 +132,14 @@ struct SenderConfig {
     // The most paths a flow of this Sender sprays over (SendFlowSpec::paths):
     // above 1, path state for kMaxPathSessions sessions is allocated.
     uint32_t paths = 1;
+    // Rails (session_link.h): rail r's packets leave by port rail_ports[r],
+    // queue `queue` (rail 0: `port`). A sprayed session's path p leaves by
+    // rail p % (the rails both ends have).
+    uint32_t rails = 1;
+    uint16_t rail_ports[kMaxRails]{};
+    // Each rail's source MAC: a control packet from it (an ACK a Receiver
+    // built for that rail) leaves by that rail.
+    rte_ether_addr rail_macs[kMaxRails]{};
     // The mbuf dynamic field where a wire ACK carries the earliest it may
     // have arrived (ReceiverConfig::arrival_field; -1: none): its wait in
     // this host (the rx ring, the inbox) counts as hold, not as path.
@@ -274,8 +283,20 @@ public:
     rte_ring* ctl_out() const { return ctl_out_; }
 
     const SenderCounters& counters() const { return ctr_; }
-    uint64_t pkts_tx() const { return tx_.pkts_tx(); }    // accepted by the PMD: data, retransmissions, others' control
-    uint64_t tx_dropped() const { return tx_.dropped(); } // freed after a stalled partial burst
+    // Accepted by the PMDs (every rail's): data, retransmissions, others' control.
+    uint64_t pkts_tx() const {
+        uint64_t n = tx_.pkts_tx();
+        for (uint32_t r = 1; r < cfg_.rails; r++)
+            n += rail_tx_[r]->pkts_tx();
+        return n;
+    }
+    uint64_t tx_dropped() const { return tx_.dropped() + rail_dropped(); } // freed after a stalled partial burst
+    // Rail r's data packets accepted by its port (rail 0: pkts_tx()), and
+    // the other rails' packets freed: a full or stalled queue on their port.
+    uint64_t rail_pkts_tx(uint32_t r) const {
+        return r == 0 ? tx_.pkts_tx() : r < cfg_.rails ? rail_tx_[r]->pkts_tx() : 0;
+    }
+    uint64_t rail_dropped() const;
     uint16_t port() const { return cfg_.port; }
     uint16_t queue() const { return cfg_.queue; }
     uint32_t flows() const { return static_cast<uint32_t>(flows_.size()); }
@@ -347,6 +368,15 @@ private:
     // Spraying (tx_paths.h): the path of a run of packets, and what it carried.
     uint32_t aim(SendFlow& f, TxMessage& m, uint32_t& k, uint32_t avoid, uint64_t now);
     void carried(SendFlow& f, uint32_t msg_id, uint32_t first, uint32_t k, uint32_t path, bool retx);
+    // Rails: packets pend_[first, first + k) leave by rail r (aim wrote its
+    // addresses); split_rails hands every rail but 0 its own before a send.
+    void to_rail(uint32_t first, uint32_t k, uint32_t r) {
+        for (uint32_t i = first; i < first + k; i++)
+            rail_of_[i] = static_cast<uint8_t>(r);
+        railed_ |= r != 0;
+    }
+    void split_rails(uint32_t n, uint64_t now);
+    bool rails_ready(uint64_t now);
     void path_feedback(SendFlow& f, const Control& c, uint64_t now);
     TxPaths* paths_for(const SessionLink* link, const SendFlow& f);
 
@@ -372,7 +402,13 @@ private:
     Message src_msgs_[TxMarker::kMaxBurst]; // one_run's batch from the source
     uint64_t src_cookies_[TxMarker::kMaxBurst];
     TxBurst tx_;
-    rte_mbuf** pend_; // tx_'s slots
+    rte_mbuf** pend_; // tx_'s slots (rails: rail_buf_)
+    std::unique_ptr<TxBurst> rail_tx_[kMaxRails]; // rails 1..: their ports' queues
+    rte_mbuf* rail_buf_[TxBurst::kMax];           // rails: where a round is built, then split
+    uint8_t rail_of_[TxBurst::kMax]{};            // per pend_ slot: its rail (0 unless railed_)
+    bool railed_ = false;                         // a packet of this round leaves by another rail
+    uint64_t rail_full_ = 0;                      // rails' packets freed: their queue was full
+    rte_ether_addr rail_mac_[kMaxRails]{};        // each rail's port's MAC: a control packet from it leaves by it
     MbufStash stash_; // new data's mbufs, per round
     Control ctl_in_[16]; // intake's records (a buffer, not rebuilt every round)
     // Retransmission requests (NACKs, timer probes): a circular queue, in

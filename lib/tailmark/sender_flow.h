@@ -105,6 +105,7 @@ struct SendFlow {
     TxPaths* paths = nullptr;
     uint8_t* path_of = nullptr;
     uint32_t path_pkts = 0;
+    uint8_t rail = 0; // rails: whose addresses its template holds now
     uint8_t* path_rec(uint32_t msg_id) const { return path_of + size_t(msg_id & mask) * path_pkts; }
 };
 

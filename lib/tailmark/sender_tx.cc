@@ -221,8 +221,11 @@ uint32_t Sender::serve_jobs(uint32_t burst, uint32_t n, uint64_t now) {
             bump(ctr_.alloc_fail);
             break;
         }
-        if (unlikely(f.paths != nullptr))
+        if (unlikely(f.paths != nullptr)) {
             carried(f, job_.msg_id, job_pos_, k, path, true);
+            if (f.paths->rails() > 1)
+                to_rail(n, k, f.paths->rail(path));
+        }
         if (&mk == &marker_zc_)
             bump(ctr_.zero_copy_pkts, k);
         if (f.cc != nullptr)
@@ -605,8 +608,11 @@ uint32_t Sender::new_data(uint32_t burst, uint32_t n, uint64_t now) {
             bump(ctr_.alloc_fail);
             break; // pool empty: next round
         }
-        if (unlikely(f.paths != nullptr))
+        if (unlikely(f.paths != nullptr)) {
             carried(f, f.msg.msg_id, f.next_pkt, k, path, false);
+            if (f.paths->rails() > 1)
+                to_rail(n, k, f.paths->rail(path));
+        }
         if (&mk == &marker_zc_)
             bump(ctr_.zero_copy_pkts, k);
         if (f.cc != nullptr)
@@ -666,23 +672,36 @@ bool Sender::poll(uint64_t now) {
     timers(now);
 
     paced_until_ = 0;
-    if (tx_.flush(now)) {
+    if (likely(cfg_.rails == 1) ? tx_.flush(now) : rails_ready(now)) {
         const uint32_t burst = __atomic_load_n(&cfg_.burst, __ATOMIC_RELAXED);
         uint32_t n = rte_ring_sc_dequeue_burst(ctl_out_, reinterpret_cast<void**>(pend_), burst / 2 ? burst / 2 : 1,
                                                nullptr);
         bump(ctr_.ctl_tx, n);
+        if (unlikely(cfg_.rails > 1)) // an ACK goes back by the rail it was built for (Receiver::emit)
+            for (uint32_t i = 0; i < n; i++)
+                for (uint32_t r = 1; r < cfg_.rails; r++)
+                    if (rte_is_same_ether_addr(&rte_pktmbuf_mtod(pend_[i], const rte_ether_hdr*)->src_addr,
+                                               &rail_mac_[r]))
+                        to_rail(i, 1, r);
         stamp_host_ = static_cast<uint16_t>(now >> stamp_shift_);
         stamp_ = rte_cpu_to_be_16(stamp_host_);
         n = serve_jobs(burst, n, now);
         if (!flows_.empty())
             n = new_data(burst, n, now);
+        if (unlikely(cfg_.rails > 1) && n != 0) {
+            split_rails(n, now);
+            work = true;
+            n = 0;
+        }
         if (n != 0) {
             tx_.send(n, now);
             work = true;
             paced_until_ = 0;
         }
     }
-    const uint32_t busy = active_ + queued_ + tx_.pending() + job_count_ + (job_on_ ? 1 : 0);
+    uint32_t busy = active_ + queued_ + tx_.pending() + job_count_ + (job_on_ ? 1 : 0);
+    for (uint32_t r = 1; r < cfg_.rails; r++)
+        busy += rail_tx_[r]->pending();
     if (busy != busy_)
         __atomic_store_n(&busy_, busy, __ATOMIC_RELAXED);
     return work;

@@ -198,6 +198,33 @@ void SessionTable::make_link(Session& s) {
         }
     }
     template_to(s, l.l2l4);
+    link_rails(s, l);
+}
+
+// The rails both ends have, rail i to the peer's rail i: each one's
+// addresses as its data packets carry them. Not between two ends of this
+// process (their frames never leave it).
+void SessionTable::link_rails(const Session& s, SessionLink& l) const {
+    l.rails = static_cast<uint8_t>(1 + (s.local_peer ? 0 : std::min(cfg_.nrails, s.peer_nrails)));
+    for (uint32_t r = 0; r < l.rails; r++) {
+        RailHeader& h = l.rail[r];
+        if (r == 0) {
+            memcpy(h.macs, l.l2l4, 12);
+            memcpy(h.ips, l.l2l4 + kEthLen + 12, 8);
+            continue;
+        }
+        memcpy(h.macs, s.peer_rails[r - 1].mac, 6);
+        memcpy(h.macs + 6, cfg_.rails[r - 1].mac, 6);
+        h.ips[0] = rte_cpu_to_be_32(cfg_.rails[r - 1].ip);
+        h.ips[1] = rte_cpu_to_be_32(s.peer_rails[r - 1].ip);
+    }
+}
+
+// This end's rails beyond its first, into a CONNECT or ACCEPT.
+void SessionTable::offer_rails(SessionMsg& m) const {
+    m.nrails = cfg_.nrails;
+    for (uint32_t i = 0; i < cfg_.nrails; i++)
+        m.rails[i] = cfg_.rails[i];
 }
 
 bool SessionTable::send(Session& s, SessionMsg& m, const SipKey& key) {
@@ -224,6 +251,7 @@ void SessionTable::send_connect(Session& s, uint64_t now) {
     fill_params(m, s.params);
     m.flow_base = s.local_base;
     m.key_flags = s.params.keys_given ? kKeysGiven : 0;
+    offer_rails(m);
     send(s, m, s.key);
     s.tries++;
     s.next_tx = now + us(cfg_.connect_retry_us);
@@ -234,6 +262,7 @@ void SessionTable::send_accept(Session& s, uint64_t nonce) {
     fill_params(m, s.params);
     m.flow_base = s.local_base;
     m.key_nonce = s.key_nonce;
+    offer_rails(m);
     send(s, m, s.key);
 }
 
@@ -370,9 +399,10 @@ void SessionTable::poll(uint64_t now) {
                 break;
             }
             uint64_t seen = s.last_rx;
-            if (s.link != nullptr) {
+            if (s.link != nullptr) { // its ACKs (sender side) or its data (receiver side) came
                 const uint64_t d = s.link->peer_ctl_tsc.load(std::memory_order_relaxed);
-                seen = d > seen ? d : seen;
+                const uint64_t p = s.link->peer_data_tsc.load(std::memory_order_relaxed);
+                seen = std::max({seen, d, p});
             }
             if (now > seen && now - seen >= us(cfg_.peer_timeout_us))
                 end(s, SessionEnd::PeerTimeout, now);

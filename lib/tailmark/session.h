@@ -137,6 +137,8 @@ struct Session {
     uint64_t key_nonce = 0;    // the acceptor's nonce for the data keys (its ACCEPT carries it)
     uint64_t started = 0, deadline = 0, next_tx = 0, last_rx = 0;
     uint32_t tries = 0;
+    uint8_t peer_nrails = 0;   // the peer's rails beyond its first, from its CONNECT or ACCEPT
+    RailAddress peer_rails[kMaxRails - 1]{};
     void* user = nullptr;      // the application's
 };
 
@@ -190,6 +192,10 @@ public:
         // Data authentication: a connector asks for it, an acceptor requires
         // it (refusing, Version, a peer that cannot: version 1).
         bool data_auth = false;
+        // Rails beyond the first (--rails): this end's other ports, each
+        // with its address; offered in CONNECT and ACCEPT (control.h).
+        uint8_t nrails = 0;
+        RailAddress rails[kMaxRails - 1]{};
     };
     using Transmit = std::function<bool(rte_mbuf*)>; // takes the packet (false: it was not sent; freed)
     using Decide = std::function<AcceptDecision(Session& s, const FlowParams& proposed)>;
@@ -237,6 +243,8 @@ private:
     uint64_t us(uint64_t u) const { return cfg_.hz * u / 1000000; }
     Session* make(bool connector, uint64_t now);
     void make_link(Session& s);
+    void link_rails(const Session& s, SessionLink& l) const;
+    void offer_rails(SessionMsg& m) const;
     void template_to(const Session& s, uint8_t (&l2l4)[kEthLen + kIpLen + kUdpLen]) const;
     bool send(Session& s, SessionMsg& m, const SipKey& key);
     // A packet of type t to s's peer: its session, its incarnation.

@@ -13,6 +13,25 @@
 
 namespace tailmark {
 
+// Rails: the ports of one host, each with an address of its own (--rails).
+// A session's data is striped over the rails both ends have, rail i to the
+// peer's rail i (the handshake exchanges them); control rides rail 0.
+inline constexpr uint32_t kMaxRails = 4;
+
+// A rail beyond the first as the handshake names it (control.h).
+struct RailAddress {
+    uint32_t ip = 0; // host order
+    uint8_t mac[6]{};
+};
+
+// One rail's addresses as a data packet carries them: the Ethernet
+// addresses (destination, source) and the IPv4 source and destination
+// (network order), what Sender::aim writes into a flow's template.
+struct RailHeader {
+    uint8_t macs[12]{};
+    uint32_t ips[2]{};
+};
+
 struct alignas(64) SessionLink {
     SipKey key;                // the session's secret: every control packet's MAC
     uint32_t local_epoch = 0;  // this end's incarnation of the session
@@ -32,9 +51,14 @@ struct alignas(64) SessionLink {
     uint8_t tx_auth_h[16]{}, rx_auth_h[16]{};
     // Own address -> peer: Ethernet, IPv4 and UDP of every control packet.
     alignas(8) uint8_t l2l4[kEthLen + kIpLen + kUdpLen]{};
+    // The rails the data is striped over (1: the one port; rail 0's header is
+    // l2l4's), each rail's addresses; fixed before any flow is installed.
+    uint8_t rails = 1;
+    RailHeader rail[kMaxRails]{};
     // Written by the data plane (relaxed), read by the control plane:
     alignas(64) std::atomic<uint64_t> peer_ctl_tsc{0}; // latest authentic ACK/NACK from the peer (sender side)
     std::atomic<uint64_t> ack_tx_tsc{0};               // latest ACK/NACK this end sent (receiver side)
+    std::atomic<uint64_t> peer_data_tsc{0};            // latest data placed that the peer sent (receiver side)
 };
 
 } // namespace tailmark

@@ -38,6 +38,13 @@ bool origin_of(const rte_mbuf* m, Origin& o) {
     return true;
 }
 
+// The peer's rails beyond its first, as its CONNECT or ACCEPT names them.
+void take_rails(Session& s, const SessionMsg& m) {
+    s.peer_nrails = m.nrails;
+    for (uint32_t i = 0; i < m.nrails; i++)
+        s.peer_rails[i] = m.rails[i];
+}
+
 FlowParams params_of(const SessionMsg& m) {
     FlowParams p;
     p.nflows = m.nflows;
@@ -196,6 +203,7 @@ void SessionTable::on_connect(const SessionMsg& msg, const SessionFrame& raw, co
     s->peer_epoch = msg.src_epoch;
     s->peer_base = msg.flow_base;
     s->connect_nonce = msg.nonce;
+    take_rails(*s, msg);
     s->rx_win.take(msg.seq);
     s->replaces = older;
     if (from == cfg_.self)
@@ -370,6 +378,7 @@ void SessionTable::on_accept(const SessionMsg& msg, Session& s, uint64_t now) {
     s.params.data_auth = (msg.data_flags & kDataAuth) != 0;
     s.key_nonce = msg.key_nonce;
     s.params.overrides.assign(msg.overrides, msg.overrides + msg.noverrides);
+    take_rails(s, msg);
     if (s.peer == cfg_.self)
         if (Session* a = find(msg.src_session); a != nullptr && !a->connector && a->local_epoch == msg.src_epoch)
             s.local_peer = true;

@@ -30,8 +30,10 @@ public:
             return true;
         }
         const uint16_t sent = rte_eth_tx_burst(port_, queue_, pkts_ + pos_, static_cast<uint16_t>(n_ - pos_));
-        if (sent)
+        if (sent) {
             __atomic_store_n(&pkts_tx_, pkts_tx_ + sent, __ATOMIC_RELAXED);
+            stuck_ = false;
+        }
         pos_ += sent;
         if (pos_ == n_) {
             n_ = pos_ = 0;
@@ -47,6 +49,7 @@ public:
             __atomic_store_n(&dropped_, dropped_ + (n_ - pos_), __ATOMIC_RELAXED);
             n_ = pos_ = 0;
             stall_since_ = 0;
+            stuck_ = true;
             return true;
         }
         return false;
@@ -59,7 +62,26 @@ public:
         pos_ = 0;
         flush(now);
     }
+    // Queues one more packet behind what is pending (a rail's, split off a
+    // round built elsewhere); flush() sends it. False: no room.
+    bool push(rte_mbuf* m) {
+        if (pos_ == n_)
+            n_ = pos_ = 0;
+        else if (n_ == kMax && pos_ != 0) { // room at the front: close up
+            for (uint32_t i = pos_; i < n_; i++)
+                pkts_[i - pos_] = pkts_[i];
+            n_ -= pos_;
+            pos_ = 0;
+        }
+        if (n_ == kMax)
+            return false;
+        pkts_[n_++] = m;
+        return true;
+    }
     uint32_t pending() const { return n_ - pos_; }
+    // A stall freed what was pending and the PMD has taken nothing since (a
+    // rail whose link is down): its packets are not waited for.
+    bool stuck() const { return stuck_; }
     uint64_t pkts_tx() const { return __atomic_load_n(&pkts_tx_, __ATOMIC_RELAXED); }
     uint64_t dropped() const { return __atomic_load_n(&dropped_, __ATOMIC_RELAXED); }
     uint16_t port() const { return port_; }
@@ -71,6 +93,7 @@ private:
     rte_mbuf* pkts_[kMax];
     uint32_t n_ = 0, pos_ = 0;
     uint64_t stall_since_ = 0;
+    bool stuck_ = false;
     uint64_t pkts_tx_ = 0; // accepted by the PMD (owner writes, anyone reads)
     uint64_t dropped_ = 0; // freed after a stall
 };

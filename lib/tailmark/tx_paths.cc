@@ -84,9 +84,10 @@ uint16_t TxPaths::port_for(uint16_t base, uint32_t p) {
     return static_cast<uint16_t>(49152 + (off + p) % 16384);
 }
 
-void TxPaths::init(uint32_t n, uint16_t base_port, uint64_t tsc_hz, unsigned stamp_shift) {
+void TxPaths::init(uint32_t n, uint16_t base_port, uint64_t tsc_hz, unsigned stamp_shift, uint32_t rails) {
     *this = TxPaths{};
     n_ = std::clamp<uint32_t>(n, 1, kMax);
+    rails_ = std::clamp<uint32_t>(rails, 1, n_);
     uint16_t bits = 0;
     while ((1u << bits) < n_)
         bits++;
@@ -478,6 +479,7 @@ PathView TxPaths::view(uint32_t p) const {
     PathView v;
     v.path = static_cast<uint16_t>(p);
     v.port = port_[p];
+    v.rail = static_cast<uint16_t>(rail(p));
     v.sent = x.sent;
     v.retx = x.retx;
     v.lost = x.lost;

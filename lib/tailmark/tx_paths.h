@@ -32,6 +32,7 @@ struct PathView {
     uint32_t session = 0; // the Sender's path-slot index of its session
     uint16_t path = 0;
     uint16_t port = 0;    // its UDP source port
+    uint16_t rail = 0;    // the rail it leaves by (session_link.h)
     uint64_t sent = 0;    // data packets that went by it, retransmissions and probes included
     uint64_t retx = 0;    // of them, retransmissions
     uint64_t lost = 0;    // packets of it that a NACK named
@@ -53,7 +54,9 @@ public:
 
     // n paths (2..kMax), the first one's UDP source port base (host order),
     // and the Sender's clock: its TSC rate and stamp shift (congestion.h).
-    void init(uint32_t n, uint16_t base_port, uint64_t tsc_hz, unsigned stamp_shift);
+    // Over several rails, path p leaves by rail p % rails (each rail then
+    // has paths of its own, and a rail that fails is paths that die).
+    void init(uint32_t n, uint16_t base_port, uint64_t tsc_hz, unsigned stamp_shift, uint32_t rails = 1);
     // The session's controller (its flows share it), and its settings (the
     // same law per path): once it leaves slow start, each path has a rate of
     // its own, moved by its own queue, and the session's is their sum
@@ -64,6 +67,8 @@ public:
     // Path p's UDP source port (host order): base + p in the ephemeral range.
     uint16_t port(uint32_t p) const { return port_[p]; }
     static uint16_t port_for(uint16_t base, uint32_t p);
+    uint32_t rail(uint32_t p) const { return p % rails_; }
+    uint32_t rails() const { return rails_; }
 
     // The path of the next run of packets (at most kRun): the paths in
     // proportion to their weights (smooth weighted round robin), a dead
@@ -135,7 +140,7 @@ private:
 
     Path path_[kMax];
     uint16_t port_[kMax]{};
-    uint32_t n_ = 0, alive_ = 0, probes_out_ = 0;
+    uint32_t n_ = 0, alive_ = 0, probes_out_ = 0, rails_ = 1;
     uint16_t mask_ = 0;
     unsigned shift_ = 0;
     uint64_t tsc_hz_ = 0;

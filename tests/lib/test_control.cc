@@ -529,6 +529,33 @@ TEST_CASE("session packets round trip: CONNECT, ACCEPT, REFUSE, KEEPALIVE, RESET
         CHECK(r.m.overrides[1].key == 0x33333333);
         CHECK_FALSE(read_bytes(pool.mp, f, kOther).auth);
     }
+    SECTION("CONNECT and ACCEPT with rails: each rail's address and MAC after the overrides, byte for byte") {
+        SessionMsg c = connect_msg();
+        c.nrails = 2;
+        c.rails[0] = {0x0A4F0101, {0x02, 0x11, 0x22, 0x33, 0x44, 0x55}};
+        c.rails[1] = {0x0A4F0201, {0x02, 0x66, 0x77, 0x88, 0x99, 0xAA}};
+        const auto f = session_frame(pool.mp, c);
+        CHECK(session_body_len(c) == 32 + 48 + 16 + 2 * 12 + 8);
+        CHECK(f[kFrameOverhead + 68] == 2); // nrails
+        CHECK(f[kFrameOverhead + 69] == 0);
+        CHECK(be16_at(f, kFrameOverhead + 70) == 0);
+        CHECK(be32_at(f, kFrameOverhead + 96) == 0x0A4F0101);
+        CHECK(f[kFrameOverhead + 100] == 0x02);
+        CHECK(f[kFrameOverhead + 105] == 0x55);
+        CHECK(be16_at(f, kFrameOverhead + 106) == 0);
+        CHECK(be32_at(f, kFrameOverhead + 108) == 0x0A4F0201);
+        CHECK(f[kFrameOverhead + 117] == 0xAA);
+        const auto r = read_bytes(pool.mp, f);
+        REQUIRE(r.r == R::None);
+        CHECK(r.auth);
+        REQUIRE(r.m.nrails == 2);
+        CHECK(r.m.rails[0].ip == 0x0A4F0101);
+        CHECK(memcmp(r.m.rails[0].mac, c.rails[0].mac, 6) == 0);
+        CHECK(r.m.rails[1].ip == 0x0A4F0201);
+        CHECK(memcmp(r.m.rails[1].mac, c.rails[1].mac, 6) == 0);
+        CHECK(r.m.noverrides == 2); // still read right before them
+        CHECK(r.m.overrides[1].key == 0x33333333);
+    }
     SECTION("REFUSE names the setting and both values") {
         SessionMsg s;
         s.type = SessionType::Refuse;
@@ -647,6 +674,23 @@ TEST_CASE("malformed session bodies are refused before their MAC is looked at", 
     CHECK(signed_with([](auto& f) { put_be16(f, kFrameOverhead + 60, 2); }) == R::ControlMalformed); // unknown key flag
     CHECK(signed_with([](auto& f) { memset(f.data() + kFrameOverhead + 24, 0, 8); }) == R::ControlMalformed); // seq 0
     CHECK(signed_with([](auto& f) { tmtest::hdr_of(f)->msg_id = RTE_BE32(1); }) == R::ControlMalformed);
+    CHECK(signed_with([](auto& f) { f[kFrameOverhead + 68] = 1; }) == R::ControlMalformed); // a rail the length lacks
+    CHECK(signed_with([](auto& f) { f[kFrameOverhead + 69] = 1; }) == R::ControlMalformed); // reserved
+    // Rails: a fourth, an address 0, a multicast MAC, a reserved word set.
+    auto with_rail = [&](auto fn) {
+        SessionMsg c = connect_msg();
+        c.nrails = 1;
+        c.rails[0] = {0x0A4F0101, {0x02, 1, 2, 3, 4, 5}};
+        auto f = session_frame(pool.mp, c);
+        fn(f);
+        resign(f);
+        return read_bytes(pool.mp, f).r;
+    };
+    CHECK(with_rail([](auto&) {}) == R::None);
+    CHECK(with_rail([](auto& f) { f[kFrameOverhead + 68] = 4; }) == R::ControlMalformed);
+    CHECK(with_rail([](auto& f) { put_be32(f, kFrameOverhead + 96, 0); }) == R::ControlMalformed);
+    CHECK(with_rail([](auto& f) { f[kFrameOverhead + 100] = 0x01; }) == R::ControlMalformed);
+    CHECK(with_rail([](auto& f) { put_be16(f, kFrameOverhead + 106, 1); }) == R::ControlMalformed);
     // A KEEPALIVE must name its destination.
     SessionMsg k;
     k.type = SessionType::Keepalive;

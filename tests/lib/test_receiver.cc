@@ -52,7 +52,7 @@ struct Rig {
     TxFlow tx = tmtest::make_flow(kRxFlow, kDataKey, kRing);
 
     Rig(uint64_t nack_delay, uint64_t ack_min, bool local_peer = false, unsigned control_slots = 64,
-        int arrival_field = -1) {
+        int arrival_field = -1, int rail_port = -1) {
         auto mk = [&](const char* sfx, unsigned n, unsigned flags) {
             rte_ring* r = rte_ring_create((name + sfx).c_str(), n, SOCKET_ID_ANY, flags);
             REQUIRE(r != nullptr);
@@ -85,6 +85,10 @@ struct Rig {
         c.routes.control = control;
         c.routes.ctl_out = ctl_out;
         c.arrival_field = arrival_field;
+        if (rail_port >= 0) { // rail 1 arrives on port rail_port (rail 0 on port 0)
+            c.rails = 2;
+            c.rail_ports[1] = static_cast<uint16_t>(rail_port);
+        }
         c.name = name.c_str();
         rx = std::make_unique<Receiver>(c);
         REQUIRE(rx->ok());
@@ -707,4 +711,69 @@ TEST_CASE("hand-off: a moving flow's frames are held until it is installed, then
     CHECK(hp.rx[1]->counters().drops[index(R::UnknownFlow)] == 4);
     CHECK(pool.avail() == start); // every frame freed exactly once
     Receiver::free_flow(hp.flow);
+}
+
+// Rails (session_link.h): an ACK goes back by the rail its flow's newest
+// packet came by, with that rail's addresses, so a rail that fails, the
+// first one included, takes no acknowledgement with it; and data that
+// arrives is the peer's sign of life.
+TEST_CASE("rails: an ACK goes back by the rail of its flow's newest packet, with that rail's addresses", "[receiver]") {
+    constexpr uint16_t kRailPort = 7;
+    Rig r(0, 1000, false, 64, -1, kRailPort);
+    r.link.rails = 2;
+    memcpy(r.link.rail[0].macs, r.link.l2l4, 12);
+    memcpy(r.link.rail[0].ips, r.link.l2l4 + kEthLen + 12, 8);
+    const uint8_t macs1[12] = {0x02, 0, 0, 0, 1, 2, 0x02, 0, 0, 0, 1, 1};
+    memcpy(r.link.rail[1].macs, macs1, 12);
+    r.link.rail[1].ips[0] = rte_cpu_to_be_32(0x0A4F0102);
+    r.link.rail[1].ips[1] = rte_cpu_to_be_32(0x0A4F0101);
+    const uint64_t t0 = 10 * rte_get_tsc_hz();
+    auto b = tmtest::pattern(300, 1);
+    // One batch (4 messages) by a port: the next poll ACKs it; the frame it sent.
+    auto round = [&](uint32_t first, uint16_t port, uint64_t now) {
+        for (uint32_t m = first; m < first + 4; m++) {
+            auto g = tmtest::build_group(r.pool.mp, r.tx, m, b);
+            for (rte_mbuf* x : g)
+                x->port = port;
+            r.rx->rx_burst(g.data(), static_cast<uint16_t>(g.size()), now);
+        }
+        r.rx->poll(now + 100);
+        std::vector<uint8_t> f;
+        rte_mbuf* m;
+        REQUIRE(rte_ring_dequeue(r.ctl_out, reinterpret_cast<void**>(&m)) == 0);
+        f = tmtest::flat(m);
+        ParsedPacket p;
+        CHECK(parse_packet(m, ParserConfig{}, p) == R::None);
+        Control c;
+        CHECK(parse_ack(m, p, kKey, c) == R::None); // signed over the header, whatever the addresses
+        CHECK(c.acked_upto == first + 4);
+        rte_pktmbuf_free(m);
+        CHECK(rte_ring_count(r.ctl_out) == 0);
+        CHECK(rte_raw_cksum(f.data() + kEthLen, kIpLen) == 0xFFFF); // its IPv4 checksum holds
+        return f;
+    };
+    auto on_rail = [&](const std::vector<uint8_t>& f, uint32_t rail) {
+        CHECK(memcmp(f.data(), r.link.rail[rail].macs, 12) == 0);
+        CHECK(memcmp(f.data() + kEthLen + 12, r.link.rail[rail].ips, 8) == 0);
+    };
+    CHECK(r.link.peer_data_tsc.load() == 0);
+    {
+        INFO("data by rail 1");
+        on_rail(round(0, kRailPort, t0), 1);
+        CHECK(r.link.peer_data_tsc.load() == t0); // the newest packet's arrival
+    }
+    {
+        INFO("data by rail 0 (port 0)");
+        on_rail(round(4, 0, t0 + 1000), 0);
+        CHECK(r.link.peer_data_tsc.load() == t0 + 1000);
+    }
+    {
+        INFO("a port that is no rail of the session's: rail 0");
+        on_rail(round(8, 9, t0 + 2000), 0);
+    }
+    {
+        INFO("the session has one rail: rail 0 whatever the port");
+        r.link.rails = 1;
+        on_rail(round(12, kRailPort, t0 + 3000), 0);
+    }
 }

@@ -108,6 +108,8 @@ Message bytes_msg(const std::vector<uint8_t>& b, rte_mbuf_ext_shared_info* sh = 
     return m;
 }
 
+const rte_ether_addr kRailMac = {{0x02, 0, 0, 0, 1, 1}}; // rail 1's port
+
 struct Opts {
     uint32_t burst = 32;
     uint64_t rto = kRto;
@@ -121,6 +123,9 @@ struct Opts {
     uint32_t paths = 1; // --paths: spraying, its own cases below
     int arrival_field = -1; // SenderConfig::arrival_field
     uint64_t quantum = 1 << 20; // SenderConfig::tx_quantum
+    uint32_t rails = 1; // rails: a second ring port (rail 1), its own case below
+    unsigned rail_ring = 4096;          // rail 1's tx ring
+    uint64_t stall = UINT64_MAX / 4;    // SenderConfig::stall: a full tx ring keeps its packets, tests drain it
 };
 
 struct Rig {
@@ -128,6 +133,7 @@ struct Rig {
     tmtest::RingPort port;
     std::string name = tmtest::unique_name("snd");
     SessionLink link;
+    std::unique_ptr<tmtest::RingPort> rail; // rail 1's port (Opts::rails 2)
     std::unique_ptr<Sender> s;
     std::vector<SendFlow*> made;
 
@@ -146,7 +152,7 @@ struct Rig {
         c.rto = o.rto;
         c.rto_max = o.rto_max;
         c.retry_limit = o.retry_limit;
-        c.stall = UINT64_MAX / 4; // a full tx ring keeps its packets: tests drain it
+        c.stall = o.stall;
         c.completions = o.completions;
         c.cc.enabled = o.cc;
         c.paths = o.paths;
@@ -154,6 +160,13 @@ struct Rig {
         paths = o.paths;
         c.cc.tsc_hz = 1000000000; // one cycle, one nanosecond
         c.cc.start_bps = o.cc_start_bps; // 200e6: 40 ns per byte
+        if (o.rails > 1) {
+            rail = std::make_unique<tmtest::RingPort>(pool.mp, o.rail_ring);
+            c.rail_macs[1] = kRailMac; // net_ring's own MACs are all zero
+            c.rails = 2;
+            c.rail_ports[0] = port.id;
+            c.rail_ports[1] = rail->id;
+        }
         c.name = name.c_str();
         s = std::make_unique<Sender>(c);
         REQUIRE(s->ok());
@@ -2523,4 +2536,167 @@ TEST_CASE("spraying: a dead path (all it carries lost) gets nothing but a probe 
         s.ack(t + 200000);
     }
     CHECK(on2 > 10);
+}
+
+// --- rails (--rails, session_link.h) -------------------------------------------------
+
+namespace {
+
+// One frame as it left: the port it left by, its Ethernet and IPv4
+// addresses, its source port and packet, and whether its IPv4 header
+// checksum holds.
+struct Frame {
+    int rail = -1;
+    uint8_t macs[12];
+    uint32_t ips[2];
+    uint16_t sport = 0;
+    uint16_t pkt_idx = 0;
+    bool retx = false;
+    bool ip_sum_ok = false;
+};
+
+std::vector<Frame> frames_of(tmtest::RingPort& port, int rail) {
+    std::vector<Frame> out;
+    rte_mbuf* m;
+    while (rte_ring_dequeue(port.tx, reinterpret_cast<void**>(&m)) == 0) {
+        Frame f;
+        f.rail = rail;
+        const auto* b = rte_pktmbuf_mtod(m, const uint8_t*);
+        memcpy(f.macs, b, 12);
+        memcpy(f.ips, b + kEthLen + 12, 8);
+        f.sport = rte_be_to_cpu_16(rte_pktmbuf_mtod_offset(m, const rte_udp_hdr*, kEthLen + kIpLen)->src_port);
+        f.ip_sum_ok = rte_raw_cksum(b + kEthLen, kIpLen) == 0xFFFF;
+        ParsedPacket p;
+        REQUIRE(parse_packet(m, ParserConfig{}, p) == R::None);
+        f.pkt_idx = p.hdr.pkt_idx;
+        f.retx = (static_cast<uint8_t>(p.hdr.flags) & static_cast<uint8_t>(Flags::Retx)) != 0;
+        out.push_back(f);
+        rte_pktmbuf_free(m);
+    }
+    return out;
+}
+
+} // namespace
+
+TEST_CASE("rails: each path's packets leave by its rail's port with that rail's addresses and a valid IPv4 "
+          "checksum; a packet lost on rail 1 is sent again by rail 0",
+          "[sender]") {
+    Opts o = spray_opts(2);
+    o.rails = 2;
+    Rig r(o);
+    SendFlowSpec sp = r.spec(8);
+    // Rail 0: the flow's own addresses; rail 1: others, as a handshake gives them.
+    r.link.rails = 2;
+    memcpy(r.link.rail[0].macs, sp.tx.l2l4, 12);
+    memcpy(r.link.rail[0].ips, sp.tx.l2l4 + kEthLen + 12, 8);
+    const uint8_t macs1[12] = {0x02, 0, 0, 0, 1, 1, 0x02, 0, 0, 0, 1, 2};
+    memcpy(r.link.rail[1].macs, macs1, 12);
+    r.link.rail[1].ips[0] = rte_cpu_to_be_32(0x0A4F0101); // 10.79.1.1
+    r.link.rail[1].ips[1] = rte_cpu_to_be_32(0x0A4F0102);
+    r.add(sp);
+    const uint16_t base = TxFlow::source_port(kPeerFlow);
+    const std::vector<uint8_t> b = tmtest::pattern(64 * 1024, 3); // 46 packets
+    REQUIRE(r.s->submit(kFlow, bytes_msg(b), 0) == 0);
+    std::vector<Frame> all;
+    for (int i = 0; i < 8 && all.size() < 46; i++) {
+        r.s->poll(1000 * kMs);
+        for (int k = 0; k < 2; k++)
+            for (const Frame& f : frames_of(k == 0 ? r.port : *r.rail, k))
+                all.push_back(f);
+    }
+    REQUIRE(all.size() == 46);
+    uint32_t per_rail[2] = {0, 0};
+    uint16_t lost_on_1 = UINT16_MAX;
+    for (const Frame& f : all) {
+        INFO("packet " << f.pkt_idx << " by rail " << f.rail << " from port " << f.sport);
+        const int path = f.sport == base ? 0 : f.sport == TxPaths::port_for(base, 1) ? 1 : -1;
+        REQUIRE(path >= 0);
+        CHECK(path == f.rail); // path p leaves by rail p % 2
+        CHECK(memcmp(f.macs, r.link.rail[f.rail].macs, 12) == 0);
+        CHECK(memcmp(f.ips, r.link.rail[f.rail].ips, 8) == 0);
+        CHECK(f.ip_sum_ok);
+        per_rail[f.rail]++;
+        if (f.rail == 1 && lost_on_1 == UINT16_MAX)
+            lost_on_1 = f.pkt_idx;
+    }
+    CHECK(per_rail[0] >= 23 - 2 * TxPaths::kRun); // equal weights: about half each
+    CHECK(per_rail[1] >= 23 - 2 * TxPaths::kRun);
+    CHECK(r.s->rail_pkts_tx(0) == per_rail[0]);
+    CHECK(r.s->rail_pkts_tx(1) == per_rail[1]);
+    CHECK(r.s->pkts_tx() == 46);
+    // One of rail 1's packets NACKed: sent again by the other path, so the other rail, with its addresses.
+    REQUIRE(lost_on_1 != UINT16_MAX);
+    REQUIRE(r.s->on_control(r.nack(0, {{lost_on_1, 1}}, 0, 0), 1001 * kMs) == R::None);
+    std::vector<Frame> again;
+    for (int i = 0; i < 4; i++) {
+        r.s->poll(1001 * kMs);
+        for (int k = 0; k < 2; k++)
+            for (const Frame& f : frames_of(k == 0 ? r.port : *r.rail, k))
+                again.push_back(f);
+    }
+    REQUIRE(again.size() == 1);
+    CHECK(again[0].retx);
+    CHECK(again[0].pkt_idx == lost_on_1);
+    CHECK(again[0].rail == 0);
+    CHECK(memcmp(again[0].macs, r.link.rail[0].macs, 12) == 0);
+    CHECK(memcmp(again[0].ips, r.link.rail[0].ips, 8) == 0);
+    CHECK(again[0].ip_sum_ok);
+}
+
+TEST_CASE("rails: a rail whose port takes nothing is not waited for once a stall freed its packets; a control "
+          "packet from a rail's MAC leaves by that rail",
+          "[sender]") {
+    Opts o = spray_opts(2);
+    o.rails = 2;
+    o.rail_ring = 64;
+    o.stall = 1000; // cycles (ns)
+    Rig r(o);
+    // Rail 1's port takes nothing: its tx ring is full (a link that is down).
+    std::vector<rte_mbuf*> fill(63);
+    REQUIRE(rte_pktmbuf_alloc_bulk(r.pool.mp, fill.data(), 63) == 0);
+    REQUIRE(rte_ring_enqueue_bulk(r.rail->tx, reinterpret_cast<void**>(fill.data()), 63, nullptr) == 63);
+    SendFlowSpec sp = r.spec(8);
+    r.link.rails = 2;
+    memcpy(r.link.rail[0].macs, sp.tx.l2l4, 12);
+    memcpy(r.link.rail[0].ips, sp.tx.l2l4 + kEthLen + 12, 8);
+    memcpy(r.link.rail[1].macs, sp.tx.l2l4, 12);
+    r.link.rail[1].ips[0] = rte_cpu_to_be_32(0x0A4F0101);
+    r.link.rail[1].ips[1] = rte_cpu_to_be_32(0x0A4F0102);
+    SendFlow* f = r.add(sp);
+    const std::vector<uint8_t> b = tmtest::pattern(64 * 1024, 3); // 46 packets
+    REQUIRE(r.s->submit(kFlow, bytes_msg(b), 0) == 0);
+    REQUIRE(r.s->submit(kFlow, bytes_msg(b), 1) == 0);
+    const uint64_t t0 = 1000 * kMs;
+    uint32_t on0 = 0;
+    for (uint64_t t = t0; t < t0 + 1100; t++) { // one stall (1000 cycles) and a tenth of another
+        r.s->poll(t);
+        on0 += static_cast<uint32_t>(frames_of(r.port, 0).size());
+    }
+    // Both messages were built within a stall and a tenth: after the first
+    // stall the dead rail held no round back (waited for, it held each round
+    // for a stall: 2 rounds of 32 packets by now, not 92).
+    CHECK(Sender::view(f).sent == 2);
+    r.s->poll(t0 + 3000); // another stall: rail 1's last packets freed
+    on0 += static_cast<uint32_t>(frames_of(r.port, 0).size());
+    INFO("rail 0 carried " << on0 << ", rail 1 dropped " << r.s->rail_dropped());
+    CHECK(on0 > 0);
+    CHECK(r.s->rail_pkts_tx(1) == 0);
+    CHECK(on0 + r.s->rail_dropped() == 92); // every packet went by rail 0 or was dropped on rail 1, once
+    CHECK(r.s->tx_dropped() == r.s->rail_dropped());
+
+    // Control packets (a Receiver's ACKs): from rail 1's MAC by rail 1 (its
+    // port takes again), from any other by rail 0.
+    rte_mbuf* m;
+    while (rte_ring_dequeue(r.rail->tx, reinterpret_cast<void**>(&m)) == 0)
+        rte_pktmbuf_free(m);
+    const rte_ether_addr srcs[3] = {kRailMac, {{0x02, 0, 0, 0, 0, 9}}, kRailMac};
+    for (const rte_ether_addr& src : srcs) {
+        rte_mbuf* c = build_ack(r.pool.mp, r.link.l2l4, kKey, r.ctl(0, 0));
+        REQUIRE(c != nullptr);
+        rte_pktmbuf_mtod(c, rte_ether_hdr*)->src_addr = src;
+        REQUIRE(rte_ring_enqueue(r.s->ctl_out(), c) == 0);
+    }
+    r.s->poll(t0 + 4000);
+    CHECK(rte_ring_count(r.rail->tx) == 2);
+    CHECK(rte_ring_count(r.port.tx) == 1);
 }

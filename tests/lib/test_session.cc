@@ -2013,3 +2013,65 @@ TEST_CASE("forget(): an Ended session is gone; notifications may hold or forget 
         CHECK(b.events.back().end == SessionEnd::PeerClosed);
     }
 }
+
+// Rails ----------------------------------------------------------------------
+
+namespace {
+// A rail's address: 10.79.R.H, MAC 02:00:00:00:R:H.
+RailAddress rail_addr(uint8_t rail, uint8_t host) {
+    RailAddress r;
+    r.ip = RTE_IPV4(10, 79, rail, host);
+    const uint8_t mac[6] = {0x02, 0, 0, 0, rail, host};
+    memcpy(r.mac, mac, 6);
+    return r;
+}
+void check_rail(const SessionLink& l, uint32_t r, const RailAddress& src, const RailAddress& dst) {
+    INFO("rail " << r);
+    CHECK(memcmp(l.rail[r].macs, dst.mac, 6) == 0);
+    CHECK(memcmp(l.rail[r].macs + 6, src.mac, 6) == 0);
+    CHECK(l.rail[r].ips[0] == rte_cpu_to_be_32(src.ip));
+    CHECK(l.rail[r].ips[1] == rte_cpu_to_be_32(dst.ip));
+}
+} // namespace
+
+TEST_CASE("rails: CONNECT and ACCEPT name each end's rails; both links stripe over the rails both ends have, "
+          "rail i to the peer's rail i, rail 0 the session's own addresses",
+          "[session]") {
+    Net net;
+    const uint8_t a_rails = GENERATE(0, 1, 3);
+    const uint8_t b_rails = GENERATE(0, 2, 3);
+    Node a(net, "A", kMacA, kIpA, [&](SessionTable::Config& c) {
+        c.nrails = a_rails;
+        for (uint8_t i = 0; i < a_rails; i++)
+            c.rails[i] = rail_addr(static_cast<uint8_t>(i + 1), 1);
+    });
+    Node b(net, "B", kMacB, kIpB, [&](SessionTable::Config& c) {
+        c.nrails = b_rails;
+        for (uint8_t i = 0; i < b_rails; i++)
+            c.rails[i] = rail_addr(static_cast<uint8_t>(i + 1), 2);
+    });
+    Acceptor acc;
+    listen(b, acc);
+    const Pair p = establish(a, b);
+    INFO("A has " << unsigned{a_rails} << " rails beyond its first, B " << unsigned{b_rails});
+    const uint32_t both = 1u + std::min(a_rails, b_rails);
+    for (const Session* s : {p.a, p.b}) {
+        REQUIRE(s->link != nullptr);
+        CHECK(s->link->rails == both);
+        // Rail 0: the control template's addresses.
+        CHECK(memcmp(s->link->rail[0].macs, s->link->l2l4, 12) == 0);
+        CHECK(memcmp(s->link->rail[0].ips, s->link->l2l4 + kEthLen + 12, 8) == 0);
+    }
+    CHECK(p.a->peer_nrails == b_rails);
+    CHECK(p.b->peer_nrails == a_rails);
+    for (uint32_t r = 1; r < both; r++) {
+        const auto r8 = static_cast<uint8_t>(r);
+        check_rail(*p.a->link, r, rail_addr(r8, 1), rail_addr(r8, 2));
+        check_rail(*p.b->link, r, rail_addr(r8, 2), rail_addr(r8, 1));
+    }
+    // On the wire: every CONNECT and the ACCEPT name the sender's rails.
+    for (const Node* n : {&a, &b})
+        for (const Pkt& k : n->sent)
+            if (k.is(SessionType::Connect) || k.is(SessionType::Accept))
+                CHECK(k.bytes[kFrameOverhead + 68] == (n == &a ? a_rails : b_rails));
+}

@@ -141,14 +141,27 @@ void write_paths(FILE* f, const Results& r) {
     fprintf(f, "  \"paths\": [");
     for (size_t i = 0; i < r.paths.size(); i++) {
         const auto& x = r.paths[i];
-        fprintf(f, "%s\n    {\"sender\": %u, \"session\": %u, \"path\": %u, \"port\": %u, \"sent\": %lu, "
+        fprintf(f, "%s\n    {\"sender\": %u, \"session\": %u, \"path\": %u, \"rail\": %u, \"port\": %u, \"sent\": %lu, "
                    "\"retx\": %lu, \"lost\": %lu, \"probes\": %lu, \"samples\": %lu, \"deaths\": %lu, "
                    "\"srtt_us\": %.1f, \"share\": %.4f, \"rate_mbps\": %.1f, \"cuts\": %lu, \"dead\": %s}",
-                i ? "," : "", x.sender, x.v.session, unsigned{x.v.path}, unsigned{x.v.port}, x.v.sent, x.v.retx,
+                i ? "," : "", x.sender, x.v.session, unsigned{x.v.path}, unsigned{x.v.rail}, unsigned{x.v.port},
+                x.v.sent, x.v.retx,
                 x.v.lost, x.v.probes, x.v.samples, x.v.deaths, x.v.srtt_us, x.v.share, x.v.rate_bps / 1e6, x.v.cuts,
                 x.v.dead ? "true" : "false");
     }
     fprintf(f, "\n  ],\n");
+}
+
+// --rails: each rail's port and its counts.
+void write_rails(FILE* f, const Results& r) {
+    fprintf(f, "  \"rails\": [");
+    for (size_t i = 0; i < r.rails.size(); i++) {
+        const auto& x = r.rails[i];
+        fprintf(f, "%s\n    {\"rail\": %zu, \"port\": %u, \"port_tx\": %lu, \"port_rx\": %lu}", i ? "," : "", i,
+                unsigned{x.port}, x.port_tx, x.port_rx);
+    }
+    fprintf(f, "\n  ],\n");
+    fprintf(f, "  \"rail_dropped\": %lu,\n", r.rail_dropped);
 }
 
 // Each session, the flow registry, and the control plane's session counts.
@@ -214,6 +227,7 @@ bool write_summary_json(const Results& r, const std::string& path, std::string& 
     write_transport(f, r);
     write_flows(f, r);
     write_paths(f, r);
+    write_rails(f, r);
     write_sessions(f, r);
     write_control(f, r);
     write_outcome(f, r);

@@ -99,6 +99,15 @@ struct Results {
         tailmark::PathView v;
     };
     std::vector<Path> paths;
+    // --rails: per rail (0: --tx-port), its port and what its port sent and
+    // received (the port's own counters); and the packets the Senders freed
+    // at a rail's full queue or after its stall (its link down).
+    struct Rail {
+        uint16_t port = 0;
+        uint64_t port_tx = 0, port_rx = 0;
+    };
+    std::vector<Rail> rails;
+    uint64_t rail_dropped = 0;
     // The flow registry (registry.cc): flows made over the run, slots it
     // holds (per_flow's rows and the forgotten ones' free slots), slots
     // given to a new flow, and the ended sessions forgotten (--keep-ended).

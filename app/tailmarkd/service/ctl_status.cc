@@ -51,6 +51,8 @@ StatusSnapshot Service::status_snapshot(uint64_t now) const {
     port(o.tx_port, "data");
     if (o.rx_port != o.tx_port)
         port(o.rx_port, "data");
+    for (const Options::Rail& r : o.rails)
+        port(r.port, "rail");
     if (rt_.local_port_id() >= 0)
         port(static_cast<uint16_t>(rt_.local_port_id()), "local");
     for (const auto& ap : apps_) {

@@ -47,6 +47,9 @@ struct EngineHost {
     uint16_t tx_port = 0;
     uint16_t rx_port = 0;
     uint16_t tx_queues = 1;          // one Sender each; queue q on tx_lcores[q % T]
+    // Rails beyond the first (session_link.h): ports that send and receive
+    // like tx_port (== rx_port), with as many queues; at most kMaxRails - 1.
+    std::vector<uint16_t> rail_ports;
     std::vector<unsigned> tx_lcores; // one tx role each
     std::vector<unsigned> rx_lcores; // rx queue r polled by rx_lcores[r], a Receiver each
     rte_mempool* pool = nullptr;     // headers, copies, ACKs and NACKs

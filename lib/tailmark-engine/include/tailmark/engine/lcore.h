@@ -133,6 +133,10 @@ struct alignas(64) RxCtx {
     uint16_t queue = 0;
     uint16_t local_port = kNoPort;
     uint16_t local_queue = 0;
+    // Rails beyond the first (session_link.h): their ports' queue `queue`,
+    // placed by the same Receiver (a session's packets come by any rail).
+    uint16_t rail_ports[kMaxRails - 1]{};
+    uint8_t rails = 0;
     Receiver* receiver = nullptr;
     uint64_t drained = 0; // the TSC of the last port rx burst that left the queue empty
     uint64_t away = 0;    // cycles between such bursts that mean the lcore was away (kAwayUs)
