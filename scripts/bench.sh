@@ -36,6 +36,10 @@
 #                               each link's rate over time in the black-hole
 #                               case (build/bench/paths.md, paths.json,
 #                               paths-blackhole.png; root)
+#   scripts/bench.sh --rails    only rails (--rails): tests/integration/
+#                               rails.sh's one rail against two, and each
+#                               rail cut mid-transfer, RAILS_ROUNDS (3) times
+#                               (build/bench/rails.md, rails.json; root)
 #   scripts/bench.sh --stages   only the rx lcore's cycle account per stage at
 #                               64 B and 64 KiB: perf (cpu-clock) on a
 #                               -Dstage_profile build (build/bench/stages.md,
@@ -84,6 +88,7 @@ stages=0
 kernel=0
 catb=0
 pathsb=0
+railsb=0
 while [ $# -gt 0 ]; do
     case $1 in
     --quick) quick=1 ;;
@@ -97,7 +102,8 @@ while [ $# -gt 0 ]; do
     --kernel) kernel=1 ;;
     --cat) catb=1 ;;
     --paths) pathsb=1 ;;
-    *) echo "usage: scripts/bench.sh [--quick] [--instructions] [--compare REV] [--report REV] [--torch] [--torch-algo] [--cc] [--stages] [--kernel] [--cat] [--paths]" >&2; exit 2 ;;
+    --rails) railsb=1 ;;
+    *) echo "usage: scripts/bench.sh [--quick] [--instructions] [--compare REV] [--report REV] [--torch] [--torch-algo] [--cc] [--stages] [--kernel] [--cat] [--paths] [--rails]" >&2; exit 2 ;;
     esac
     shift
 done
@@ -168,6 +174,11 @@ fi
 if [ $pathsb -eq 1 ]; then
     source "$TM_ROOT/scripts/lib/bench_paths.sh"
     bench_paths "$out"
+    exit $?
+fi
+if [ $railsb -eq 1 ]; then
+    source "$TM_ROOT/scripts/lib/bench_rails.sh"
+    bench_rails "$out"
     exit $?
 fi
 if [ -n "$compare" ] && [ $instructions -eq 1 ]; then

@@ -18,6 +18,13 @@
 # link; above 1500 the daemons take --mtu TT_MTU and af_packet socket ring
 # frames large enough for it (framesz; the PMD's reported 1518-byte maximum
 # is left aside, see runtime.cc's af_packet_frame).
+# TT_RAILS (default 1, at most 4): each node's links (rails, issue 38). Rail
+# i > 0 is a veth eth<i> into a bridge br<i> of its own (in TT_BR), with the
+# same MTU, the daemon's port i (net_af_packet<i>, the same ring) and
+# address 198.18.<i+1>.K+1 (--rails): a separate link, so that what each
+# rail carries is its veth's counters alone. No kernel address on a rail
+# (the daemon's data, and nothing of the kernel's, goes out of it); the
+# daemons learn each other's rails from the handshake, not by ARP.
 # shellcheck shell=bash
 TT_PY=${TAILMARK_PYTHON:-/usr/bin/python3}
 # TT_PYRUN: TT_PY as the command for a script that imports tailmark.torch
@@ -39,7 +46,9 @@ tt_require() {
 }
 
 tt_mesh() {
-    local n=$1 r
+    local n=$1 r i
+    local rails=${TT_RAILS:-1}
+    if ! [[ $rails =~ ^[1-4]$ ]]; then tm_fail "TT_RAILS=$rails: 1 to 4"; tm_finish; fi
     TT_NODES=$n
     TT_PER=${2:-1}
     TT_N=$((n * TT_PER))
@@ -47,8 +56,10 @@ tt_mesh() {
     TT_BR=tm_tb${TT_MESHES}_$$
     TM_NETNS+=("$TT_BR")
     ip netns add "$TT_BR" || { tm_fail "bridge namespace"; tm_finish; }
-    ip netns exec "$TT_BR" ip link add br0 type bridge || { tm_fail "bridge"; tm_finish; }
-    ip netns exec "$TT_BR" ip link set br0 up
+    for ((i = 0; i < rails; i++)); do
+        ip netns exec "$TT_BR" ip link add br$i type bridge || { tm_fail "bridge br$i"; tm_finish; }
+        ip netns exec "$TT_BR" ip link set br$i up
+    done
     ip netns exec "$TT_BR" sysctl -qw net.ipv6.conf.all.disable_ipv6=1
     for ((r = 0; r < n; r++)); do
         TT_NS[r]=tm_tr${TT_MESHES}${r}_$$
@@ -66,8 +77,15 @@ tt_mesh() {
         TT_IP[r]=198.18.1.$((r + 1))
         ip netns exec "${TT_NS[r]}" ip addr add "${TT_KIP[r]}/24" dev eth0
         ip netns exec "${TT_NS[r]}" ip link set eth0 up
+        for ((i = 1; i < rails; i++)); do
+            ip link add eth$i netns "${TT_NS[r]}" type veth peer name p${r}r$i netns "$TT_BR" ||
+                { tm_fail "veth of rank $r's rail $i"; tm_finish; }
+            ip netns exec "$TT_BR" ip link set p${r}r$i master br$i
+            ip netns exec "$TT_BR" ip link set p${r}r$i mtu "${TT_MTU:-1500}" up
+            ip netns exec "${TT_NS[r]}" ip link set eth$i mtu "${TT_MTU:-1500}" up
+        done
     done
-    ip netns exec "$TT_BR" ip link set br0 mtu "${TT_MTU:-1500}"
+    for ((i = 0; i < rails; i++)); do ip netns exec "$TT_BR" ip link set br$i mtu "${TT_MTU:-1500}"; done
     local vdev_extra="" mtu_opt=()
     if [ "${TT_MTU:-1500}" -gt 1500 ]; then
         # A ring frame: the frame, the tpacket header and sockaddr (80 B),
@@ -92,6 +110,14 @@ tt_mesh() {
     if [ "$TM_SAN_SLOW" -gt 1 ]; then nack_opt=(--nack-delay-us $((200 * TM_SAN_SLOW))); fi
     for ((r = 0; r < n; r++)); do
         TT_SOCK[r]=$TM_WORK/r$r.sock
+        # The rails' ports take the primary's ring: the daemon refuses a
+        # rail whose af_packet frames are smaller than its port's.
+        local rail_vdev=() rail_opt=() rail_ips=()
+        for ((i = 1; i < rails; i++)); do
+            rail_vdev+=("--vdev=net_af_packet$i,iface=eth$i$vdev_extra")
+            rail_ips+=("$i:198.18.$((i + 1)).$((r + 1))")
+        done
+        [ "$rails" -gt 1 ] && rail_opt=(--rails "$(IFS=,; echo "${rail_ips[*]}")")
         # Two vCPUs: the daemons take turns on them (their busy loops are
         # what the scheduler shares with the ranks). Six busy processes on
         # two vCPUs delay RTT samples by scheduler time slices (ms), far
@@ -107,8 +133,10 @@ tt_mesh() {
         # CI run's 2-rank 32 MiB send outlived with both daemons alive; under
         # --sanitize, 12 ended a 16 M-element all_reduce at 2 and 3 ranks
         # with both daemons alive, in 2 of 2 torch_ops runs.)
-        tm_start d$r "${TT_DAEMON_S:-900}" ns "${TT_NS[r]}" -- --vdev=net_af_packet0,iface=eth0$vdev_extra -l $((r % 2)) -- \
-            --mode service --src-ip "${TT_IP[r]}" --control-socket "${TT_SOCK[r]}" --secret "$TM_SECRET" "${mtu_opt[@]}" \
+        tm_start d$r "${TT_DAEMON_S:-900}" ns "${TT_NS[r]}" -- \
+            --vdev=net_af_packet0,iface=eth0$vdev_extra "${rail_vdev[@]}" -l $((r % 2)) -- \
+            --mode service --src-ip "${TT_IP[r]}" "${rail_opt[@]}" --control-socket "${TT_SOCK[r]}" \
+            --secret "$TM_SECRET" "${mtu_opt[@]}" \
             --stats-period 0 --peer-timeout-ms "$TT_PEER_TIMEOUT_MS" --idle-sleep-us ${TT_IDLE_SLEEP_US:-50} \
             ${TT_CC_TARGET_US:+--cc-target-us $TT_CC_TARGET_US} ${TT_RETRY_LIMIT:+--retry-limit $TT_RETRY_LIMIT} "${nack_opt[@]}"
         TT_PID[r]=$TM_PID
