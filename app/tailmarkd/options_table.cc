@@ -201,7 +201,7 @@ const OptDef kOpts[] = {
     {"rails", "PORT:IPV4[,...]",
      "more ports, each with its own address (rails; up to 3): a session's data is striped over the rails both ends "
      "have, rail i to the peer's rail i, which the handshake names (rails are links: no router between); ACKs "
-     "follow the data, the handshake and keep-alives stay on --tx-port (default: none)",
+     "follow the data, keep-alives go by every rail, the handshake by --tx-port (default: none)",
      [](Options& o, std::string_view v) -> Err {
          o.rails.clear();
          while (!v.empty()) {

@@ -227,13 +227,17 @@ void SessionTable::offer_rails(SessionMsg& m) const {
         m.rails[i] = cfg_.rails[i];
 }
 
-bool SessionTable::send(Session& s, SessionMsg& m, const SipKey& key) {
+bool SessionTable::send(Session& s, SessionMsg& m, const SipKey& key, uint32_t rail) {
     m.src_session = s.id;
     m.src_epoch = s.local_epoch;
     m.service = s.service;
     m.seq = ++s.tx_seq;
     uint8_t l2l4[kEthLen + kIpLen + kUdpLen];
     template_to(s, l2l4);
+    if (rail != 0 && rail < rails_of(s)) { // that rail's addresses: the data plane sends it by that rail
+        memcpy(l2l4, s.link->rail[rail].macs, sizeof(s.link->rail[rail].macs));
+        memcpy(l2l4 + kEthLen + 12, s.link->rail[rail].ips, sizeof(s.link->rail[rail].ips));
+    }
     rte_mbuf* b = build_session(cfg_.pool, l2l4, key, m);
     if (b == nullptr || !tx_(b)) {
         ctr_.tx_fail++;
@@ -318,8 +322,10 @@ void SessionTable::end(Session& s, SessionEnd why, uint64_t now) {
     s.end = why;
     ctr_.ended++;
     if (was_up && (why == SessionEnd::Closed || why == SessionEnd::BadAccept)) {
-        SessionMsg m = to_peer(s, SessionType::Close, rte_rand());
-        send(s, m, s.key);
+        for (uint32_t r = 0; r < rails_of(s); r++) { // by every rail: the first may be down
+            SessionMsg m = to_peer(s, SessionType::Close, rte_rand());
+            send(s, m, s.key, r);
+        }
     }
     notify_(s);
 }
@@ -386,12 +392,17 @@ void SessionTable::poll(uint64_t now) {
         case SessionState::Established: {
             if (s.connector && now >= s.next_tx) {
                 // Upper half a sequence (the acceptor wants it rising), lower
-                // half random (a RESET or answer must echo it).
-                const uint64_t nonce = uint64_t(++s.ask_seq) << 32 | (rte_rand() & 0xFFFFFFFFu);
-                SessionMsg k = to_peer(s, SessionType::Keepalive, nonce);
-                k.flags = kKeepaliveAsk;
-                s.ask_nonce[s.asks++ % 4] = k.nonce;
-                send(s, k, s.key);
+                // half random (a RESET or answer must echo it). One by every
+                // rail, each answered by the rail it came by: the session
+                // lives while any rail carries (kMaxRails probes a round, the
+                // four ask_nonce remember).
+                for (uint32_t r = 0; r < rails_of(s); r++) {
+                    const uint64_t nonce = uint64_t(++s.ask_seq) << 32 | (rte_rand() & 0xFFFFFFFFu);
+                    SessionMsg k = to_peer(s, SessionType::Keepalive, nonce);
+                    k.flags = kKeepaliveAsk;
+                    s.ask_nonce[s.asks++ % 4] = k.nonce;
+                    send(s, k, s.key, r);
+                }
                 s.next_tx = now + us(cfg_.keepalive_us);
             }
             if (!s.connector && !s.confirmed && now >= s.deadline) {

@@ -246,7 +246,9 @@ private:
     void link_rails(const Session& s, SessionLink& l) const;
     void offer_rails(SessionMsg& m) const;
     void template_to(const Session& s, uint8_t (&l2l4)[kEthLen + kIpLen + kUdpLen]) const;
-    bool send(Session& s, SessionMsg& m, const SipKey& key);
+    // By the session's rail `rail` (its link's addresses; 0: the first).
+    bool send(Session& s, SessionMsg& m, const SipKey& key, uint32_t rail = 0);
+    uint32_t rails_of(const Session& s) const { return s.link != nullptr ? s.link->rails : 1; }
     // A packet of type t to s's peer: its session, its incarnation.
     static SessionMsg to_peer(const Session& s, SessionType t, uint64_t nonce) {
         SessionMsg m;
@@ -294,7 +296,7 @@ private:
     void on_accept(const SessionMsg& msg, Session& s, uint64_t now);
     RefuseReason bad_accept(const SessionMsg& msg, Session& s, uint64_t& want, uint64_t& got) const;
     void on_refuse(const SessionMsg& msg, Session& s, uint64_t now);
-    void on_keepalive(const SessionMsg& msg, Session& s, uint64_t now);
+    void on_keepalive(const SessionMsg& msg, Session& s, uint64_t now, uint32_t rail);
     void on_reset(const SessionMsg& msg, Session& s, uint64_t now);
     void on_retry(const SessionMsg& msg, Session& s, uint64_t now);
     void count(DropReason r) { ctr_.drops[index(r)]++; }

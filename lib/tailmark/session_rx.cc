@@ -306,9 +306,14 @@ void SessionTable::on_session(rte_mbuf* m, uint64_t now) {
     case SessionType::Refuse:
         on_refuse(msg, *s, now);
         return;
-    case SessionType::Keepalive:
-        on_keepalive(msg, *s, now);
+    case SessionType::Keepalive: { // answered by the rail it came by
+        uint32_t rail = 0;
+        for (uint32_t i = 0; i < s->peer_nrails; i++)
+            if (s->peer_rails[i].ip == o.ep.ip)
+                rail = i + 1;
+        on_keepalive(msg, *s, now, rail);
         return;
+    }
     case SessionType::Reset:
         on_reset(msg, *s, now);
         return;
@@ -443,7 +448,7 @@ void SessionTable::on_refuse(const SessionMsg& msg, Session& s, uint64_t now) {
 // A KEEPALIVE: the connector's probe (answered here), the acceptor's answer,
 // or the confirmation of an ACCEPT; the first the acceptor takes confirms its
 // session, and an older incarnation it replaces ends.
-void SessionTable::on_keepalive(const SessionMsg& msg, Session& s, uint64_t now) {
+void SessionTable::on_keepalive(const SessionMsg& msg, Session& s, uint64_t now, uint32_t rail) {
     // Freshness: an answer must echo one of the probes this end sent, a
     // probe must carry a sequence above the last one (its nonce's upper
     // half): a recording replayed later keeps no dead peer alive.
@@ -473,7 +478,7 @@ void SessionTable::on_keepalive(const SessionMsg& msg, Session& s, uint64_t now)
     if (msg.flags & kKeepaliveAsk) {
         SessionMsg k = to_peer(s, SessionType::Keepalive, msg.nonce);
         k.flags = kKeepaliveAnswer;
-        send(s, k, s.key);
+        send(s, k, s.key, rail);
     }
 }
 

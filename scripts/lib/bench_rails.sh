@@ -37,8 +37,7 @@ for r in range(1, rounds + 1):
 f = lambda x: f"{x:.1f}" if x is not None else "-"
 md = [f"Rails: two veth pairs of 500 Mbit/s (tbf) between two tailmarkd (tests/integration/rails.sh); {cpu}; "
       f"{datetime.date.today().isoformat()}, {rev}. Goodput, Mbit/s, over the whole run (b and d: a quarter on "
-      "two rails, the rest on the one left); a and b at the receiver, d at the sender (d's receiver runs on for "
-      "--peer-timeout-ms: the sender's CLOSE rides the cut rail).", "",
+      "two rails, the rest on the one left); a and b at the receiver, d at the sender.", "",
       "| round | one rail | two rails | two / one | >= 1.8x | rail 1 cut (b) | rail 0 cut (d) | checks |",
       "|---:|---:|---:|---:|---|---:|---:|---|"]
 for x in rows:

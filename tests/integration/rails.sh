@@ -27,16 +27,17 @@
 #  a. one rail (no --rails) against two (--rails on both ends), 250 x 1 MiB
 #     each: every message completes in both, none fails; in the two-rail run
 #     ra0 and ra1 each carry >= 30% of the frames, the summary's paths[]
-#     name their rail (p % 2) and rail 1's paths sent exactly what ra1
-#     carried; two rails' goodput > 1.3x one rail's of the same run.
+#     name their rail (p % 2) and each rail's paths sent what its veth
+#     carried, less the session's few control frames; two rails' goodput > 1.3x one rail's of the same run.
 #  b. two rails, 400 x 1 MiB; D's end of rail 1 (rb1) goes down once ~1/4
 #     of the frames went: every message completes, none fails; from the cut
 #     nothing crosses rail 1 (ra1 and rb1's counters), and the sender puts
 #     < 5% of its frames on rail 1 (what its rail-1 paths sent beyond what
 #     ra1 carried: the kernel drops them uncounted), the probes among them.
-#  d. the same with rail 0, the first (control's), cut at D's end (rb0):
-#     every message completes, none fails; rail 0 takes < 5% of the data
-#     frames from the cut; D's ACKs come back by rail 1.
+#  d. the same with rail 0, the first (the handshake's), cut at D's end
+#     (rb0): every message completes, none fails; rail 0 takes < 5% of the
+#     data frames from the cut; D's ACKs come back by rail 1, and the
+#     sender's CLOSE too (the receiver's session ends peer_closed).
 #  c. rails on one end only, --paths 2: the receiver two and the sender one,
 #     then the other way round: both paths on rail 0, ra1 carries nothing,
 #     every message completes.
@@ -121,8 +122,8 @@ goodput() { # TAG: the receiver's goodput, Mbit/s
     python3 -c "import json; r = json.load(open('$TM_WORK/$1_recv.json'))
 print(f\"{r['bytes_payload'] * 8 / r['elapsed_s'] / 1e6:.1f}\")"
 }
-# goodput_send TAG: the sender's, Mbit/s (case d's receiver runs on for
-# --peer-timeout-ms after the end: the sender's CLOSE rides the cut rail 0).
+# goodput_send TAG: the sender's, Mbit/s (case d: what the sender saw
+# acknowledged over its run, the ACKs by rail 1).
 goodput_send() {
     python3 -c "import json; r = json.load(open('$TM_WORK/$1_send.json'))
 print(f\"{r['bytes_payload'] * 8 / r['elapsed_s'] / 1e6:.1f}\")"
@@ -194,11 +195,12 @@ if only a && [ -z "${RAILS_MEASURE:-}" ]; then
     holds "$d0 >= 0.3 * ($d0 + $d1) and $d1 >= 0.3 * ($d0 + $d1)" ||
         tm_fail "a: two rails: ra0 carried $d0 frames, ra1 $d1: not 30% each"
     # The summary names each path's rail, path p on rail p % 2, and says
-    # what the veths saw: ra1 carries nothing but data, so its frames are
-    # exactly its paths' (retransmissions and probes included); ra0 also
-    # the handshake and keep-alives.
+    # what the veths saw: each rail's frames are its paths' (retransmissions
+    # and probes included) and a few of the session's own: a keep-alive by
+    # every rail each second and a CLOSE by every rail; ra0 also the
+    # handshake. (A sender's rail 1 sends no ACK: its peer sends it no data.)
     tm_check a2_send "len(d['paths']) >= 2" "all(p['rail'] == p['path'] % 2 for p in d['paths'])" \
-        "sum(p['sent'] for p in d['paths'] if p['rail'] == 1) == $d1" \
+        "0 <= $d1 - sum(p['sent'] for p in d['paths'] if p['rail'] == 1) <= 16" \
         "0 <= $d0 - sum(p['sent'] for p in d['paths'] if p['rail'] == 0) <= 64"
     # Against one rail of the same run, not a rate: a build beside it on
     # these 2 vCPUs took one rail to ~300 Mbit/s and two to 1.47-1.65x that
@@ -284,6 +286,8 @@ if only d && [ -z "${RAILS_MEASURE:-}" ]; then
         tm_fail "d: the cut rail took $after0 of $((after0 + after1)) data frames from the cut on (>= 5%)"
     # The ACKs of the three quarters sent after the cut came back by rail 1.
     [ $((end_acks - cut_acks)) -gt 0 ] || tm_fail "d: D sent nothing by rail 1 from the cut: no ACK followed the data"
+    # The sender's CLOSE reached the receiver by rail 1 (not its timeout).
+    tm_check d_recv "[s['end'] for s in d['sessions']] == ['peer_closed']"
 fi
 
 # --- c. rails on one end only -------------------------------------------------------------------

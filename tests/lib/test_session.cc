@@ -249,8 +249,15 @@ void Net::flush() {
 void Net::carry(Node& from, rte_mbuf* m, const Pkt& p) {
     std::vector<Node*> to;
     const bool bcast = same(p.dst(), kBcast);
+    // A node receives at its port's MAC and at its rails' (one wire for all here).
+    auto owns = [&](const Node& n) {
+        bool any = same(n.cfg.rx_mac, p.dst());
+        for (uint32_t i = 0; i < n.cfg.nrails; i++)
+            any |= memcmp(n.cfg.rails[i].mac, p.dst().addr_bytes, 6) == 0;
+        return any;
+    };
     for (Node* n : nodes)
-        if (n->up && (bcast ? n != &from : same(n->cfg.rx_mac, p.dst())))
+        if (n->up && (bcast ? n != &from : owns(*n)))
             to.push_back(n);
     if (to.empty()) {
         rte_pktmbuf_free(m);
@@ -2074,4 +2081,64 @@ TEST_CASE("rails: CONNECT and ACCEPT name each end's rails; both links stripe ov
         for (const Pkt& k : n->sent)
             if (k.is(SessionType::Connect) || k.is(SessionType::Accept))
                 CHECK(k.bytes[kFrameOverhead + 68] == (n == &a ? a_rails : b_rails));
+}
+
+TEST_CASE("rails: keep-alives ask by every rail and are answered by the rail they came by; a session whose first "
+          "rail is down lives on the others; CLOSE goes by every rail",
+          "[session]") {
+    Net net;
+    Node a(net, "A", kMacA, kIpA, [&](SessionTable::Config& c) {
+        c.nrails = 1;
+        c.rails[0] = rail_addr(1, 1);
+    });
+    Node b(net, "B", kMacB, kIpB, [&](SessionTable::Config& c) {
+        c.nrails = 1;
+        c.rails[0] = rail_addr(1, 2);
+    });
+    Acceptor acc;
+    listen(b, acc);
+    const Pair p = establish(a, b);
+    REQUIRE(p.a->link->rails == 2);
+    auto on_rail1 = [](const Pkt& k) { return be32(k.bytes, 26) >> 8 == (RTE_IPV4(10, 79, 1, 0) >> 8); };
+    const size_t a0 = a.sent.size(), b0 = b.sent.size();
+    net.run_to(T0 + kSec + 10 * kMs, kMs); // the first round of probes
+    std::vector<const Pkt*> asks, answers;
+    for (size_t i = a0; i < a.sent.size(); i++)
+        if (a.sent[i].is_ka(kKeepaliveAsk))
+            asks.push_back(&a.sent[i]);
+    for (size_t i = b0; i < b.sent.size(); i++)
+        if (b.sent[i].is_ka(kKeepaliveAnswer))
+            answers.push_back(&b.sent[i]);
+    REQUIRE(asks.size() == 2);
+    REQUIRE(answers.size() == 2);
+    CHECK_FALSE(on_rail1(*asks[0])); // rail 0: the session's own addresses
+    CHECK(be32(asks[0]->bytes, 26) == kIpA);
+    CHECK(on_rail1(*asks[1]));
+    CHECK(be32(asks[1]->bytes, 30) == RTE_IPV4(10, 79, 1, 2));
+    CHECK(memcmp(asks[1]->bytes.data(), rail_addr(1, 2).mac, 6) == 0);
+    for (const Pkt* k : answers) { // each by the rail its probe came by
+        const bool r1 = on_rail1(*k);
+        CHECK(std::count_if(asks.begin(), asks.end(), [&](const Pkt* q) {
+                  return q->nonce() == k->nonce() && on_rail1(*q) == r1;
+              }) == 1);
+    }
+    SECTION("rail 0 down: nothing by it for three peer timeouts, and both ends live") {
+        net.fate = [&](const Node&, const Pkt& k) { return on_rail1(k) ? Fate::Deliver : Fate::Drop; };
+        net.run_to(T0 + 16 * kSec, 10 * kMs);
+        CHECK(p.a->state == SessionState::Established);
+        CHECK(p.b->state == SessionState::Established);
+        SECTION("CLOSE by every rail: the peer ends PeerClosed by rail 1") {
+            a.t->close(p.a, net.now);
+            net.flush();
+            CHECK(p.b->state == SessionState::Ended);
+            CHECK(p.b->end == SessionEnd::PeerClosed);
+            CHECK(std::count_if(a.sent.begin(), a.sent.end(), [](const Pkt& k) { return k.is(SessionType::Close); }) == 2);
+        }
+    }
+    SECTION("every rail down: both ends time out, as without rails") {
+        net.fate = [](const Node&, const Pkt&) { return Fate::Drop; };
+        net.run_to(T0 + 16 * kSec, 10 * kMs);
+        CHECK(p.a->end == SessionEnd::PeerTimeout);
+        CHECK(p.b->end == SessionEnd::PeerTimeout);
+    }
 }
