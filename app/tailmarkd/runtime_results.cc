@@ -266,6 +266,12 @@ Results Runtime::results() const {
         r.port_rx = st.ipackets;
         r.port_missed = st.imissed;
     }
+    for (const auto& p : rails_) // the data ports together: every rail's (rails[] has each)
+        if (rte_eth_stats_get(p->id(), &st) == 0) {
+            r.port_tx += st.opackets;
+            r.port_rx += st.ipackets;
+            r.port_missed += st.imissed;
+        }
     if (rx_port_owned_ && rte_eth_stats_get(rx_port_owned_->id(), &st) == 0) {
         r.port_rx = st.ipackets;
         r.port_missed = st.imissed;
