@@ -228,8 +228,7 @@ bool Receiver::emit(RecvFlow& f, Control& c, uint64_t now) {
         } else { // back by the rail the newest packet came by: its addresses
             alignas(8) uint8_t t[sizeof(link->l2l4)];
             memcpy(t, link->l2l4, sizeof(t));
-            memcpy(t, link->rail[rail].macs, sizeof(link->rail[rail].macs));
-            memcpy(t + kEthLen + 12, link->rail[rail].ips, sizeof(link->rail[rail].ips));
+            link->rail[rail].write(t);
             m = build_ack(cfg_.pool, t, link->key, c);
         }
         ok = m != nullptr && cfg_.routes.ctl_out != nullptr && rte_ring_mp_enqueue(cfg_.routes.ctl_out, m) == 0;

@@ -508,9 +508,7 @@ uint32_t Sender::aim(SendFlow& f, TxMessage& m, uint32_t& k, uint32_t avoid, uin
     m.stamp = rte_cpu_to_be_16(paths.stamp(stamp_host_, p));
     if (unlikely(paths.rails() > 1) && paths.rail(p) != f.rail) { // another rail's addresses
         f.rail = static_cast<uint8_t>(paths.rail(p));
-        const RailHeader& h = f.spec.link->rail[f.rail];
-        memcpy(f.spec.tx.l2l4, h.macs, sizeof(h.macs));
-        memcpy(f.spec.tx.l2l4 + kEthLen + 12, h.ips, sizeof(h.ips));
+        f.spec.link->rail[f.rail].write(f.spec.tx.l2l4);
         f.spec.tx.ip_sum = rte_raw_cksum(f.spec.tx.l2l4 + kEthLen, kIpLen);
     }
     return p;
@@ -525,14 +523,13 @@ void Sender::split_rails(uint32_t n, uint64_t now) {
     for (uint32_t i = 0; i < n; i++) {
         const uint32_t r = rail_of_[i];
         rail_of_[i] = 0;
-        if (!(r == 0 ? tx_ : *rail_tx_[r]).push(pend_[i])) {
+        if (!rail_q(r).push(pend_[i])) {
             rte_pktmbuf_free(pend_[i]);
             bump(rail_full_);
         }
     }
-    railed_ = false;
     for (uint32_t r = 0; r < cfg_.rails; r++)
-        (r == 0 ? tx_ : *rail_tx_[r]).flush(now);
+        rail_q(r).flush(now);
 }
 
 // A round may be built: every rail's queue took what it had, or is stuck
@@ -541,7 +538,7 @@ void Sender::split_rails(uint32_t n, uint64_t now) {
 bool Sender::rails_ready(uint64_t now) {
     bool ready = true;
     for (uint32_t r = 0; r < cfg_.rails; r++) {
-        TxBurst& q = r == 0 ? tx_ : *rail_tx_[r];
+        TxBurst& q = rail_q(r);
         ready &= q.flush(now) || q.stuck();
     }
     return ready;

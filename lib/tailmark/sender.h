@@ -290,9 +290,10 @@ public:
             n += rail_tx_[r]->pkts_tx();
         return n;
     }
-    uint64_t tx_dropped() const { return tx_.dropped() + rail_dropped(); } // freed after a stalled partial burst
-    // Rail r's data packets accepted by its port (rail 0: pkts_tx()), and
-    // the other rails' packets freed: a full or stalled queue on their port.
+    // Freed after a stalled partial burst, and the other rails' packets
+    // freed at their full or stuck queue (rail_dropped).
+    uint64_t tx_dropped() const { return tx_.dropped() + rail_dropped(); }
+    // Rail r's packets accepted by its port.
     uint64_t rail_pkts_tx(uint32_t r) const {
         return r == 0 ? tx_.pkts_tx() : r < cfg_.rails ? rail_tx_[r]->pkts_tx() : 0;
     }
@@ -369,12 +370,12 @@ private:
     uint32_t aim(SendFlow& f, TxMessage& m, uint32_t& k, uint32_t avoid, uint64_t now);
     void carried(SendFlow& f, uint32_t msg_id, uint32_t first, uint32_t k, uint32_t path, bool retx);
     // Rails: packets pend_[first, first + k) leave by rail r (aim wrote its
-    // addresses); split_rails hands every rail but 0 its own before a send.
+    // addresses); split_rails hands each rail its own before a send.
     void to_rail(uint32_t first, uint32_t k, uint32_t r) {
         for (uint32_t i = first; i < first + k; i++)
             rail_of_[i] = static_cast<uint8_t>(r);
-        railed_ |= r != 0;
     }
+    TxBurst& rail_q(uint32_t r) { return r == 0 ? tx_ : *rail_tx_[r]; } // rail r's queue
     void split_rails(uint32_t n, uint64_t now);
     bool rails_ready(uint64_t now);
     void path_feedback(SendFlow& f, const Control& c, uint64_t now);
@@ -405,8 +406,7 @@ private:
     rte_mbuf** pend_; // tx_'s slots (rails: rail_buf_)
     std::unique_ptr<TxBurst> rail_tx_[kMaxRails]; // rails 1..: their ports' queues
     rte_mbuf* rail_buf_[TxBurst::kMax];           // rails: where a round is built, then split
-    uint8_t rail_of_[TxBurst::kMax]{};            // per pend_ slot: its rail (0 unless railed_)
-    bool railed_ = false;                         // a packet of this round leaves by another rail
+    uint8_t rail_of_[TxBurst::kMax]{};            // per pend_ slot: its rail (rails only; 0 between rounds)
     uint64_t rail_full_ = 0;                      // rails' packets freed: their queue was full
     rte_ether_addr rail_mac_[kMaxRails]{};        // each rail's port's MAC: a control packet from it leaves by it
     MbufStash stash_; // new data's mbufs, per round

@@ -209,8 +209,7 @@ void SessionTable::link_rails(const Session& s, SessionLink& l) const {
     for (uint32_t r = 0; r < l.rails; r++) {
         RailHeader& h = l.rail[r];
         if (r == 0) {
-            memcpy(h.macs, l.l2l4, 12);
-            memcpy(h.ips, l.l2l4 + kEthLen + 12, 8);
+            h = RailHeader::of(l.l2l4);
             continue;
         }
         memcpy(h.macs, s.peer_rails[r - 1].mac, 6);
@@ -234,10 +233,8 @@ bool SessionTable::send(Session& s, SessionMsg& m, const SipKey& key, uint32_t r
     m.seq = ++s.tx_seq;
     uint8_t l2l4[kEthLen + kIpLen + kUdpLen];
     template_to(s, l2l4);
-    if (rail != 0 && rail < rails_of(s)) { // that rail's addresses: the data plane sends it by that rail
-        memcpy(l2l4, s.link->rail[rail].macs, sizeof(s.link->rail[rail].macs));
-        memcpy(l2l4 + kEthLen + 12, s.link->rail[rail].ips, sizeof(s.link->rail[rail].ips));
-    }
+    if (rail != 0 && rail < rails_of(s)) // that rail's addresses: the data plane sends it by that rail
+        s.link->rail[rail].write(l2l4);
     rte_mbuf* b = build_session(cfg_.pool, l2l4, key, m);
     if (b == nullptr || !tx_(b)) {
         ctr_.tx_fail++;

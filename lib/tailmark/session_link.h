@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 
 #include "tailmark/siphash.h"
 #include "tailmark/wire.h"
@@ -24,12 +25,26 @@ struct RailAddress {
     uint8_t mac[6]{};
 };
 
-// One rail's addresses as a data packet carries them: the Ethernet
-// addresses (destination, source) and the IPv4 source and destination
-// (network order), what Sender::aim writes into a flow's template.
+// One rail's addresses as a packet carries them: the Ethernet addresses
+// (destination, source) and the IPv4 source and destination (network
+// order). A data packet's (Sender::aim), an ACK's (Receiver::emit) and a
+// session packet's (SessionTable::send) template is rewritten with them.
 struct RailHeader {
     uint8_t macs[12]{};
     uint32_t ips[2]{};
+
+    static constexpr uint32_t kIpsAt = kEthLen + 12; // the IPv4 addresses in an L2-L4 template
+    // The addresses of an Ethernet/IPv4 template, and into one.
+    static RailHeader of(const uint8_t* l2l4) {
+        RailHeader h;
+        memcpy(h.macs, l2l4, sizeof(h.macs));
+        memcpy(h.ips, l2l4 + kIpsAt, sizeof(h.ips));
+        return h;
+    }
+    void write(uint8_t* l2l4) const {
+        memcpy(l2l4, macs, sizeof(macs));
+        memcpy(l2l4 + kIpsAt, ips, sizeof(ips));
+    }
 };
 
 struct alignas(64) SessionLink {
