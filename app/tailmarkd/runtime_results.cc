@@ -261,17 +261,24 @@ Results Runtime::results() const {
     rte_eth_stats st;
     if (local_port_ && rte_eth_stats_get(local_port_->id(), &st) == 0)
         r.packets_local = st.opackets;
-    if (tx_port_ && rte_eth_stats_get(tx_port_->id(), &st) == 0) {
-        r.port_tx = st.opackets;
-        r.port_rx = st.ipackets;
-        r.port_missed = st.imissed;
-    }
-    for (const auto& p : rails_) // the data ports together: every rail's (rails[] has each)
-        if (rte_eth_stats_get(p->id(), &st) == 0) {
+    // The data ports together (--tx-port, then each rail), and with rails
+    // each one's own counts too.
+    for (size_t k = 0; tx_port_ && k <= rails_.size(); k++) {
+        const drivers::Port& p = k == 0 ? *tx_port_ : *rails_[k - 1];
+        Results::Rail x;
+        x.port = p.id();
+        if (rte_eth_stats_get(p.id(), &st) == 0) {
             r.port_tx += st.opackets;
             r.port_rx += st.ipackets;
             r.port_missed += st.imissed;
+            x.port_tx = st.opackets;
+            x.port_rx = st.ipackets;
         }
+        if (!rails_.empty())
+            r.rails.push_back(x);
+    }
+    for (Sender* s : senders())
+        r.rail_dropped += s->rail_dropped();
     if (rx_port_owned_ && rte_eth_stats_get(rx_port_owned_->id(), &st) == 0) {
         r.port_rx = st.ipackets;
         r.port_missed = st.imissed;
@@ -299,20 +306,6 @@ Results Runtime::results() const {
         const uint32_t k = senders()[i]->path_views(pv, 64);
         for (uint32_t j = 0; j < k; j++)
             r.paths.push_back({i, pv[j]});
-    }
-    if (!rails_.empty()) { // rail 0, then the others: each port's own counts
-        for (size_t k = 0; k <= rails_.size(); k++) {
-            const drivers::Port& p = k == 0 ? *tx_port_ : *rails_[k - 1];
-            Results::Rail x;
-            x.port = p.id();
-            if (rte_eth_stats_get(p.id(), &st) == 0) {
-                x.port_tx = st.opackets;
-                x.port_rx = st.ipackets;
-            }
-            r.rails.push_back(x);
-        }
-        for (Sender* s : senders())
-            r.rail_dropped += s->rail_dropped();
     }
     sum_engine_counters(r);
     sum_cycles(r, t);
