@@ -169,6 +169,14 @@ bool Engine::make_senders(EngineError& err) {
     return true;
 }
 
+// The rails' ports, rail 0 `first` (the port's own), into out; how many.
+uint32_t Engine::rails_from(uint16_t first, uint16_t (&out)[kMaxRails]) const {
+    out[0] = first;
+    for (size_t i = 0; i < host_.rail_ports.size(); i++)
+        out[i + 1] = host_.rail_ports[i];
+    return 1 + static_cast<uint32_t>(host_.rail_ports.size());
+}
+
 // One Sender of port's queue q on role c's lcore, routed and listed; the
 // in-memory loopback's (`local`) neither paces nor checksums (sender_config).
 bool Engine::add_sender(TxRole& c, uint16_t port, uint16_t q, bool local, EngineError& err) {
@@ -180,10 +188,7 @@ bool Engine::add_sender(TxRole& c, uint16_t port, uint16_t q, bool local, Engine
     if (!local) {
         sc.udp_checksum_offload = host_.tx_udp_checksum_offload;
         sc.arrival_field = rx_tsc_field_; // the ACKs' earliest arrival (Receiver::route)
-        sc.rails = 1 + static_cast<uint32_t>(host_.rail_ports.size());
-        sc.rail_ports[0] = port;
-        for (uint32_t i = 0; i + 1 < sc.rails; i++)
-            sc.rail_ports[i + 1] = host_.rail_ports[i];
+        sc.rails = rails_from(port, sc.rail_ports);
         for (uint32_t i = 0; i < sc.rails; i++)
             rte_eth_macaddr_get(sc.rail_ports[i], &sc.rail_macs[i]);
         sc.paths = std::max(sc.paths, sc.rails); // a path per rail at least
@@ -247,10 +252,7 @@ bool Engine::make_receivers(EngineError& err) {
         rc.routes.nsenders = static_cast<uint32_t>(senders_.size());
         rc.routes.control = control_in_;
         rc.routes.ctl_out = senders_[r % port_senders_]->ctl_out(); // its ACKs and NACKs to remote peers: the port's
-        rc.rails = 1 + static_cast<uint32_t>(host_.rail_ports.size());
-        rc.rail_ports[0] = host_.rx_port;
-        for (uint32_t i = 0; i + 1 < rc.rails; i++)
-            rc.rail_ports[i + 1] = host_.rail_ports[i];
+        rc.rails = rails_from(host_.rx_port, rc.rail_ports);
         if (host_.handoff) {
             moves_.fill(rc.routes);
             rc.routes.nreceivers = R;

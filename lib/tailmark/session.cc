@@ -391,13 +391,12 @@ void SessionTable::poll(uint64_t now) {
                 // Upper half a sequence (the acceptor wants it rising), lower
                 // half random (a RESET or answer must echo it). One by every
                 // rail, each answered by the rail it came by: the session
-                // lives while any rail carries (kMaxRails probes a round, the
-                // four ask_nonce remember).
+                // lives while any rail carries (ask_nonce holds a round's).
                 for (uint32_t r = 0; r < rails_of(s); r++) {
                     const uint64_t nonce = uint64_t(++s.ask_seq) << 32 | (rte_rand() & 0xFFFFFFFFu);
                     SessionMsg k = to_peer(s, SessionType::Keepalive, nonce);
                     k.flags = kKeepaliveAsk;
-                    s.ask_nonce[s.asks++ % 4] = k.nonce;
+                    s.ask_nonce[s.asks++ % kMaxRails] = k.nonce;
                     send(s, k, s.key, r);
                 }
                 s.next_tx = now + us(cfg_.keepalive_us);

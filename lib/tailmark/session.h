@@ -127,7 +127,7 @@ struct Session {
     uint64_t refuse_expected = 0, refuse_got = 0;
     // Timing (TSC).
     uint64_t connect_nonce = 0;
-    uint64_t ask_nonce[4]{};   // recent liveness probes (a RESET or an answer must echo one)
+    uint64_t ask_nonce[kMaxRails]{}; // recent liveness probes, a round's (a RESET or an answer must echo one)
     uint32_t asks = 0;
     uint32_t ask_seq = 0;      // connector: the probes' sequence (the nonce's upper half)
     uint32_t peer_ask_seq = 0; // acceptor: the last probe's sequence taken (a replay is older)

@@ -218,6 +218,7 @@ private:
     bool make_senders(EngineError& err);
     bool add_sender(TxRole& c, uint16_t port, uint16_t q, bool local, EngineError& err);
     bool make_receivers(EngineError& err);
+    uint32_t rails_from(uint16_t first, uint16_t (&out)[kMaxRails]) const;
     Lcore* lcore_ctx(unsigned l);
     bool post(unsigned lcore, const Request& r);
     void on_response(const Request& r, uint64_t now);
