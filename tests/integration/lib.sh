@@ -391,6 +391,35 @@ tm_await() {
 
 # tm_transfer_checks NAME FLOWS MESSAGES MSG_SIZE MTU MODE: the exact
 # assertions of a complete transfer seen by a receiver.
+# tm_goodput NAME: the payload NAME's summary counted over its elapsed
+# time, Mbit/s (a receiver's: what it placed; a sender's: what it sent).
+tm_goodput() {
+    python3 -c "import json; r = json.load(open('$TM_WORK/$1.json'))
+print(f\"{r['bytes_payload'] * 8 / r['elapsed_s'] / 1e6:.1f}\")"
+}
+
+# tm_wait_pair: waits for a sender ($SPID) and its receiver ($RPID), both
+# started with tm_start; sets SRC and RRC, their exit codes.
+tm_wait_pair() {
+    wait "$SPID"
+    SRC=$?
+    wait "$RPID"
+    RRC=$?
+}
+
+# tm_speed_goal VAR EXPR WHAT: an issue's speed goal (a Python expression),
+# printed met or not; it fails the test only with $VAR set, since speed goals
+# live in scripts/bench.sh and this VM's speed swings.
+tm_speed_goal() {
+    if python3 -c "import sys; sys.exit(0 if $2 else 1)"; then
+        tm_log "meets the issue's bound: $3"
+    elif [ -n "${!1:-}" ]; then
+        tm_fail "below the issue's bound: $3"
+    else
+        tm_log "below the issue's bound ($1=1 fails it): $3"
+    fi
+}
+
 # tm_redundant_drops NAME: the receiver NAME dropped nothing but redundant
 # retransmitted copies (a copy of a packet already placed, of a message
 # already completed or released), and no more of them than it received.

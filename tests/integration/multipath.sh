@@ -98,17 +98,6 @@ lose() {
     [ "$2" -lt 100 ] && r+=(numgen random mod 100 "<" "$2")
     ip netns exec "$N1" nft add rule ip tm_mp tmfw "${r[@]}" counter drop
 }
-# strict BOUND WHAT: the issue's goodput bounds, checked with MP_STRICT=1
-# only (speed goals: see the header); always printed.
-strict() {
-    if python3 -c "import sys; sys.exit(0 if $1 else 1)"; then
-        tm_log "meets the issue's bound: $2"
-    elif [ -n "${MP_STRICT:-}" ]; then
-        tm_fail "below the issue's bound: $2"
-    else
-        tm_log "below the issue's bound (MP_STRICT=1 fails it): $2"
-    fi
-}
 # link_of PORT: the parallel link R1 sends a data packet of source port PORT by.
 link_of() {
     ip -n "$N1" route get $IP_D from $IP_S iif s1 ipproto udp sport "$1" dport 47474 |
@@ -129,15 +118,6 @@ transfer() {
     tm_start "${tag}_send" 60 ns "$NS" -- $VDEV_S -l 0 -- --mode send "${ROUTE_S[@]}" --dst-ip $IP_D "${o[@]}" \
         --paths "$paths" --payload fixed ${MP_SEND_EXTRA:-}
     SPID=$TM_PID
-}
-finish() {
-    wait "$SPID"
-    SRC=$?
-    wait "$RPID"
-    RRC=$?
-}
-goodput() { # TAG: the receiver's goodput, Mbit/s
-    python3 -c "import json; r = json.load(open('$TM_WORK/$1_recv.json')); print(f\"{r['bytes_payload'] * 8 / r['elapsed_s'] / 1e6:.1f}\")"
 }
 paths_line() { # TAG: per path: link, sent, lost, share
     python3 - "$TM_WORK/$1_send.json" "${2:-}" <<'PY'
@@ -234,9 +214,9 @@ if only a && [ -z "${MP_MEASURE:-}" ]; then
     n1=$((MP_RATE * 3 / 8))
     trace_start a1
     transfer a1 1 $n1 1
-    finish
+    tm_wait_pair
     trace_stop
-    gp1=$(goodput a1)
+    gp1=$(tm_goodput a1_recv)
     tm_log "a: --paths 1: $n1 x 1 MiB, goodput $gp1 Mbit/s (one link: $MP_RATE); links $(carried)"
     recv_ok a1 $n1 && sender_ok a1 $n1
     python3 -c "import sys; sys.exit(0 if $gp1 <= 1.1 * $MP_RATE else 1)" ||
@@ -246,9 +226,9 @@ if only a && [ -z "${MP_MEASURE:-}" ]; then
     before=($(carried))
     trace_start a16
     transfer a16 1 $n16 $PATHS
-    finish
+    tm_wait_pair
     trace_stop
-    gp16=$(goodput a16)
+    gp16=$(tm_goodput a16_recv)
     after=($(carried))
     tm_log "a: --paths $PATHS: $n16 x 1 MiB, goodput $gp16 Mbit/s of $CAP; ports per link $(port_links a16);" \
         "frames per link $(for i in 0 1 2 3; do printf '%s ' $((after[i] - before[i])); done)"
@@ -258,7 +238,8 @@ if only a && [ -z "${MP_MEASURE:-}" ]; then
     # these 2 vCPUs took both to about 60% (102.8 and 238.0 Mbit/s).
     python3 -c "import sys; sys.exit(0 if $gp16 >= 1.5 * $gp1 else 1)" ||
         tm_fail "a: --paths $PATHS: goodput $gp16 Mbit/s, not 1.5x --paths 1's $gp1"
-    strict "$gp16 >= 0.85 * $CAP / $TM_SAN_SLOW" "a: --paths $PATHS goodput $gp16 >= 85% of $CAP Mbit/s"
+    tm_speed_goal MP_STRICT "$gp16 >= 0.85 * $CAP / $TM_SAN_SLOW" \
+        "a: --paths $PATHS goodput $gp16 >= 85% of $CAP Mbit/s"
 fi
 
 # --- b. a link black-holed mid-transfer -----------------------------------------------------
@@ -277,20 +258,21 @@ if only b && [ -z "${MP_MEASURE:-}" ]; then
     trace_mark "link 0 cut"
     sleep 0.2 # the bound's grace: what the dead link carries from here on counts
     at200=($(carried))
-    finish
+    tm_wait_pair
     trace_stop
     end=($(carried))
     dead=$((end[0] - at200[0]))
     rest=0
     for ((i = 1; i < LINKS; i++)); do rest=$((rest + end[i] - at200[i])); done
-    gp=$(goodput b)
+    gp=$(tm_goodput b_recv)
     tm_log "b: link 0 black from frame $want on; from 200 ms after: link 0 $dead frames" \
         "(dropped), the 3 others $rest; goodput $gp Mbit/s over the run (3 links: $((CAP * 3 / 4)))"
     tm_log "b: paths (path@link:sent/lost/share): $(paths_line b "$(links_of_paths b)")"
     recv_ok b $nb && sender_ok b $nb
     python3 -c "import sys; sys.exit(0 if $dead < 0.05 * ($dead + $rest) else 1)" ||
         tm_fail "b: the dead link carried $dead of $((dead + rest)) frames from 200 ms after the cut (>= 5%)"
-    strict "$gp >= 0.70 * $CAP * 3 / 4 / $TM_SAN_SLOW" "b: goodput $gp >= 70% of the 3 links' $((CAP * 3 / 4)) Mbit/s"
+    tm_speed_goal MP_STRICT "$gp >= 0.70 * $CAP * 3 / 4 / $TM_SAN_SLOW" \
+        "b: goodput $gp >= 70% of the 3 links' $((CAP * 3 / 4)) Mbit/s"
 fi
 
 # --- c. one link losing 2% ------------------------------------------------------------------
@@ -301,19 +283,19 @@ if only c && [ -z "${MP_MEASURE:-}" ]; then
     base=($(carried))
     trace_start c
     transfer c 1 $nc $PATHS
-    finish
+    tm_wait_pair
     trace_stop
     end=($(carried))
     tot=0
     for ((i = 0; i < LINKS; i++)); do tot=$((tot + end[i] - base[i])); done
     l0=$((end[0] - base[0]))
-    gp=$(goodput c)
+    gp=$(tm_goodput c_recv)
     tm_log "c: link 0 loses 2% ($(link_drops 0) dropped): it carried $l0 of $tot frames; goodput $gp Mbit/s of $CAP"
     tm_log "c: paths (path@link:sent/lost/share): $(paths_line c "$(links_of_paths c)")"
     recv_ok c $nc && sender_ok c $nc
     python3 -c "import sys; sys.exit(0 if $l0 < $tot / $LINKS else 1)" ||
         tm_fail "c: the lossy link carried $l0 of $tot frames, not below its equal share"
-    strict "$gp >= 0.80 * $CAP / $TM_SAN_SLOW" "c: goodput $gp >= 80% of $CAP Mbit/s"
+    tm_speed_goal MP_STRICT "$gp >= 0.80 * $CAP / $TM_SAN_SLOW" "c: goodput $gp >= 80% of $CAP Mbit/s"
 fi
 
 # --- measure: no shaping, what the CPUs carry -------------------------------------------
@@ -322,8 +304,9 @@ if [ -n "${MP_MEASURE:-}" ]; then
     net || { tm_fail "set-up"; tm_finish; }
     for p in 1 $PATHS; do
         transfer m$p 2 200 $p
-        finish
-        tm_log "measure --paths $p: send exit $SRC, recv exit $RRC, goodput $(goodput m$p) Mbit/s; $(paths_line m$p)"
+        tm_wait_pair
+        tm_log "measure --paths $p: send exit $SRC, recv exit $RRC, goodput $(tm_goodput m${p}_recv) Mbit/s;" \
+            "$(paths_line m$p)"
     done
     tm_finish
 fi

@@ -112,22 +112,6 @@ transfer() {
         --dst-ip $IP_D "${o[@]}" --payload fixed "$@" ${RAILS_SEND_EXTRA:-}
     SPID=$TM_PID
 }
-finish() {
-    wait "$SPID"
-    SRC=$?
-    wait "$RPID"
-    RRC=$?
-}
-goodput() { # TAG: the receiver's goodput, Mbit/s
-    python3 -c "import json; r = json.load(open('$TM_WORK/$1_recv.json'))
-print(f\"{r['bytes_payload'] * 8 / r['elapsed_s'] / 1e6:.1f}\")"
-}
-# goodput_send TAG: the sender's, Mbit/s (case d: what the sender saw
-# acknowledged over its run, the ACKs by rail 1).
-goodput_send() {
-    python3 -c "import json; r = json.load(open('$TM_WORK/$1_send.json'))
-print(f\"{r['bytes_payload'] * 8 / r['elapsed_s'] / 1e6:.1f}\")"
-}
 # link_stat NS DEV FIELD: a veth's counter (/sys/class/net/DEV/statistics/FIELD).
 link_stat() { ip netns exec "$1" cat "/sys/class/net/$2/statistics/$3"; }
 # rails_tx: "ra0 ra1", the frames S's two rails sent so far (one cheap read:
@@ -158,17 +142,6 @@ recv_ok() { # TAG N: every message completed, none given up
         tm_check "$1_recv" "d['messages_completed'] == $2" "d['exit_reason'] == 'done'" \
             "all(f['gave_up'] == 0 for f in d['per_flow'])"
 }
-# strict BOUND WHAT: the issue's goodput goal, failed with RAILS_STRICT=1
-# only (a speed goal: see the header); always printed.
-strict() {
-    if python3 -c "import sys; sys.exit(0 if $1 else 1)"; then
-        tm_log "meets the issue's bound: $2"
-    elif [ -n "${RAILS_STRICT:-}" ]; then
-        tm_fail "below the issue's bound: $2"
-    else
-        tm_log "below the issue's bound (RAILS_STRICT=1 fails it): $2"
-    fi
-}
 holds() { python3 -c "import sys; sys.exit(0 if $1 else 1)"; }
 
 # --- a. one rail against two ------------------------------------------------------------------
@@ -176,16 +149,16 @@ if only a && [ -z "${RAILS_MEASURE:-}" ]; then
     net || { tm_fail "a: set-up"; tm_finish; }
     na=${RAILS_MSGS_A:-250} # one rail: ~4.5 s at 460 Mbit/s; two: ~2.3 s at 920
     transfer a1 $na 1 1
-    finish
-    gp1=$(goodput a1)
+    tm_wait_pair
+    gp1=$(tm_goodput a1_recv)
     tm_log "a: one rail: $na x 1 MiB, goodput $gp1 Mbit/s (one rail: $RATE)"
     recv_ok a1 $na && sender_ok a1 $na
     b=($(rails_tx))
     transfer a2 $na 2 2
-    finish
+    tm_wait_pair
     e=($(rails_tx))
     d0=$((e[0] - b[0])) d1=$((e[1] - b[1]))
-    gp2=$(goodput a2)
+    gp2=$(tm_goodput a2_recv)
     tm_log "a: two rails: $na x 1 MiB, goodput $gp2 Mbit/s, $(python3 -c "print(f'{$gp2 / $gp1:.2f}')")x" \
         "one rail's; frames ra0 $d0, ra1 $d1"
     tm_log "a: paths (path@rail:sent/lost/share): $(paths_line a2)"
@@ -213,7 +186,7 @@ if only a && [ -z "${RAILS_MEASURE:-}" ]; then
     else
         tm_log "a: sanitizer build (${TAILMARK_SANITIZE:-}): two rails > 1.3x one not checked"
     fi
-    strict "$gp2 >= 1.8 * $gp1" "a: two rails' goodput $gp2 >= 1.8x one rail's $gp1 Mbit/s"
+    tm_speed_goal RAILS_STRICT "$gp2 >= 1.8 * $gp1" "a: two rails' goodput $gp2 >= 1.8x one rail's $gp1 Mbit/s"
 fi
 
 # --- b. rail 1 cut mid-transfer -----------------------------------------------------------------
@@ -235,10 +208,10 @@ if only b && [ -z "${RAILS_MEASURE:-}" ]; then
     ip -n "$ND" link set dev rb1 down || tm_fail "b: rb1 down"
     c=($(rails_tx))
     cut_rb1=$(link_stat "$ND" rb1 rx_packets)
-    finish
+    tm_wait_pair
     e=($(rails_tx))
     end_rb1=$(link_stat "$ND" rb1 rx_packets)
-    gp=$(goodput b)
+    gp=$(tm_goodput b_recv)
     after1=$(($(rail_sent b 1) - (e[1] - b[1]))) after0=$((e[0] - c[0]))
     tm_log "b: rail 1 cut at frame $((c[0] + c[1] - b[0] - b[1])) of $((nb * PKTS)) (want $want); from the cut:" \
         "rail 1 $after1 frames sent (dropped), rail 0 $after0; goodput $gp Mbit/s over the run"
@@ -270,13 +243,13 @@ if only d && [ -z "${RAILS_MEASURE:-}" ]; then
     ip -n "$ND" link set dev rb0 down || tm_fail "d: rb0 down"
     c=($(rails_tx))
     cut_rb0=$(link_stat "$ND" rb0 rx_packets) cut_acks=$(link_stat "$ND" rb1 tx_packets)
-    finish
+    tm_wait_pair
     e=($(rails_tx))
     end_rb0=$(link_stat "$ND" rb0 rx_packets) end_acks=$(link_stat "$ND" rb1 tx_packets)
     after0=$(($(rail_sent d 0) - (e[0] - b[0]))) after1=$((e[1] - c[1]))
     tm_log "d: rail 0 cut at frame $((c[0] + c[1] - b[0] - b[1])) of $((nd * PKTS)) (want $want); from the cut:" \
         "rail 0 $after0 data frames sent (dropped), rail 1 $after1; D sent $((end_acks - cut_acks)) frames (ACKs)" \
-        "by rail 1; the sender's goodput $(goodput_send d) Mbit/s over the run"
+        "by rail 1; the sender's goodput $(tm_goodput d_send) Mbit/s over the run"
     tm_log "d: paths (path@rail:sent/lost/share): $(paths_line d)"
     recv_ok d $nd && sender_ok d $nd
     [ $((c[0] + c[1] - b[0] - b[1])) -lt $((nd * PKTS / 2)) ] ||
@@ -299,9 +272,10 @@ if only c && [ -z "${RAILS_MEASURE:-}" ]; then
         set -- $v
         b=($(rails_tx))
         transfer $1 $nc $2 $3 --paths 2 # two paths, both on rail 0
-        finish
+        tm_wait_pair
         e=($(rails_tx))
-        tm_log "c: sender $2 rail(s), receiver $3: goodput $(goodput $1) Mbit/s; frames ra0 $((e[0] - b[0]))," \
+        tm_log "c: sender $2 rail(s), receiver $3: goodput $(tm_goodput ${1}_recv) Mbit/s;" \
+            "frames ra0 $((e[0] - b[0]))," \
             "ra1 $((e[1] - b[1])); paths $(paths_line $1)"
         recv_ok $1 $nc && sender_ok $1 $nc
         [ "${e[1]}" -eq "${b[1]}" ] || tm_fail "c: sender $2 rail(s), receiver $3: ra1 carried $((e[1] - b[1])) frames"
@@ -315,9 +289,10 @@ if [ -n "${RAILS_MEASURE:-}" ]; then
     for r in ${RAILS_MEASURE_RAILS:-1 2}; do
         b=($(rails_tx))
         transfer m$r ${RAILS_MEASURE_MSGS:-400} $r $r
-        finish
+        tm_wait_pair
         e=($(rails_tx))
-        tm_log "measure MTU $MTU rate $RATE, $r rail(s): send exit $SRC, recv exit $RRC, goodput $(goodput m$r)" \
+        tm_log "measure MTU $MTU rate $RATE, $r rail(s): send exit $SRC, recv exit $RRC," \
+            "goodput $(tm_goodput m${r}_recv)" \
             "Mbit/s; frames ra0 $((e[0] - b[0])) ra1 $((e[1] - b[1])); $(paths_line m$r)"
     done
 fi
