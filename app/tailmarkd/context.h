@@ -92,7 +92,8 @@ struct GenFlow;
 // One flow of a session, as the daemon tracks it: the shell's and the
 // summary's flow number is its index. Either side or both (loopback).
 // The engine's part (RecvPlace: its Receiver, its receive state, a move
-// between rx lcores under way) and the daemon's.
+// between rx lcores under way; the engine keeps it from install_recv to the
+// removal) and the daemon's.
 struct FlowCtx : engine::RecvPlace {
     uint32_t index = 0;       // in the registry: `show flow F`, per_flow[F]
     uint16_t gen_id = 0;      // the generator's flow number (its content): the index in its session
@@ -125,11 +126,7 @@ struct FlowCtx : engine::RecvPlace {
     std::atomic<uint64_t> sends_requested{0};          // shell thread: messages asked for with `send`
     // What the data plane reported when it let go of the flow (an ended session).
     uint32_t detach_pending = 0; // removals the lcores have not answered
-    // Hand-off steering (RecvPlace: moving, move_to, arrival_seen): a
-    // removal that waits for the move to end.
-    AppSession* remove_after_move = nullptr;
-    uint8_t last_owner = 0xFF, last_arrived = 0xFF; // at removal, for the summary
-    FailReason remove_why = FailReason::None;
+    FlowAuth recv_auth{{}, kVersion}; // its data's version and tag key (the engine's hand-off table)
     uint64_t cons_completed = 0, cons_verified = 0, cons_errors = 0; // the consumer's, once it let go
     bool detached = false;
     bool forgotten = false; // its session was forgotten: the slot is free (registry.cc)

@@ -265,16 +265,13 @@ void Runtime::control(uint64_t now) {
         begin_drain(now, "duration");
     answer_results(); // the shell's
 
-    // The control plane's packets: handshakes, keep-alives, ARP.
-    rte_mbuf* frames[32];
-    const unsigned nf = rte_ring_sc_dequeue_burst(engine_->control_in(), reinterpret_cast<void**>(frames), 32, nullptr);
-    for (unsigned i = 0; i < nf; i++)
-        sessions_->on_frame(frames[i], now);
+    // The engine's round: the lcores' answers (on_answer), the control
+    // plane's packets (handshakes, keep-alives, ARP: the session table's),
+    // the moves between rx lcores, what was let go a second ago.
+    engine_->tick(now);
     sessions_->poll(now);
-    take_responses(now);
     if (service_)
         service_->poll(now); // applications: requests, wake-ups, memory let go
-    engine_->deferred().run(now);
     // Sessions whose flows the lcores gave back, and those that never had any.
     for (Session* s : sessions_->sessions()) {
         if (s->state != SessionState::Ended)
@@ -291,7 +288,6 @@ void Runtime::control(uint64_t now) {
     }
     if (opt_.external_consumer && opt_.mode != Mode::Send)
         watch_flows(now);
-    rebalance(now);
     scan_flows(now);
     if (now >= next_rates_) {
         update_rates(now);

@@ -255,12 +255,12 @@ private:
     uint32_t local_sender_for(const FlowCtx& peer_recv, uint16_t wire, uint16_t i) const;
     GenFlow* gen_flow(FlowCtx& f, TxCtx* c);
     Addressing address_to(const Session& s) const;
-    void rebalance(uint64_t now);
-    void post_remove_recv(FlowCtx& f, AppSession& a, FailReason why);
-    void end_move(FlowCtx& f, bool ok);
+    // The daemon's own ops (kAddCons, kRemoveCons, kAddReplay) to an lcore.
     void post(unsigned lcore, const Request& r);
-    void take_responses(uint64_t now);
-    void on_response(const Request& r, uint64_t now);
+    // The engine's answers (set_answers): the daemon's part of a flow's and
+    // a session's bookkeeping, once the engine has done its own.
+    void on_answer(const Request& r, uint64_t now);
+    uint32_t receiver_index(const Receiver* r) const;
     AppSession* app_session(uint16_t sid);
     FlowParams proposal() const;
     bool forgettable(const AppSession& a) const;
@@ -349,7 +349,6 @@ private:
     } forgotten_;
     uint32_t sessions_complete_ = 0;
     bool refused_ = false;
-    std::vector<Request> retry_;     // removals the lcores could not do yet
     // run
     bool launched_ = false;
     // results_from_shell's mailbox: the loop's state (0 not started, 1

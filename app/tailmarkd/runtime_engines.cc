@@ -287,6 +287,9 @@ void Runtime::make_session_table() {
             return false;
         },
         [this](Session& s) { on_session(s); });
+    // The engine's round takes the control frames and the lcores' answers.
+    engine_->set_control_taker([this](rte_mbuf* m, uint64_t now) { sessions_->on_frame(m, now); });
+    engine_->set_answers([this](const Request& r, uint64_t now) { on_answer(r, now); });
 }
 
 } // namespace tailmark::app

@@ -75,12 +75,9 @@ bool Runtime::make_recv_flow(FlowCtx& f, AppSession& a, Session& s, uint16_t id,
     rs.peer_flow = static_cast<uint16_t>(s.peer_base + i);
     rs.link = opt_.replay ? nullptr : s.link; // --replay: ready-made packets, nobody to acknowledge to
     rs.pkt_cq = f.pkt_cq;
-    f.receiver = receivers()[owner];
+    f.receiver = receivers()[owner]; // where post_recv installs it
     f.recv_lcore = rxs()[owner]->lcore;
-    if (handoff_) { // before the flow exists anywhere: no data of it can arrive yet
-        engine_->moves().place(f, id, static_cast<uint8_t>(owner), rs.auth);
-        f.remove_after_move = nullptr;
-    }
+    f.recv_auth = rs.auth;
     f.recv = Receiver::make_flow(rs, rx_socket_);
     if (f.recv == nullptr) {
         err = "out of memory: receive state of flow " + std::to_string(f.index);
@@ -123,15 +120,27 @@ bool Runtime::make_recv_flow(FlowCtx& f, AppSession& a, Session& s, uint16_t id,
     return true;
 }
 
-// Hands a flow's receive side to its lcores.
+// Hands a flow's receive side to its lcores: its Receiver's through the
+// engine (which keeps f as the flow's place), the consumer's as the
+// daemon's own op. a.pending counts the answers to wait for.
 void Runtime::post_recv(FlowCtx& f, AppSession& a) {
-    post(f.recv_lcore, {Request::Op::AddRecv, false, FailReason::None, f.recv_id, f.index, f.receiver, f.recv, &a});
-    a.pending++;
+    a.pending++; // before: the engine answers at once before launch
+    if (!engine_->install_recv(f.recv, f.recv_id, f.recv_auth, receiver_index(f.receiver), &f, {f.index, &a})) {
+        a.pending--;
+        TM_LOG(ERR, app, "flow %u: its receive side was not installed (request ring full)", f.index);
+        return;
+    }
     if (f.cons != nullptr) {
-        post(f.cons_ctx->lcore,
-             {kAddCons, false, FailReason::None, f.recv_id, f.index, f.cons_ctx, f.cons, &a});
+        post(f.cons_ctx->lcore, {kAddCons, false, FailReason::None, f.recv_id, f.index, f.cons_ctx, f.cons, &a});
         a.pending++;
     }
+}
+
+uint32_t Runtime::receiver_index(const Receiver* r) const {
+    for (uint32_t i = 0; i < receivers().size(); i++)
+        if (receivers()[i] == r)
+            return i;
+    return 0;
 }
 
 // Frees what make_recv_flow made (the lcores never had it, or gave it back).
@@ -168,8 +177,9 @@ uint32_t Runtime::send_queue_for(const Session& s, uint16_t i) {
 // The one place a session's send flow is opened, for the generator and the
 // service alike: its SendFlow made for the peer's flow id (the ACKs come
 // back with ours), its ACK route set, and the install posted to the
-// Sender's lcore. A peer in this process is credited through its
-// Receiver's words, not ACKs. False: out of memory (nothing posted).
+// Sender's lcore (the engine's install_send). A peer in this process is
+// credited through its Receiver's words, not ACKs. False: out of memory
+// (nothing posted).
 bool Runtime::open_send(FlowCtx& f, AppSession& a, const Session& s, uint16_t i, uint32_t si, const SendOpen& o) {
     f.send_id = static_cast<uint16_t>(s.local_base + i);
     const auto wire = static_cast<uint16_t>(s.peer_base + i);
@@ -191,12 +201,16 @@ bool Runtime::open_send(FlowCtx& f, AppSession& a, const Session& s, uint16_t i,
     sp.user = o.user;
     f.sender = senders()[si];
     f.send_lcore = engine_->sender_lcore(si);
-    f.send = Sender::make_flow(sp, tx_socket_);
+    f.send = Sender::make_flow(sp, tx_socket_); // the daemon's threads read its view (send_view)
     if (f.send == nullptr)
         return false;
-    engine_->route_acks(f.send_id, static_cast<uint8_t>(si)); // ACKs find it
-    post(f.send_lcore, {Request::Op::AddSend, false, FailReason::None, f.send_id, f.index, f.sender, f.send, &a});
-    a.pending++;
+    a.pending++; // before: the engine answers at once before launch
+    if (!engine_->install_send(f.send, f.send_id, si, {f.index, &a})) {
+        a.pending--;
+        Sender::free_flow(f.send);
+        f.send = nullptr;
+        return false;
+    }
     return true;
 }
 

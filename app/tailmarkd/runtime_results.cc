@@ -44,13 +44,7 @@ uint32_t Runtime::acked_of(const FlowCtx& f) const {
 bool Runtime::send_only(const FlowCtx& f) const { return f.send_session != nullptr && f.recv_session == nullptr; }
 
 DropCounters Runtime::drops() const {
-    DropCounters d{};
-    for (const Sender* s : senders())
-        for (size_t i = 0; i < kDropReasonCount; i++)
-            d[i] += peek(s->counters().drops[i]);
-    for (const Receiver* r : receivers())
-        for (size_t i = 0; i < kDropReasonCount; i++)
-            d[i] += peek(r->placer().counters().drops[i]) + peek(r->counters().drops[i]);
+    DropCounters d = engine_ ? engine_->drops() : DropCounters{}; // the Senders' and Receivers'
     if (sessions_)
         for (size_t i = 0; i < kDropReasonCount; i++)
             d[i] += peek(sessions_->counters().drops[i]);

@@ -56,11 +56,9 @@ AppSession* Runtime::app_session(uint16_t sid) {
 }
 
 void Runtime::post(unsigned lcore, const Request& r) {
-    LcoreCtx* l = lcores_[lcore];
     // Sized for every flow of several sessions at once; a full ring is a
     // bug of ours, not a condition to wait out on the control thread.
-    Request copy = r;
-    if (l == nullptr || rte_ring_sp_enqueue_elem(l->req, &copy, sizeof(copy)) != 0)
+    if (!engine_->post_app(lcore, r))
         TM_LOG(ERR, app, "lcore %u: request ring full; request %d for flow %u lost", lcore, static_cast<int>(r.op),
                r.index);
 }
@@ -300,40 +298,6 @@ void Runtime::on_session(Session& s) {
     detach(*a, now);
 }
 
-void Runtime::post_remove_recv(FlowCtx& f, AppSession& a, FailReason why) {
-    post(f.recv_lcore, {Request::Op::RemoveRecv, false, why, f.recv_id, f.index, f.receiver, nullptr, &a});
-}
-
-// A move between Receivers is over (done or not): the removal its session's
-// end left waiting, if any, goes now.
-void Runtime::end_move(FlowCtx& f, bool ok) {
-    engine_->moves().moved_in(f, ok);
-    if (f.remove_after_move != nullptr) {
-        AppSession* s = f.remove_after_move;
-        f.remove_after_move = nullptr;
-        post_remove_recv(f, *s, f.remove_why);
-    }
-}
-
-// Hand-off steering: the port spreads frames by a hash this process cannot
-// compute, but one flow's frames keep to one queue (af_packet's fanout
-// hashes the 5-tuple). A flow whose frames have come in on the same other
-// rx lcore at two looks in a row moves to that lcore's Receiver: out of its
-// Receiver, its owner entry changed, into the new one. Meanwhile its frames
-// are held on the new Receiver's ring (Receiver::route), so nothing is
-// dropped; every frame after that is placed where it arrives.
-void Runtime::rebalance(uint64_t now) {
-    if (!engine_->moves().due(now))
-        return;
-    for (FlowCtx* f : flows_) {
-        if (f->recv == nullptr || f->moving || f->detach_pending != 0 || f->detached)
-            continue; // not installed, moving already, or its session is ending
-        Request out;
-        if (engine_->moves().look(*f, f->index, out))
-            post(f->recv_lcore, out);
-    }
-}
-
 // Takes a session's flows back from the lcores: a sender's are failed first
 // (whatever they still owed is reported failed), then removed; a receiver's
 // removed from the Receiver and the consumer. Freed as the answers come.
@@ -344,18 +308,11 @@ void Runtime::detach(AppSession& a, uint64_t now) {
     a.stage = AppSession::Stage::Detaching;
     const FailReason why = fail_reason(a.end);
     for (FlowCtx* f : a.flows) {
-        if (a.connector && f->send_session == &a && f->send != nullptr) {
-            post(f->send_lcore, {Request::Op::FailSend, false, why, f->send_id, f->index, f->sender, nullptr, &a});
-            post(f->send_lcore, {Request::Op::RemoveSend, false, why, f->send_id, f->index, f->sender, nullptr, &a});
-            a.pending += 2;
-        }
-        if (!a.connector && f->recv_session == &a && f->recv != nullptr) {
-            if (f->moving) { // posted once the flow is in its new Receiver
-                f->remove_after_move = &a;
-                f->remove_why = why;
-            } else {
-                post_remove_recv(*f, a, why);
-            }
+        // The engine fails a send flow first (what it owed is reported),
+        // and removes a receive flow once a move under way is over.
+        if (a.connector && f->send_session == &a && f->send != nullptr && engine_->close_send(f->send_id, why))
+            a.pending += 2; // FailSend, RemoveSend
+        if (!a.connector && f->recv_session == &a && f->recv != nullptr && engine_->close_recv(f->recv_id)) {
             f->detach_pending++;
             a.pending++;
             if (f->cons != nullptr) {
@@ -370,64 +327,34 @@ void Runtime::detach(AppSession& a, uint64_t now) {
         a.stage = AppSession::Stage::Gone;
 }
 
-void Runtime::on_response(const Request& r, uint64_t now) {
+void Runtime::on_answer(const Request& r, uint64_t now) {
     FlowCtx* f = r.index < flows_.size() ? flows_[r.index] : nullptr;
     auto* a = static_cast<AppSession*>(r.session);
     switch (r.op) {
-    case Request::Op::RemoveSend:
-        if (!r.ok) { // still owes completions: ask again
-            retry_.push_back(r);
-            return;
+    case Request::Op::AddSend:
+        if (!r.ok && f != nullptr) { // refused (the id taken, the table full): the engine freed it
+            TM_LOG(ERR, app, "flow %u: its Sender refused it", r.index);
+            f->send = nullptr;
         }
-    {
-        auto* sf = static_cast<SendFlow*>(r.obj);
-        f->last_send = Sender::view(sf);
+        break;
+    case Request::Op::RemoveSend: { // out (the engine frees it a second later)
+        f->last_send = Sender::view(static_cast<const SendFlow*>(r.obj));
         f->detached = true;
         f->send = nullptr;
-        engine_->route_acks(f->send_id, kNoSender);
         const uint16_t id = f->send_id;
-        later(now, [this, sf, id] {
-            Sender::free_flow(sf);
-            send_ids_.release(id, 1, rte_rdtsc());
-        });
+        later(now, [this, id] { send_ids_.release(id, 1, rte_rdtsc()); });
         break;
     }
-    case Request::Op::RemoveRecv: {
-        // Not found there (a move that could not finish): the flow is in no
-        // Receiver, so the one it was made with is freed all the same.
-        auto* rf = r.obj != nullptr ? static_cast<RecvFlow*>(r.obj) : f->recv;
+    case Request::Op::RemoveRecv: { // out; r.obj freed a second later
         if (!r.ok)
             TM_LOG(ERR, app, "flow %u: not in the Receiver of rx lcore %u at removal", r.index, f->recv_lcore);
-        f->last_acked = *Receiver::acked_word(rf);
+        if (r.obj != nullptr)
+            f->last_acked = *Receiver::acked_word(static_cast<const RecvFlow*>(r.obj));
         f->last_released = f->ring ? f->ring->released() : 0;
-        f->recv = nullptr;
-        if (handoff_)
-            engine_->moves().removed(*f, f->last_owner, f->last_arrived);
-        later(now, [rf] { Receiver::free_flow(rf); });
         break;
     }
     case kRemoveCons:
         break;
-    case Request::Op::MoveRecvOut: // out of the old Receiver: name the new one, then into it
-        if (!r.ok || f == nullptr) {
-            TM_LOG(ERR, app, "flow %u: the move between rx lcores found it gone", r.index);
-            if (f != nullptr)
-                end_move(*f, false);
-            return;
-        }
-    {
-        Request in;
-        engine_->moves().moved_out(*f, r, in);
-        post(f->recv_lcore, in);
-        return;
-    }
-    case Request::Op::MoveRecvIn:
-        if (f == nullptr)
-            return;
-        if (!r.ok)
-            TM_LOG(ERR, app, "flow %u: rx lcore %u refused it", r.index, f->recv_lcore);
-        end_move(*f, r.ok);
-        return;
     default:
         if (!r.ok)
             TM_LOG(ERR, app, "lcore refused request %d for flow %u", static_cast<int>(r.op), r.index);
@@ -482,25 +409,6 @@ void Runtime::on_response(const Request& r, uint64_t now) {
 void Runtime::later(uint64_t now, std::function<void()> fn) {
     if (engine_ != nullptr) // torn down: nothing frees it any more (as before the engine)
         engine_->later(now, std::move(fn));
-}
-
-void Runtime::take_responses(uint64_t now) {
-    for (unsigned l = 0; l < RTE_MAX_LCORE; l++) {
-        LcoreCtx* c = lcores_[l];
-        if (c == nullptr)
-            continue;
-        Request r;
-        while (rte_ring_sc_dequeue_elem(c->resp, &r, sizeof(r)) == 0)
-            on_response(r, now);
-    }
-    if (!retry_.empty()) {
-        std::vector<Request> again;
-        again.swap(retry_);
-        for (const Request& r : again) {
-            const FlowCtx& f = *flows_[r.index];
-            post(f.send_lcore, r);
-        }
-    }
 }
 
 } // namespace tailmark::app

@@ -180,6 +180,7 @@ bool Runtime::make_unconnected(SetupError& e) {
     for (const auto& [i, k] : opt_.flow_keys)
         fake.params.overrides.push_back({i, k});
     auto a = std::make_unique<AppSession>();
+    a->stage = AppSession::Stage::Live; // nothing waits on the answers (the engine's come at once)
     for (uint32_t i = 0; i < opt_.flows; i++) {
         FlowCtx& f = *flows_[i];
         f.send_id = static_cast<uint16_t>(i);
@@ -203,6 +204,10 @@ bool Runtime::make_unconnected(SetupError& e) {
                 return false;
             }
             post_recv(f, *a);
+            if (f.recv == nullptr) {
+                e = {1, "flow set-up refused by an lcore"};
+                return false;
+            }
         }
         if (opt_.replay) { // no credits without a peer: the packets' reference counts pace it
             if (!make_replay(f, sp.tx, nullptr, si, *a)) {
@@ -217,13 +222,21 @@ bool Runtime::make_unconnected(SetupError& e) {
             return false;
         }
         f.sender = senders()[si];
+        f.send_lcore = engine_->sender_lcore(si);
         f.send = Sender::make_flow(sp, tx_socket_);
-        if (f.send == nullptr || !f.sender->install(f.send)) {
+        if (f.send == nullptr || !engine_->install_send(f.send, f.send_id, si, {f.index, a.get()})) {
+            Sender::free_flow(f.send);
+            f.send = nullptr;
             e = {1, "out of memory: send state"};
             return false;
         }
+        if (f.send == nullptr) { // refused (on_answer): the engine freed it
+            e = {1, "flow set-up refused by an lcore"};
+            return false;
+        }
     }
-    // Installed directly: the lcores have not started.
+    // The daemon's own ops (the consumers', the replay's), applied here:
+    // the lcores have not started.
     for (unsigned l = 0; l < RTE_MAX_LCORE; l++)
         if (lcores_[l] != nullptr)
             serve_requests(*lcores_[l]);
@@ -235,7 +248,7 @@ bool Runtime::make_unconnected(SetupError& e) {
                 return false;
             }
     }
-    a->stage = AppSession::Stage::Live;
+    a->pending = 0;
     for (FlowCtx* f : flows_)
         a->flows.push_back(f), f->session = f->send_session = f->recv_session = a.get();
     add_session(std::move(a));
@@ -341,10 +354,9 @@ void Runtime::teardown() {
     //    flows as it goes, they must still be there; then its rings,
     //    routes, moves and rx roles), then the flows (the Senders' records
     //    let go of the generator's buffers), replay packets, contexts.
-    engine_.reset();
+    engine_.reset(); // and every flow still installed (f->recv nulled)
     for (FlowCtx* f : flows_) {
-        Sender::free_flow(f->send);
-        f->send = nullptr;
+        f->send = nullptr; // the engine's once installed (install_send)
         free_recv(*f);
         rte_ring_free(f->send_q);
         f->send_q = nullptr;

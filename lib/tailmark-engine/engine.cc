@@ -287,6 +287,7 @@ bool Engine::launch(int (*entry)(void*), void* const* args) {
         return true;
     plane_->phase.store(static_cast<int>(Phase::Run));
     launched_ = true;
+    app_loop_ = entry != lcore_entry;
     const unsigned main_lcore = rte_get_main_lcore();
     for (unsigned l = 0; l < RTE_MAX_LCORE; l++) {
         if (l == main_lcore || args[l] == nullptr)
@@ -320,8 +321,12 @@ Engine::~Engine() {
         delete r;
     for (auto& [id, s] : sends_)
         Sender::free_flow(s.flow);
-    for (auto& [id, r] : recvs_)
-        Receiver::free_flow(r.recv);
+    for (auto& [id, r] : recvs_) { // an application's place may be gone once closed
+        if (r.state != FlowState::Opening && r.state != FlowState::Open && r.state != FlowState::Closing)
+            continue;
+        Receiver::free_flow(r.p->recv);
+        r.p->recv = nullptr;
+    }
     moves_.release();
     rte_mbuf* m;
     while (control_in_ != nullptr && rte_ring_dequeue(control_in_, reinterpret_cast<void**>(&m)) == 0)

@@ -28,46 +28,90 @@ bool Engine::post(unsigned lcore, const Request& r) {
     return rte_ring_sp_enqueue_elem(lcores_[lcore]->req, &q, sizeof(q)) == 0;
 }
 
-bool Engine::open_send(const SendFlowSpec& spec, uint32_t si) {
+Request Engine::request(Request::Op op, const SendRec& rec, uint16_t id, FailReason why) const {
+    return {op, false, why, id, rec.tag.index, senders_[rec.sender], nullptr, rec.tag.session};
+}
+
+Request Engine::request(Request::Op op, const RecvRec& rec, uint16_t id) const {
+    return {op, false, FailReason::Closed, id, rec.tag.index, rec.p->receiver, nullptr, rec.tag.session};
+}
+
+bool Engine::post_app(unsigned lcore, const Request& r) {
+    Request q = r;
+    return lcore < lcores_.size() && lcores_[lcore] != nullptr && r.op >= Request::Op::AppFirst &&
+           rte_ring_sp_enqueue_elem(lcores_[lcore]->req, &q, sizeof(q)) == 0;
+}
+
+bool Engine::open_send(const SendFlowSpec& spec, uint32_t si, const FlowTag& tag) {
     if (si >= senders_.size())
-        return false;
-    if (auto it = sends_.find(spec.id); it != sends_.end() && live(it->second.state))
         return false;
     SendFlow* f = Sender::make_flow(spec, host_.socket);
     if (f == nullptr)
         return false;
-    SendRec& rec = sends_[spec.id];
-    rec = SendRec{f, si, sender_lcore_[si], FlowState::Opening, {}};
-    __atomic_store_n(&sender_of_[spec.id], static_cast<uint8_t>(si), __ATOMIC_RELEASE); // its ACKs find it
-    if (!post(rec.lcore, {Request::Op::AddSend, false, FailReason::None, spec.id, spec.id, senders_[si], f, nullptr})) {
-        __atomic_store_n(&sender_of_[spec.id], kNoSender, __ATOMIC_RELEASE);
+    if (!install_send(f, spec.id, si, tag)) {
         Sender::free_flow(f);
-        sends_.erase(spec.id);
         return false;
     }
     return true;
 }
 
-bool Engine::open_recv(const RecvFlowSpec& spec, uint32_t ri) {
-    if (ri >= receivers_.size() || spec.ring == nullptr)
+bool Engine::install_send(SendFlow* f, uint16_t id, uint32_t si, const FlowTag& tag) {
+    if (f == nullptr || si >= senders_.size())
         return false;
-    if (auto it = recvs_.find(spec.id); it != recvs_.end() && live(it->second.state))
+    if (auto it = sends_.find(id); it != sends_.end() && live(it->second.state))
+        return false;
+    SendRec& rec = sends_[id];
+    rec = SendRec{f, si, sender_lcore_[si], FlowState::Opening, {}, tag};
+    __atomic_store_n(&sender_of_[id], static_cast<uint8_t>(si), __ATOMIC_RELEASE); // its ACKs find it
+    Request r = request(Request::Op::AddSend, rec, id);
+    r.obj = f;
+    if (!post(rec.lcore, r)) {
+        __atomic_store_n(&sender_of_[id], kNoSender, __ATOMIC_RELEASE);
+        sends_.erase(id);
+        return false;
+    }
+    return true;
+}
+
+bool Engine::open_recv(const RecvFlowSpec& spec, uint32_t ri, const FlowTag& tag) {
+    if (ri >= receivers_.size() || spec.ring == nullptr)
         return false;
     RecvFlow* f = Receiver::make_flow(spec, host_.socket);
     if (f == nullptr)
         return false;
-    RecvRec& rec = recvs_[spec.id];
+    if (!install_recv(f, spec.id, spec.auth, ri, nullptr, tag)) {
+        Receiver::free_flow(f);
+        return false;
+    }
+    return true;
+}
+
+bool Engine::install_recv(RecvFlow* f, uint16_t id, const FlowAuth& auth, uint32_t ri, RecvPlace* place,
+                          const FlowTag& tag) {
+    if (f == nullptr || ri >= receivers_.size())
+        return false;
+    if (auto it = recvs_.find(id); it != recvs_.end() && live(it->second.state))
+        return false;
+    RecvRec& rec = recvs_[id];
     rec = RecvRec{};
-    rec.receiver = receivers_[ri];
-    rec.recv = f;
-    rec.recv_id = spec.id;
-    rec.recv_lcore = rxs_[ri]->lcore;
+    rec.p = place != nullptr ? place : &rec.own;
+    rec.tag = tag;
+    RecvPlace& p = *rec.p;
+    p.receiver = receivers_[ri];
+    p.recv = f;
+    p.recv_id = id;
+    p.recv_lcore = rxs_[ri]->lcore;
+    p.moving = false;
     rec.state = FlowState::Opening;
     if (moves_.on()) // before the flow exists anywhere: no data of it is placed yet
-        moves_.place(rec, spec.id, static_cast<uint8_t>(ri), spec.auth);
-    if (!post(rec.recv_lcore, {Request::Op::AddRecv, false, FailReason::None, spec.id, spec.id, rec.receiver, f, nullptr})) {
-        Receiver::free_flow(f);
-        recvs_.erase(spec.id);
+        moves_.place(p, id, static_cast<uint8_t>(ri), auth);
+    Request r = request(Request::Op::AddRecv, rec, id);
+    r.obj = f;
+    if (!post(p.recv_lcore, r)) {
+        if (moves_.on())
+            moves_.removed(p);
+        p.recv = nullptr;
+        recvs_.erase(id);
         return false;
     }
     return true;
@@ -81,10 +125,9 @@ bool Engine::close_send(uint16_t id, FailReason why) {
     if (it == sends_.end() || (it->second.state != FlowState::Opening && it->second.state != FlowState::Open))
         return false;
     SendRec& rec = it->second;
-    Sender* s = senders_[rec.sender];
     rec.state = FlowState::Closing;
-    return post(rec.lcore, {Request::Op::FailSend, false, why, id, id, s, nullptr, nullptr}) &&
-           post(rec.lcore, {Request::Op::RemoveSend, false, why, id, id, s, nullptr, nullptr});
+    return post(rec.lcore, request(Request::Op::FailSend, rec, id, why)) &&
+           post(rec.lcore, request(Request::Op::RemoveSend, rec, id, why));
 }
 
 bool Engine::close_recv(uint16_t id) {
@@ -93,16 +136,18 @@ bool Engine::close_recv(uint16_t id) {
         return false;
     RecvRec& rec = it->second;
     rec.state = FlowState::Closing;
-    if (rec.moving) { // between two Receivers: removed once it is in the new one
+    if (rec.p->moving) { // between two Receivers: removed once it is in the new one
         rec.close_after_move = true;
         return true;
     }
-    return post(rec.recv_lcore, {Request::Op::RemoveRecv, false, FailReason::Closed, id, id, rec.receiver, nullptr, nullptr});
+    return post(rec.p->recv_lcore, request(Request::Op::RemoveRecv, rec, id));
 }
 
 const uint32_t* Engine::recv_acked_word(uint16_t id) const {
     auto it = recvs_.find(id);
-    return it == recvs_.end() || it->second.recv == nullptr ? nullptr : Receiver::acked_word(it->second.recv);
+    return it == recvs_.end() || !live(it->second.state) || it->second.p->recv == nullptr
+               ? nullptr
+               : Receiver::acked_word(it->second.p->recv);
 }
 
 FlowState Engine::send_state(uint16_t id) const {
@@ -124,6 +169,10 @@ bool Engine::send_view(uint16_t id, Sender::FlowView& out) const {
 }
 
 void Engine::on_response(const Request& r, uint64_t now) {
+    if (r.op >= Request::Op::AppFirst) { // the application's own
+        answer(r, now);
+        return;
+    }
     switch (r.op) {
     case Request::Op::AddSend: {
         SendRec& rec = sends_[r.id];
@@ -141,7 +190,7 @@ void Engine::on_response(const Request& r, uint64_t now) {
     case Request::Op::RemoveSend: {
         if (!r.ok) {
             retry_.push_back(r); // completions still owed: the lcore reports them first
-            break;
+            return;
         }
         SendRec& rec = sends_[r.id];
         auto* f = static_cast<SendFlow*>(r.obj);
@@ -159,53 +208,53 @@ void Engine::on_response(const Request& r, uint64_t now) {
                 rec.state = FlowState::Open;
             break;
         }
-        uint8_t owner = 0, arrived = 0;
         if (moves_.on())
-            moves_.removed(rec, owner, arrived);
+            moves_.removed(*rec.p);
         rec.state = FlowState::Refused;
-        Receiver::free_flow(rec.recv);
-        rec.recv = nullptr;
+        Receiver::free_flow(rec.p->recv);
+        rec.p->recv = nullptr;
         break;
     }
     case Request::Op::RemoveRecv: {
-        if (!r.ok) {
-            retry_.push_back(r);
-            break;
-        }
+        // Not found there (ok false: a move that could not finish left it in
+        // no Receiver): the flow it was installed with is let go all the same.
         RecvRec& rec = recvs_[r.id];
-        uint8_t owner = 0, arrived = 0;
+        auto* f = r.obj != nullptr ? static_cast<RecvFlow*>(r.obj) : rec.p->recv;
         if (moves_.on())
-            moves_.removed(rec, owner, arrived);
-        auto* f = static_cast<RecvFlow*>(r.obj);
-        rec.recv = nullptr;
+            moves_.removed(*rec.p);
+        rec.p->recv = nullptr;
         rec.state = FlowState::Closed;
         deferred_.later(now, [f] { Receiver::free_flow(f); });
-        break;
+        Request a = r;
+        a.obj = f;
+        answer(a, now);
+        return;
     }
     case Request::Op::MoveRecvOut: {
         RecvRec& rec = recvs_[r.id];
-        if (!r.ok) {
-            moves_.moved_in(rec, false);
-            break;
-        }
         Request in{};
-        moves_.moved_out(rec, r, in);
-        if (!post(rec.recv_lcore, in))
-            moves_.moved_in(rec, false);
-        break;
+        if (r.ok)
+            moves_.moved_out(*rec.p, r, in);
+        if (!r.ok || !post(rec.p->recv_lcore, in))
+            end_move(rec, r.id, false);
+        return;
     }
-    case Request::Op::MoveRecvIn: {
-        RecvRec& rec = recvs_[r.id];
-        moves_.moved_in(rec, r.ok);
-        if (rec.close_after_move) {
-            rec.close_after_move = false;
-            post(rec.recv_lcore,
-                 {Request::Op::RemoveRecv, false, FailReason::Closed, r.id, r.id, rec.receiver, nullptr, nullptr});
-        }
-        break;
-    }
+    case Request::Op::MoveRecvIn:
+        end_move(recvs_[r.id], r.id, r.ok);
+        return;
     default: // FailSend, FailLink: nothing to follow up
         break;
+    }
+    answer(r, now);
+}
+
+// A move between Receivers is over (done or not): the removal its close
+// left waiting, if any, goes now.
+void Engine::end_move(RecvRec& rec, uint16_t id, bool ok) {
+    moves_.moved_in(*rec.p, ok);
+    if (rec.close_after_move) {
+        rec.close_after_move = false;
+        post(rec.p->recv_lcore, request(Request::Op::RemoveRecv, rec, id));
     }
 }
 
@@ -214,17 +263,24 @@ void Engine::look_for_moves(uint64_t now) {
     if (!moves_.on() || !moves_.due(now))
         return;
     for (auto& [id, rec] : recvs_) {
-        if (rec.state != FlowState::Open || rec.moving || rec.recv == nullptr)
+        if (rec.state != FlowState::Open) // an application's place may be gone once closed
+            continue;
+        RecvPlace& p = *rec.p;
+        if (p.moving || p.recv == nullptr)
             continue;
         Request out{};
-        if (moves_.look(rec, id, out) && !post(rec.recv_lcore, out))
-            moves_.moved_in(rec, false);
+        if (moves_.look(p, rec.tag.index, out)) {
+            out.id = id;
+            out.session = rec.tag.session;
+            if (!post(p.recv_lcore, out))
+                moves_.moved_in(p, false);
+        }
     }
 }
 
 uint32_t Engine::tick(uint64_t now) {
     // The main lcore's roles, if it holds any (launch() started the others).
-    if (Lcore* mine = lcores_[rte_get_main_lcore()]; launched_ && mine != nullptr && mine->any()) {
+    if (Lcore* mine = lcores_[rte_get_main_lcore()]; launched_ && !app_loop_ && mine != nullptr && mine->any()) {
         serve_requests(mine->req, mine->resp, [](Request& r) { r.ok = false; });
         uint64_t prev = now;
         run_roles_timed(*mine, prev);
@@ -242,17 +298,19 @@ uint32_t Engine::tick(uint64_t now) {
         std::vector<Request> again;
         again.swap(retry_);
         for (const Request& r : again) {
-            const unsigned l = r.op == Request::Op::RemoveSend ? sends_[r.id].lcore : recvs_[r.id].recv_lcore;
-            if (!post(l, r))
+            if (!post(sends_[r.id].lcore, r)) // RemoveSend: the only one asked again
                 retry_.push_back(r);
         }
     }
-    rte_mbuf* m;
-    while (rte_ring_sc_dequeue(control_in_, reinterpret_cast<void**>(&m)) == 0) {
+    // The control frames, a burst a round: a flood of them waits on the
+    // ring (and is dropped at its end), not on this thread.
+    rte_mbuf* frames[kControlBurst];
+    const unsigned nf = rte_ring_sc_dequeue_burst(control_in_, reinterpret_cast<void**>(frames), kControlBurst, nullptr);
+    for (unsigned i = 0; i < nf; i++) {
         if (take_control_)
-            take_control_(m);
+            take_control_(frames[i], now);
         else
-            rte_pktmbuf_free(m); // no session table: nobody's
+            rte_pktmbuf_free(frames[i]); // no session table: nobody's
     }
     look_for_moves(now);
     deferred_.run(now);

@@ -22,6 +22,7 @@
 
 using namespace tailmark;
 using engine::FlowState;
+using engine::Request;
 
 namespace {
 
@@ -287,5 +288,109 @@ TEST_CASE("engine: a send flow closed with its window full fails what it owed", 
     CHECK(v.failed == FailReason::Closed);
     CHECK(v.released == 0);
     g.e.reset(); // every mbuf the engine held goes back
+    CHECK(g.pool.avail() == avail);
+}
+
+// An application that makes its flows itself and keeps its own record of
+// where a receive flow is (the daemon's FlowCtx): install_send and
+// install_recv take them, the record is the engine's from the install to
+// the removal, and every answer comes back once, with the application's
+// tag (its flow index, its session); its own ops are answered the same way.
+TEST_CASE("engine: the application's flows keep its record and its tag in every answer", "[engine]") {
+    Rig g;
+    const unsigned avail = g.pool.avail();
+    g.src.messages = 12;
+    int session = 0; // the application's session: only its address matters
+    const engine::FlowTag tag{7, &session};
+    std::vector<Request> answers;
+    g.e->set_answers([&](const Request& r, uint64_t) { answers.push_back(r); });
+    auto count = [&](Request::Op op) {
+        size_t n = 0;
+        for (const Request& r : answers)
+            n += r.op == op ? 1 : 0;
+        return n;
+    };
+    auto tagged = [&] {
+        for (const Request& r : answers)
+            if (r.index != tag.index || r.session != &session)
+                return false;
+        return true;
+    };
+
+    RecvFlowSpec rs;
+    rs.id = kId;
+    rs.ring = g.ring.get();
+    rs.key = 0x5E5E;
+    rs.stride = stride_for_mtu(kMtu);
+    rs.peer_flow = kId;
+    RecvFlow* rf = Receiver::make_flow(rs, SOCKET_ID_ANY);
+    REQUIRE(rf != nullptr);
+    engine::RecvPlace place;
+    REQUIRE(g.e->install_recv(rf, kId, rs.auth, 0, &place, tag));
+    // Not launched: in at once, answered at once, the record filled.
+    CHECK(g.e->recv_state(kId) == FlowState::Open);
+    CHECK(place.recv == rf);
+    CHECK(place.recv_id == kId);
+    CHECK(place.receiver == &g.e->receiver(0));
+    CHECK(place.recv_lcore == 1);
+    SendFlowSpec ss;
+    Addressing a = tmtest::test_addr();
+    a.dst_ip = a.src_ip;
+    REQUIRE(TxFlow::make(ss.tx, kId, rs.key, kRing, kMtu, a));
+    ss.id = kId;
+    ss.ring_size = kRing;
+    ss.max_msg = kMax;
+    ss.local_acked = Receiver::acked_word(rf);
+    ss.local_released = g.ring->released_word();
+    SendFlow* sf = Sender::make_flow(ss, SOCKET_ID_ANY);
+    REQUIRE(sf != nullptr);
+    REQUIRE(g.e->install_send(sf, kId, 0, tag));
+    CHECK(g.e->send_state(kId) == FlowState::Open);
+    SendFlow* again = Sender::make_flow(ss, SOCKET_ID_ANY);
+    CHECK_FALSE(g.e->install_send(again, kId, 0, tag)); // the id is open: nothing taken
+    Sender::free_flow(again);
+    CHECK(answers.size() == 2);
+    CHECK(count(Request::Op::AddRecv) == 1);
+    CHECK(count(Request::Op::AddSend) == 1);
+
+    REQUIRE(g.e->launch());
+    // The application's own op: the engine's loop has no handler for it
+    // and refuses it, answered with its tag all the same.
+    REQUIRE(g.e->post_app(1, {Request::Op::App3, true, FailReason::None, kId, tag.index, nullptr, nullptr, &session}));
+    CHECK_FALSE(g.e->post_app(1, {Request::Op::AddSend, false, FailReason::None, kId, 0, nullptr, nullptr, nullptr}));
+    uint32_t next = 0;
+    REQUIRE(g.tick_until([&] {
+        for (const CompletionSlot* s; next < g.src.messages && (s = g.ring->poll(next)) != nullptr; next++)
+            REQUIRE(g.ring->release(next));
+        return next == g.src.messages && g.out.delivered.load() == g.src.messages && count(Request::Op::App3) == 1;
+    }));
+    for (const Request& r : answers)
+        if (r.op == Request::Op::App3)
+            CHECK_FALSE(r.ok);
+    REQUIRE(g.e->close_send(kId));
+    REQUIRE(g.e->close_recv(kId));
+    REQUIRE(g.tick_until([&] { return count(Request::Op::RemoveSend) == 1 && count(Request::Op::RemoveRecv) == 1; }));
+    g.e->stop();
+    CHECK(count(Request::Op::FailSend) == 1);
+    CHECK(answers.size() == 6);
+    CHECK(tagged());
+    for (const Request& r : answers) {
+        if (r.op == Request::Op::RemoveSend)
+            CHECK(r.obj == sf); // the flow as it left, readable until the engine frees it
+        if (r.op == Request::Op::RemoveRecv)
+            CHECK(r.obj == rf);
+    }
+    CHECK(place.recv == nullptr); // out: the engine let go of it
+    CHECK(g.e->send_state(kId) == FlowState::Closed);
+    CHECK(g.e->recv_state(kId) == FlowState::Closed);
+
+    // A flow still installed when the engine goes is freed by it, and the
+    // application's record says so.
+    RecvFlow* rf2 = Receiver::make_flow(rs, SOCKET_ID_ANY);
+    REQUIRE(rf2 != nullptr);
+    REQUIRE(g.e->install_recv(rf2, kId, rs.auth, 0, &place, tag));
+    CHECK(place.recv == rf2);
+    g.e.reset();
+    CHECK(place.recv == nullptr);
     CHECK(g.pool.avail() == avail);
 }

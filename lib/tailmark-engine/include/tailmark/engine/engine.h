@@ -108,6 +108,13 @@ enum class FlowState : uint8_t {
 };
 const char* to_string(FlowState s);
 
+// Who a flow is to the application: carried in every request about it
+// (Request::index, Request::session) and so in every answer (set_answers).
+struct FlowTag {
+    uint32_t index = 0;
+    void* session = nullptr;
+};
+
 // Why Engine::create failed: an allocation (what: of which; more EAL
 // memory helps) or a host it cannot run on (what: the reason).
 struct EngineError {
@@ -118,6 +125,7 @@ struct EngineError {
 
 class Engine {
 public:
+    static constexpr unsigned kControlBurst = 32;
     // Everything made, nothing running; nullptr with `err` on failure.
     static std::unique_ptr<Engine> create(const EngineConfig& cfg, const EngineHost& host, EngineError& err);
     ~Engine(); // stop(), then everything freed (the ports are the application's)
@@ -130,7 +138,8 @@ public:
     // The same with the application's lcore loop: entry(args[l]) on every
     // lcore l but the main one whose args[l] is not null (args: RTE_MAX_LCORE
     // long); it runs engine::run_lcore over its own context, which takes its
-    // rings from lcore(l) and its roles from tx_role()/rx_ctx().
+    // rings from lcore(l) and its roles from tx_role()/rx_ctx(). The main
+    // lcore's roles are then the application's to run, between its ticks.
     bool launch(int (*entry)(void*), void* const* args);
     // Phase::Stop, and the launched lcores joined. Idempotent.
     void stop();
@@ -139,21 +148,44 @@ public:
     bool launched() const { return launched_; }
 
     // The control thread's round (every ~100 us): the main lcore's roles if
-    // it has any, the lcores' answers, removals asked again, the moves
-    // between rx lcores, deferred free. Returns the answers taken.
+    // it has any (not when the application's loop runs them: launch(entry)),
+    // the lcores' answers, removals asked again, the control frames (at most
+    // kControlBurst a round), the moves between rx lcores, deferred free.
+    // Returns the answers taken.
     uint32_t tick(uint64_t now);
 
     // --- flows (control thread). Before launch() they go in at once. ---
     // A send flow on Sender `sender` (its ACKs routed to it by id). The
     // spec's user pointer is handed to the Sender's source. False: out of
     // memory, a bad queue, or the id open already.
-    bool open_send(const SendFlowSpec& spec, uint32_t sender);
+    bool open_send(const SendFlowSpec& spec, uint32_t sender, const FlowTag& tag = {});
+    // The same with a flow the application made (Sender::make_flow), whose
+    // view it reads itself: the engine owns it from here (freed a little
+    // after its removal, or when refused). False: nothing taken.
+    bool install_send(SendFlow* f, uint16_t id, uint32_t sender, const FlowTag& tag = {});
     // A receive flow on Receiver `receiver` (the rx queue its frames reach);
     // the ring is the application's and must outlive the flow's removal.
-    bool open_recv(const RecvFlowSpec& spec, uint32_t receiver);
+    bool open_recv(const RecvFlowSpec& spec, uint32_t receiver, const FlowTag& tag = {});
+    // The same with a flow the application made (Receiver::make_flow from a
+    // spec of this id and auth). `place`: the application's record of where
+    // the flow is, which the engine keeps (its Receiver, a move, its last
+    // owner at removal; `recv` null once it is out), and which must outlive
+    // the engine; null: the engine's own. False: nothing taken.
+    bool install_recv(RecvFlow* f, uint16_t id, const FlowAuth& auth, uint32_t receiver, RecvPlace* place = nullptr,
+                      const FlowTag& tag = {});
     // Fails what it still owes (why), then takes it out. False: not open.
     bool close_send(uint16_t id, FailReason why = FailReason::Closed);
     bool close_recv(uint16_t id);
+    // Every answer an lcore gives about a flow, once the engine has done its
+    // part (state, routes, moves; a flow let go is freed a little later, so
+    // r.obj may be read now), with the flow's tag in r.index and r.session;
+    // and the answers to the application's own ops (post_app). Not called for
+    // a removal refused and asked again, nor for the moves' steps.
+    void set_answers(std::function<void(const Request& r, uint64_t now)> fn) { answers_ = std::move(fn); }
+    // One of the application's ops (from Request::Op::AppFirst) to lcore
+    // `lcore`'s ring, served by its handler; answered through set_answers.
+    // Before launch it waits for the lcore. False: the ring is full.
+    bool post_app(unsigned lcore, const Request& r);
     // An open receive flow's cumulative ACK, for a send flow of this
     // process to it (SendFlowSpec::local_acked); null: not open.
     const uint32_t* recv_acked_word(uint16_t id) const;
@@ -206,7 +238,7 @@ public:
     // SESSION and ARP frames the rx lcores route to the control plane (a
     // SessionTable's). Nobody's (the default): tick() frees them.
     rte_ring* control_in() const { return control_in_; }
-    void set_control_taker(std::function<void(rte_mbuf*)> fn) { take_control_ = std::move(fn); }
+    void set_control_taker(std::function<void(rte_mbuf*, uint64_t now)> fn) { take_control_ = std::move(fn); }
     // Frees fn's objects once other threads can no longer read them.
     void later(uint64_t now, std::function<void()> fn) { deferred_.later(now, std::move(fn)); }
     uint64_t tsc_hz() const { return tsc_hz_; }
@@ -230,11 +262,22 @@ private:
         unsigned lcore = 0;
         FlowState state = FlowState::None;
         Sender::FlowView last{};
+        FlowTag tag;
     };
-    struct RecvRec : RecvPlace {
+    struct RecvRec {
+        RecvPlace own;
+        RecvPlace* p = nullptr; // &own, or the application's
         FlowState state = FlowState::None;
         bool close_after_move = false;
+        FlowTag tag;
     };
+    Request request(Request::Op op, const SendRec& rec, uint16_t id, FailReason why = FailReason::None) const;
+    Request request(Request::Op op, const RecvRec& rec, uint16_t id) const;
+    void end_move(RecvRec& rec, uint16_t id, bool ok);
+    void answer(const Request& r, uint64_t now) {
+        if (answers_)
+            answers_(r, now);
+    }
 
     EngineConfig cfg_;
     EngineHost host_;
@@ -253,7 +296,9 @@ private:
     std::vector<rte_ring*> wire_in_, local_in_;
     uint8_t* sender_of_ = nullptr; // 65536: a send flow id's Sender (ACK routing)
     rte_ring* control_in_ = nullptr;
-    std::function<void(rte_mbuf*)> take_control_;
+    std::function<void(rte_mbuf*, uint64_t)> take_control_;
+    std::function<void(const Request&, uint64_t)> answers_;
+    bool app_loop_ = false; // launch(entry): the application runs the main lcore's roles
     RxMoves moves_;
     DeferredFree deferred_;
     std::unordered_map<uint16_t, SendRec> sends_;

@@ -35,6 +35,7 @@ struct RecvPlace {
     bool moving = false;
     uint8_t move_to = 0;
     uint8_t arrival_seen = RxPlacer::kNoOwner; // the other rx lcore its frames came in on at the last look
+    uint8_t last_owner = RxPlacer::kNoOwner, last_arrived = RxPlacer::kNoOwner; // at its removal (removed())
 };
 
 class RxMoves {
@@ -63,6 +64,7 @@ public:
     // The flow left its Receiver for good: its last owner and arrival, then
     // its entries cleared (its frames are no one's).
     void removed(const RecvPlace& p, uint8_t& last_owner, uint8_t& last_arrived);
+    void removed(RecvPlace& p) { removed(p, p.last_owner, p.last_arrived); }
     uint8_t owner_of(uint16_t id) const { return __atomic_load_n(&owner_[id], __ATOMIC_RELAXED); }
     uint8_t arrived_of(uint16_t id) const { return __atomic_load_n(&arrived_[id], __ATOMIC_RELAXED); }
 
