@@ -9,6 +9,7 @@
 #include <rte_launch.h>
 #include <rte_ring.h>
 
+#include "bench/bench.h"
 #include "service/service.h"
 #include "tailmark/log.h"
 
@@ -52,7 +53,8 @@ void Runtime::run() {
     }
     if (!opt_.flow_control)
         start_tsc_ = launch_tsc_;
-    start_sessions(rte_rdtsc());
+    if (bench_)
+        bench_->start(rte_rdtsc()); // the service's applications open theirs
     LcoreCtx& mine = *lcores_[main_lcore];
     const uint64_t ctrl = tsc_hz_ * kControlUs / 1000000;
     uint64_t next_ctrl = 0;
@@ -121,6 +123,11 @@ void Runtime::begin_drain(uint64_t now, const char* reason) {
     drain_start_ = now;
     drain_deadline_ = now + tsc_hz_ * kDrainUs / 1000000;
     plane_.phase.store(static_cast<int>(Phase::Drain), std::memory_order_relaxed);
+}
+
+void Runtime::stop_run(uint64_t now, const char* reason) {
+    exit_reason_ = reason;
+    stop(now, reason);
 }
 
 void Runtime::stop(uint64_t now, const char* reason) {

@@ -36,6 +36,7 @@
 
 namespace tailmark::app {
 
+class Bench;
 class Service;
 
 inline constexpr size_t kMaxRegistry = 65536; // flows one run tracks
@@ -192,6 +193,20 @@ public:
     // Flow i of session s's send side on f, through Sender si, posted to its
     // lcore (a.pending counts it). False: out of memory.
     bool open_send(FlowCtx& f, AppSession& a, const Session& s, uint16_t i, uint32_t si, const SendOpen& o);
+    // open_send's last step, for a spec made otherwise (--flow-control
+    // off): f's SendFlow made and installed on Sender si through the
+    // engine (a.pending counts its answer). False: out of memory.
+    bool install_send(FlowCtx& f, AppSession& a, const SendFlowSpec& sp, uint32_t si);
+    // The Sender a flow goes by (loopback on net_ring: the queue its rx
+    // lcore polls), and the addresses its packets carry to a session's peer.
+    uint32_t sender_for(uint16_t wire, uint16_t i) const;
+    Addressing address_to(const Session& s) const;
+    // The daemon's own ops (kAddCons, kRemoveCons, kAddReplay) to an lcore.
+    void post(unsigned lcore, const Request& r);
+    // Before launch: the daemon's own ops applied on this thread, and their
+    // answers taken. False: an lcore's role refused one.
+    bool serve_before_launch();
+    AppSession* app_session(uint16_t sid); // a session of the table's, by id (null: none)
     // A session with this process (s.local_peer): the other end's record,
     // and its flow i, if made (else null).
     AppSession* local_peer_session(const Session& s);
@@ -227,6 +242,19 @@ public:
     int rx_socket() const { return rx_socket_; }
     uint64_t tsc_hz() const { return tsc_hz_; }
     int local_port_id() const { return local_port_ ? local_port_->id() : -1; }
+    // The run's end: `reason` is the summary's exit reason (stop_run); the
+    // peer refused the session (set_refused: exit code 2).
+    void stop_run(uint64_t now, const char* reason);
+    void set_refused() { refused_ = true; }
+    // What the benchmark's flows are made with (bench/): the tx role of
+    // Sender si and how many there are, the packets' pool, the rx lcores,
+    // this end's MAC and the rx port's.
+    TxCtx* tx_for(uint32_t si) const { return txs_[si % txs_.size()]; }
+    uint32_t ntx() const { return static_cast<uint32_t>(txs_.size()); }
+    rte_mempool* tx_pool() const { return tx_pool_; }
+    const std::vector<unsigned>& rx_lcores() const { return rx_lcores_; }
+    const rte_ether_addr& mac() const { return mac_; }
+    rte_ether_addr rx_mac() const { return rx_port_->mac(); }
 
 private:
     bool plan_lcores(SetupError& e);
@@ -239,30 +267,17 @@ private:
     bool make_consumers(SetupError& e);
     void make_session_table();
     bool make_registry(SetupError& e);
-    bool make_unconnected(SetupError& e);
     LcoreCtx* lcore_ctx(unsigned lcore);
 
     // Sessions (control loop).
-    void start_sessions(uint64_t now);
-    AcceptDecision decide(Session& s, const FlowParams& proposed);
     void on_session(Session& s);
-    void install_send(AppSession& a, Session& s);
-    void install_replay(AppSession& a, Session& s);
-    bool make_replay(FlowCtx& f, const TxFlow& tx, const CompletionRing* ring, uint32_t si, AppSession& a);
-    uint32_t sender_for(uint16_t wire, uint16_t i) const;
     // A flow to a receive flow of this process (peer_recv): the in-memory
     // loopback's Sender whose queue that flow's Receiver polls.
     uint32_t local_sender_for(const FlowCtx& peer_recv, uint16_t wire, uint16_t i) const;
-    GenFlow* gen_flow(FlowCtx& f, TxCtx* c);
-    Addressing address_to(const Session& s) const;
-    // The daemon's own ops (kAddCons, kRemoveCons, kAddReplay) to an lcore.
-    void post(unsigned lcore, const Request& r);
     // The engine's answers (set_answers): the daemon's part of a flow's and
     // a session's bookkeeping, once the engine has done its own.
     void on_answer(const Request& r, uint64_t now);
     uint32_t receiver_index(const Receiver* r) const;
-    AppSession* app_session(uint16_t sid);
-    FlowParams proposal() const;
     bool forgettable(const AppSession& a) const;
     void forget_ended(uint64_t now); // beyond --keep-ended, the oldest ended sessions go
     Results::Flow flow_row(const FlowCtx& f) const; // a flow's row of the summary
@@ -336,6 +351,7 @@ private:
     // sessions and flows
     std::unique_ptr<SessionTable> sessions_;
     std::unique_ptr<Service> service_; // --mode service
+    std::unique_ptr<Bench> bench_;     // the other modes: the benchmark's sessions and flows
     FlowIds send_ids_, recv_ids_;
     std::vector<std::unique_ptr<AppSession>> app_sessions_;
     std::vector<FlowCtx*> flows_;    // the registry (reserved: kMaxRegistry)
@@ -376,8 +392,6 @@ private:
     // One per possible flow, made once: the telemetry thread reads it.
     std::unique_ptr<std::atomic<bool>[]> stalled_ = std::make_unique<std::atomic<bool>[]>(kMaxRegistry);
     std::atomic<uint32_t> nstalled_{0};
-    std::vector<rte_mbuf**> replay_pkts_; // --replay: each flow's ready-made packets (ring_size sets), freed at teardown
-    std::vector<std::unique_ptr<drivers::ReplayPool>> replay_pools_; // and the pools they are of
 };
 
 } // namespace tailmark::app

@@ -13,6 +13,7 @@
 #include <rte_random.h>
 #include <rte_ring_elem.h>
 
+#include "bench/bench.h"
 #include "service/service.h"
 #include "tailmark/log.h"
 
@@ -160,101 +161,6 @@ bool Runtime::make_registry(SetupError& e) {
     return true;
 }
 
-// --flow-control off: no peer to agree with (a sink such as net_null), so
-// no session: the flows are configured here, unreliable, and installed
-// before the lcores start.
-bool Runtime::make_unconnected(SetupError& e) {
-    Addressing addr;
-    addr.src_mac = mac_;
-    addr.dst_mac = opt_.dst_mac_set ? opt_.dst_mac : rx_port_->mac();
-    addr.src_ip = opt_.src_ip;
-    addr.dst_ip = opt_.mode == Mode::Loopback ? opt_.src_ip : opt_.dst_ip;
-    addr.udp_port = opt_.udp_port;
-    Session fake;
-    fake.params.mtu = opt_.mtu;
-    fake.params.ring_size = opt_.ring_size;
-    fake.params.max_msg = static_cast<uint32_t>(opt_.msg_size);
-    fake.params.key = opt_.key;
-    fake.params.version = kVersion; // no session, no data key: untagged
-    fake.peer = {addr.dst_ip, opt_.udp_port};
-    for (const auto& [i, k] : opt_.flow_keys)
-        fake.params.overrides.push_back({i, k});
-    auto a = std::make_unique<AppSession>();
-    a->stage = AppSession::Stage::Live; // nothing waits on the answers (the engine's come at once)
-    for (uint32_t i = 0; i < opt_.flows; i++) {
-        FlowCtx& f = *flows_[i];
-        f.send_id = static_cast<uint16_t>(i);
-        SendFlowSpec sp;
-        sp.id = f.send_id;
-        if (!TxFlow::make(sp.tx, static_cast<uint16_t>(i), opt_.key_of(static_cast<uint16_t>(i)), opt_.ring_size,
-                          opt_.mtu, addr)) {
-            e = {2, "--mtu: " + std::to_string(opt_.mtu) + " leaves no room for a packet"};
-            return false;
-        }
-        sp.ring_size = opt_.ring_size;
-        sp.max_msg = opt_.msg_size;
-        sp.reliable = false;
-        sp.report = false;
-        const uint32_t si = sender_for(static_cast<uint16_t>(i), static_cast<uint16_t>(i));
-        if (opt_.mode == Mode::Loopback) {
-            std::string err;
-            fake.peer_base = 0;
-            if (!make_recv_flow(f, *a, fake, static_cast<uint16_t>(i), static_cast<uint16_t>(i), err)) {
-                e = {2, err};
-                return false;
-            }
-            post_recv(f, *a);
-            if (f.recv == nullptr) {
-                e = {1, "flow set-up refused by an lcore"};
-                return false;
-            }
-        }
-        if (opt_.replay) { // no credits without a peer: the packets' reference counts pace it
-            if (!make_replay(f, sp.tx, nullptr, si, *a)) {
-                e = {2, "--replay: the ready-made packets do not fit (lower --ring-size, or raise EAL -m)"};
-                return false;
-            }
-            continue;
-        }
-        sp.user = gen_flow(f, txs_[si % txs_.size()]);
-        if (sp.user == nullptr) {
-            e = {1, "out of memory: generator state (--payload fixed: a message per flow)"};
-            return false;
-        }
-        f.sender = senders()[si];
-        f.send_lcore = engine_->sender_lcore(si);
-        f.send = Sender::make_flow(sp, tx_socket_);
-        if (f.send == nullptr || !engine_->install_send(f.send, f.send_id, si, {f.index, a.get()})) {
-            Sender::free_flow(f.send);
-            f.send = nullptr;
-            e = {1, "out of memory: send state"};
-            return false;
-        }
-        if (f.send == nullptr) { // refused (on_answer): the engine freed it
-            e = {1, "flow set-up refused by an lcore"};
-            return false;
-        }
-    }
-    // The daemon's own ops (the consumers', the replay's), applied here:
-    // the lcores have not started.
-    for (unsigned l = 0; l < RTE_MAX_LCORE; l++)
-        if (lcores_[l] != nullptr)
-            serve_requests(*lcores_[l]);
-    for (unsigned l = 0; l < RTE_MAX_LCORE; l++) {
-        Request r;
-        while (lcores_[l] != nullptr && rte_ring_sc_dequeue_elem(lcores_[l]->resp, &r, sizeof(r)) == 0)
-            if (!r.ok) {
-                e = {1, "flow set-up refused by an lcore"};
-                return false;
-            }
-    }
-    a->pending = 0;
-    for (FlowCtx* f : flows_)
-        a->flows.push_back(f), f->session = f->send_session = f->recv_session = a.get();
-    add_session(std::move(a));
-    return true;
-}
-
 bool Runtime::setup(SetupError& e) {
     tsc_hz_ = rte_get_tsc_hz();
     ecfg_ = engine_config(opt_);
@@ -293,7 +199,9 @@ bool Runtime::setup(SetupError& e) {
         if (!service_->open(e))
             return false;
     }
-    if (!opt_.flow_control && !make_unconnected(e))
+    if (opt_.mode != Mode::Service)
+        bench_ = std::make_unique<Bench>(*this);
+    if (!opt_.flow_control && !bench_->make_unconnected(e))
         return false;
     failed_logged_.assign(flows_.size(), false);
     std::string lc;
@@ -371,9 +279,6 @@ void Runtime::teardown() {
     // The applications' memory: the Senders and the ports let go of every
     // mbuf that referenced an arena.
     service_.reset();
-    for (rte_mbuf** pkts : replay_pkts_) // the packets are their pool's, freed with it below
-        rte_free(pkts);
-    replay_pkts_.clear();
     for (TxCtx* c : txs_)
         socket_delete(c);
     txs_.clear();
@@ -390,7 +295,7 @@ void Runtime::teardown() {
         rte_free(p);
     allocs_.clear();
     // 4. pools last: the closed ports returned their mbufs.
-    replay_pools_.clear();
+    bench_.reset(); // the generator's state, the replay's packets and pools
     pools_.clear();
     tx_pool_ = rx_pool_ = nullptr;
 }

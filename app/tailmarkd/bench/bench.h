@@ -1,0 +1,66 @@
+// The benchmark modes (loopback, send, recv): the run's own sessions and
+// their flows, on Runtime's public API as the service's are (service/).
+//
+// The run's configuration is the contract: the connector proposes it to
+// --dst-ip (loopback: to itself), and its flows carry the generator's
+// messages or --replay's ready-made packets once the session is up; the
+// listener takes a session whose settings are this run's and refuses any
+// other, the setting named. --flow-control off has no session at all: the
+// flows are installed before the lcores start. Compiled into tailmarkd, not
+// into the harness library (meson.build) that tailmark-consumer links.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <rte_mbuf.h>
+
+#include "drivers/replay_pool.h"
+#include "tailmark/completion_ring.h"
+#include "tailmark/session.h"
+#include "tailmark/tx_marker.h"
+
+namespace tailmark::app {
+
+class Runtime;
+struct AppSession;
+struct FlowCtx;
+struct GenFlow;
+struct Options;
+struct SetupError;
+struct TxCtx;
+
+class Bench {
+public:
+    explicit Bench(Runtime& rt);
+    // The generator's state, the replay's packets and their pools: after
+    // the lcores, the flows and the tx contexts that referenced them.
+    ~Bench();
+    Bench(const Bench&) = delete;
+    Bench& operator=(const Bench&) = delete;
+
+    // --flow-control off: the flows, installed before launch (false: `e` says why).
+    bool make_unconnected(SetupError& e);
+    // The run's sessions: listen (loopback, recv), connect (loopback, send).
+    void start(uint64_t now);
+    // The session table's news for them (Runtime::on_session).
+    void on_session(Session& s, uint64_t now);
+
+private:
+    FlowParams proposal() const;
+    AcceptDecision decide(Session& s, const FlowParams& proposed);
+    void say_why(const Session& s, uint64_t now); // a connector that never came up
+    void install_send(AppSession& a, Session& s);
+    void install_replay(AppSession& a, Session& s);
+    bool make_replay(FlowCtx& f, const TxFlow& tx, const CompletionRing* ring, uint32_t si, AppSession& a);
+    GenFlow* gen_flow(FlowCtx& f, TxCtx* c);
+
+    Runtime& rt_;
+    const Options& opt_;
+    std::vector<void*> allocs_;           // rte_malloc'ed: the generator's and the replay's per-flow state
+    std::vector<rte_mbuf**> replay_pkts_; // --replay: each flow's ready-made packets (ring_size sets)
+    std::vector<std::unique_ptr<drivers::ReplayPool>> replay_pools_; // and the pools they are of
+};
+
+} // namespace tailmark::app
