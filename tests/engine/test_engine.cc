@@ -123,25 +123,34 @@ struct Rig {
         e->sender(0).set_source(source, &src);
         e->tx_role(0).set_sink(sink, &out);
     }
-    // Both ends of flow kId in this process, credited in memory.
-    void open() {
+    // Flow kId's two ends, the send side credited in memory by the receive
+    // side's cumulative ACK word.
+    RecvFlowSpec recv_spec() const {
         RecvFlowSpec rs;
         rs.id = kId;
         rs.ring = ring.get();
         rs.key = 0x5E5E;
         rs.stride = stride_for_mtu(kMtu);
         rs.peer_flow = kId;
-        REQUIRE(e->open_recv(rs, 0));
-        CHECK(e->recv_state(kId) == FlowState::Open); // not launched: in at once
+        return rs;
+    }
+    SendFlowSpec send_spec(const uint32_t* acked) const {
         SendFlowSpec ss;
         Addressing a = tmtest::test_addr();
         a.dst_ip = a.src_ip;
-        REQUIRE(TxFlow::make(ss.tx, kId, rs.key, kRing, kMtu, a));
+        REQUIRE(TxFlow::make(ss.tx, kId, 0x5E5E, kRing, kMtu, a));
         ss.id = kId;
         ss.ring_size = kRing;
         ss.max_msg = kMax;
-        ss.local_acked = e->recv_acked_word(kId);
+        ss.local_acked = acked;
         ss.local_released = ring->released_word();
+        return ss;
+    }
+    // Both ends of flow kId in this process, credited in memory.
+    void open() {
+        REQUIRE(e->open_recv(recv_spec(), 0));
+        CHECK(e->recv_state(kId) == FlowState::Open); // not launched: in at once
+        const SendFlowSpec ss = send_spec(e->recv_acked_word(kId));
         REQUIRE(ss.local_acked != nullptr);
         REQUIRE(e->open_send(ss, 0));
         CHECK(e->send_state(kId) == FlowState::Open);
@@ -317,12 +326,7 @@ TEST_CASE("engine: the application's flows keep its record and its tag in every 
         return true;
     };
 
-    RecvFlowSpec rs;
-    rs.id = kId;
-    rs.ring = g.ring.get();
-    rs.key = 0x5E5E;
-    rs.stride = stride_for_mtu(kMtu);
-    rs.peer_flow = kId;
+    const RecvFlowSpec rs = g.recv_spec();
     RecvFlow* rf = Receiver::make_flow(rs, SOCKET_ID_ANY);
     REQUIRE(rf != nullptr);
     engine::RecvPlace place;
@@ -333,15 +337,7 @@ TEST_CASE("engine: the application's flows keep its record and its tag in every 
     CHECK(place.recv_id == kId);
     CHECK(place.receiver == &g.e->receiver(0));
     CHECK(place.recv_lcore == 1);
-    SendFlowSpec ss;
-    Addressing a = tmtest::test_addr();
-    a.dst_ip = a.src_ip;
-    REQUIRE(TxFlow::make(ss.tx, kId, rs.key, kRing, kMtu, a));
-    ss.id = kId;
-    ss.ring_size = kRing;
-    ss.max_msg = kMax;
-    ss.local_acked = Receiver::acked_word(rf);
-    ss.local_released = g.ring->released_word();
+    const SendFlowSpec ss = g.send_spec(Receiver::acked_word(rf));
     SendFlow* sf = Sender::make_flow(ss, SOCKET_ID_ANY);
     REQUIRE(sf != nullptr);
     REQUIRE(g.e->install_send(sf, kId, 0, tag));
