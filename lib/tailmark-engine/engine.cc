@@ -81,6 +81,7 @@ Lcore* Engine::lcore_ctx(unsigned l) {
     if (c == nullptr)
         return nullptr;
     lcores_[l] = c;
+    ctxs_.push_back(c);
     c->plane = plane_;
     c->lcore = l;
     c->idle_sleep_us = cfg_.idle_sleep_us;

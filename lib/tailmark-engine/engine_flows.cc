@@ -287,9 +287,9 @@ uint32_t Engine::tick(uint64_t now) {
         now = prev;
     }
     uint32_t n = 0;
-    for (Lcore* l : lcores_) {
-        Request r;
-        while (l != nullptr && rte_ring_sc_dequeue_elem(l->resp, &r, sizeof(r)) == 0) {
+    Request r;
+    for (Lcore* l : ctxs_) {
+        while (rte_ring_sc_dequeue_elem(l->resp, &r, sizeof(r)) == 0) {
             on_response(r, now);
             n++;
         }

@@ -293,6 +293,7 @@ private:
     int rx_tsc_field_ = -1; // drivers::rx_tsc_register()
     std::vector<RxCtx*> rxs_;
     std::vector<Lcore*> lcores_; // by lcore id (null: not the engine's)
+    std::vector<Lcore*> ctxs_;   // the same, those made only: tick() reads their answers
     std::vector<rte_ring*> wire_in_, local_in_;
     uint8_t* sender_of_ = nullptr; // 65536: a send flow id's Sender (ACK routing)
     rte_ring* control_in_ = nullptr;
