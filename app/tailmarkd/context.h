@@ -29,7 +29,7 @@
 #include "tailmark/engine/rx_moves.h"
 #include "latency_hist.h"
 #include "slow_trace.h"
-#include "options.h"
+#include "options/options.h"
 #include "tailmark/completion_ring.h"
 #include "tailmark/receiver.h"
 #include "tailmark/sender.h"

@@ -19,10 +19,10 @@
 
 #include "bench/summary.h"
 #include "eal_files.h"
-#include "options.h"
-#include "preflight.h"
+#include "options/options.h"
+#include "preflight/preflight.h"
 #include "runtime.h"
-#include "shell.h"
+#include "shell/shell.h"
 #include "signals.h"
 #include "telemetry.h"
 #include "tailmark/log.h"

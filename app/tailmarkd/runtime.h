@@ -26,7 +26,7 @@
 #include "drivers/port.h"
 #include "drivers/port_plan.h"
 #include "drivers/replay_pool.h"
-#include "options.h"
+#include "options/options.h"
 #include "stop_request.h"
 #include "tailmark/engine/config.h"
 #include "tailmark/engine/deferred_free.h"

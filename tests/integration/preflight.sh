@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tailmarkd --check (app/tailmarkd/preflight.h): preflight without EAL.
+# tailmarkd --check (app/tailmarkd/preflight/preflight.h): preflight without EAL.
 #
 # A healthy command line exits 0 and says "ready". Then each item broken in
 # turn, every one without touching the host: the hugepages taken away in a

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "options.h"
+#include "options/options.h"
 #include "svc_counters.h"
 #include "tailmark/drop_reason.h"
 #include "tailmark/tx_paths.h"

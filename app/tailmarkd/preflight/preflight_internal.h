@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "options.h"
+#include "options/options.h"
 #include "preflight.h"
 
 namespace tailmark::app::preflight_checks {

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <sstream>
 
-#include "options.h"
+#include "options/options.h"
 #include "preflight_internal.h"
 
 namespace tailmark::app {
