@@ -184,76 +184,15 @@ bool Runtime::senders_busy() const {
     return false;
 }
 
-bool Runtime::done() const {
-    if (opt_.messages == 0)
-        return false;
-    const uint32_t m = static_cast<uint32_t>(opt_.messages);
-    switch (opt_.mode) {
-    case Mode::Service:
-        return false; // serves until stopped
-    case Mode::Recv: {
-        if (sessions_complete_ < opt_.sessions)
-            return false;
-        // The senders confirm they heard the last release with a CLOSE.
-        for (const auto& a : app_sessions_)
-            if (a->complete && a->stage == AppSession::Stage::Live)
-                return false;
-        return true;
-    }
-    case Mode::Loopback:
-    case Mode::Send:
-        if (flows_.empty())
-            return false;
-        if (opt_.replay) { // no Sender flows: the ready-made packets' messages, consumed
-            for (const FlowCtx* f : flows_)
-                if (f->consumed.load(std::memory_order_acquire) != m)
-                    return false;
-            return true;
-        }
-        for (const FlowCtx* f : flows_) {
-            const Sender::FlowView v = send_view(*f);
-            if (f->send == nullptr && !f->detached && opt_.flow_control)
-                return false; // not up yet
-            if (v.failed != FailReason::None)
-                continue; // given up: reported, nothing more to wait for
-            const uint32_t want = m + static_cast<uint32_t>(f->sends_requested.load(std::memory_order_acquire));
-            if (opt_.mode == Mode::Loopback ? f->consumed.load(std::memory_order_acquire) != want
-                                            : (opt_.flow_control ? v.released : v.sent) != want)
-                return false;
-        }
-        for (const Sender* s : senders())
-            if (s->busy() != 0)
-                return false;
-        return true;
-    }
-    return false;
-}
+// The run's work is over (the benchmark's: the service serves until
+// stopped), and nothing it sent is in flight any more.
+bool Runtime::done() const { return bench_ != nullptr && bench_->done(); }
 
 bool Runtime::drained() const {
     for (const Sender* s : senders())
         if (s->busy() != 0)
             return false;
-    if (opt_.replay) { // every message the replay queued was consumed
-        uint64_t queued = 0, consumed = 0;
-        for (const TxCtx* c : txs_) {
-            if (peek(c->replay_opened) != peek(c->replay_msgs))
-                return false; // a message partly queued
-            queued += peek(c->replay_msgs);
-        }
-        for (const FlowCtx* f : flows_)
-            consumed += f->consumed.load(std::memory_order_acquire);
-        return consumed == queued;
-    }
-    for (const FlowCtx* f : flows_) {
-        const Sender::FlowView v = send_view(*f);
-        if (v.failed != FailReason::None)
-            continue;
-        if (opt_.mode == Mode::Loopback && f->consumed.load(std::memory_order_acquire) != v.sent)
-            return false;
-        if (opt_.mode == Mode::Send && opt_.flow_control && v.released != v.sent)
-            return false;
-    }
-    return true;
+    return bench_ == nullptr || bench_->drained();
 }
 
 void Runtime::control(uint64_t now) {
@@ -363,18 +302,8 @@ void Runtime::scan_flows(uint64_t now) {
 // How the work ends: recv sessions complete, the run done (linger, or
 // close and stop), a drain over, the CLOSE packets out.
 void Runtime::check_done(uint64_t now) {
-    // recv: a session is complete once every flow consumed --messages.
-    for (auto& a : app_sessions_) {
-        if (a->connector || a->complete || opt_.messages == 0 || a->flows.empty())
-            continue;
-        bool all = true;
-        for (const FlowCtx* f : a->flows)
-            all = all && f->consumed.load(std::memory_order_acquire) >= opt_.messages;
-        if (all) {
-            a->complete = true;
-            sessions_complete_++;
-        }
-    }
+    if (bench_)
+        bench_->count_complete();
     const bool finished = done();
     if (finished && work_end_tsc_ == 0)
         work_end_tsc_ = now; // rates are over the time the work was in flight

@@ -207,6 +207,8 @@ public:
     // answers taken. False: an lcore's role refused one.
     bool serve_before_launch();
     AppSession* app_session(uint16_t sid); // a session of the table's, by id (null: none)
+    // Every session the daemon tracks, in the order they came up (control thread).
+    const std::vector<std::unique_ptr<AppSession>>& app_sessions() const { return app_sessions_; }
     // A session with this process (s.local_peer): the other end's record,
     // and its flow i, if made (else null).
     AppSession* local_peer_session(const Session& s);
@@ -363,7 +365,6 @@ private:
     struct Forgotten {
         uint64_t sessions = 0, flows_failed = 0, messages_failed = 0, completed = 0, bytes = 0;
     } forgotten_;
-    uint32_t sessions_complete_ = 0;
     bool refused_ = false;
     // run
     bool launched_ = false;

@@ -10,6 +10,7 @@
 #include <rte_ethdev.h>
 #include <rte_malloc.h>
 
+#include "bench/bench.h"
 #include "service/service.h"
 
 namespace tailmark::app {
@@ -500,7 +501,7 @@ void Runtime::verdict(Results& r, uint64_t sends) const {
         break;
     case Mode::Recv:
         r.requested = opt_.messages * opt_.flows * opt_.sessions + sends;
-        r.ok = r.verify_errors == 0 && (opt_.messages == 0 || sessions_complete_ >= opt_.sessions);
+        r.ok = r.verify_errors == 0 && (opt_.messages == 0 || bench_->sessions_complete() >= opt_.sessions);
         break;
     case Mode::Send:
         r.requested = opt_.messages && !opt_.interactive ? opt_.messages * opt_.flows + sends : r.messages_sent;

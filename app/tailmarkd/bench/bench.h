@@ -1,5 +1,6 @@
-// The benchmark modes (loopback, send, recv): the run's own sessions and
-// their flows, on Runtime's public API as the service's are (service/).
+// The benchmark modes (loopback, send, recv): the run's own sessions, their
+// flows and the run's end, on Runtime's public API as the service's are
+// (service/).
 //
 // The run's configuration is the contract: the connector proposes it to
 // --dst-ip (loopback: to itself), and its flows carry the generator's
@@ -46,6 +47,13 @@ public:
     void start(uint64_t now);
     // The session table's news for them (Runtime::on_session).
     void on_session(Session& s, uint64_t now);
+    // The run's end (bench_end.cc): recv's sessions whose every flow
+    // consumed --messages, counted (each control round); every message of
+    // the run done; nothing it sent in flight (the Senders' part aside).
+    void count_complete();
+    bool done() const;
+    bool drained() const;
+    uint32_t sessions_complete() const { return sessions_complete_; }
 
 private:
     FlowParams proposal() const;
@@ -61,6 +69,7 @@ private:
     std::vector<void*> allocs_;           // rte_malloc'ed: the generator's and the replay's per-flow state
     std::vector<rte_mbuf**> replay_pkts_; // --replay: each flow's ready-made packets (ring_size sets)
     std::vector<std::unique_ptr<drivers::ReplayPool>> replay_pools_; // and the pools they are of
+    uint32_t sessions_complete_ = 0; // recv: of --sessions
 };
 
 } // namespace tailmark::app
