@@ -252,6 +252,7 @@ public:
     // Sender si and how many there are, the packets' pool, the rx lcores,
     // this end's MAC and the rx port's.
     TxCtx* tx_for(uint32_t si) const { return txs_[si % txs_.size()]; }
+    const engine::EngineConfig& ecfg() const { return ecfg_; }
     uint32_t ntx() const { return static_cast<uint32_t>(txs_.size()); }
     rte_mempool* tx_pool() const { return tx_pool_; }
     const std::vector<unsigned>& rx_lcores() const { return rx_lcores_; }
@@ -264,7 +265,6 @@ private:
     bool make_engines(SetupError& e);
     // make_engines' steps, in its order (false: `e` says why).
     bool make_senders(SetupError& e);
-    bool make_gen_bufs(SetupError& e);
     bool make_receivers(SetupError& e);
     bool make_consumers(SetupError& e);
     void make_session_table();

@@ -12,16 +12,13 @@
 #include <rte_malloc.h>
 #include <rte_ring_elem.h>
 
-#include "bench/generator.h"
-#include "bench/source.h"
+#include "bench/bench.h"
 #include "service/service.h"
 #include "tailmark/log.h"
 
 namespace tailmark::app {
 
 namespace {
-
-constexpr uint64_t kGenBudget = 512ull << 20;  // generator buffers per tx lcore, at most (bytes)
 
 // An allocation failed: exit code 1, and what to do about it.
 bool oom(SetupError& e, const std::string& what) {
@@ -59,7 +56,7 @@ LcoreCtx* Runtime::lcore_ctx(unsigned l) {
 bool Runtime::make_engines(SetupError& e) {
     mac_ = opt_.src_mac_set ? opt_.src_mac : tx_port_->mac();
     ecfg_.cc.max_mbps = cc_max_mbps(); // --cc-max-mbps, else the port's link speed
-    if (!make_senders(e) || !make_gen_bufs(e) || !make_receivers(e) || !make_consumers(e))
+    if (!make_senders(e) || (bench_ && !bench_->make_gen_bufs(e)) || !make_receivers(e) || !make_consumers(e))
         return false;
     // The main lcore runs the control loop, and its roles if it has any.
     if (lcore_ctx(rte_get_main_lcore()) == nullptr)
@@ -81,12 +78,11 @@ bool Runtime::make_senders(SetupError& e) {
         txs_.push_back(c);
         h.tx_roles.push_back(c);
         c->plane = &plane_;
-        c->delivery_latency = opt_.mode == Mode::Send;
+        c->hist.clear();
         if (opt_.mode == Mode::Service)
             c->set_sink(svc_complete_burst, c); // into the applications' completion rings
-        else if (c->delivery_latency)
-            c->set_sink(gen_delivered, c);      // each delivery a latency sample
-        c->hist.clear();
+        else
+            bench_->attach_tx(*c);
     }
     h.tx_port = tx_port_->id();
     h.rx_port = rx_port_->id();
@@ -126,20 +122,8 @@ bool Runtime::make_senders(SetupError& e) {
         Sender* s = ss[q];
         if (opt_.mode == Mode::Service || q >= port_senders)
             s->set_source(svc_source, c); // the applications' submissions
-        else if (!opt_.replay)
-            // Batched where the generator can batch: not into its one
-            // scratch buffer (--flow-control off), nor paced, nor the shell's.
-            s->set_source(gen_source, c,
-                          (opt_.fixed_payload || opt_.flow_control) && opt_.rate == 0 && !opt_.interactive
-                              ? gen_source_many
-                              : nullptr);
-        if (opt_.replay && q < port_senders) {
-            ReplayQueue rq;
-            rq.q = std::make_unique<TxBurst>(tx_port_->id(), static_cast<uint16_t>(q),
-                                             engine::sender_config(ecfg_, tsc_hz_, false).stall);
-            rq.flows.reserve(opt_.flows);
-            c->replay.push_back(std::move(rq));
-        }
+        else
+            bench_->attach_sender(q, *s, *c);
     }
     for (TxCtx* c : txs_) {
         LcoreCtx* l = lcore_ctx(c->lcore);
@@ -150,42 +134,6 @@ bool Runtime::make_senders(SetupError& e) {
     return true;
 }
 
-// The generator's buffers: each tx lcore's flows may hold up to a window
-// of messages each until they are delivered, within a memory budget, but
-// at least one per flow (fewer stop nothing: a flow waits for a buffer).
-bool Runtime::make_gen_bufs(SetupError& e) {
-    if (opt_.mode != Mode::Recv && opt_.mode != Mode::Service && !opt_.fixed_payload && !opt_.replay) {
-        const auto T = static_cast<uint32_t>(tx_lcores_.size());
-        const uint64_t size = RTE_ALIGN_CEIL(opt_.msg_size ? opt_.msg_size : 1, 64);
-        for (TxCtx* c : txs_) {
-            const uint64_t nflows = (opt_.flows + T - 1) / T;
-            uint64_t n = std::min<uint64_t>(nflows * opt_.ring_size, std::max<uint64_t>(kGenBudget / size, nflows));
-            n = std::max<uint64_t>(n, 1);
-            c->buf_size = size;
-            auto* bufs = static_cast<GenBuf*>(rte_zmalloc_socket("tm_gen_bufs", sizeof(GenBuf) * n, 64, tx_socket_));
-            auto* mem = static_cast<uint8_t*>(rte_malloc_socket("tm_gen_data", size * n, 64, tx_socket_));
-            if (bufs == nullptr || mem == nullptr) {
-                rte_free(bufs);
-                rte_free(mem);
-                return oom(e, "generator buffers (" + std::to_string(n) + " x " + std::to_string(size) +
-                              " B: flows x --ring-size x --msg-size)");
-            }
-            allocs_.push_back(bufs);
-            allocs_.push_back(mem);
-            for (uint64_t i = 0; i < n; i++) {
-                GenBuf& b = bufs[i];
-                b.data = mem + i * size;
-                b.owner = c;
-                b.shinfo.free_cb = gen_buf_free;
-                b.shinfo.fcb_opaque = &b;
-                rte_mbuf_ext_refcnt_set(&b.shinfo, 0); // the Sender's hold is the first reference
-                b.next = c->free_bufs;
-                c->free_bufs = &b;
-            }
-        }
-    }
-    return true;
-}
 
 // rx: the engine's Receiver per rx lcore (and with hand-off the moves
 // between them); the fault shims in front of their queues.

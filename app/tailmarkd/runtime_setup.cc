@@ -192,6 +192,8 @@ bool Runtime::setup(SetupError& e) {
         TM_LOG(WARNING, app, "--insecure: control packets are authenticated with a well-known all-zero key; "
                              "anyone on the path can forge ACKs and end sessions");
     }
+    if (opt_.mode != Mode::Service) // before the engines: it gives the Senders their source
+        bench_ = std::make_unique<Bench>(*this);
     if (!plan_lcores(e) || !open_ports(e) || !make_engines(e) || !make_registry(e))
         return false;
     if (opt_.mode == Mode::Service) {
@@ -199,8 +201,6 @@ bool Runtime::setup(SetupError& e) {
         if (!service_->open(e))
             return false;
     }
-    if (opt_.mode != Mode::Service)
-        bench_ = std::make_unique<Bench>(*this);
     if (!opt_.flow_control && !bench_->make_unconnected(e))
         return false;
     failed_logged_.assign(flows_.size(), false);

@@ -19,6 +19,7 @@
 
 #include "drivers/replay_pool.h"
 #include "tailmark/completion_ring.h"
+#include "tailmark/sender.h"
 #include "tailmark/session.h"
 #include "tailmark/tx_marker.h"
 
@@ -41,6 +42,11 @@ public:
     Bench(const Bench&) = delete;
     Bench& operator=(const Bench&) = delete;
 
+    // The tx side, at set-up (bench_tx.cc): tx role c's completion sink,
+    // the port's Sender q's message source, the generator's buffers.
+    void attach_tx(TxCtx& c);
+    void attach_sender(uint32_t q, Sender& s, TxCtx& c);
+    bool make_gen_bufs(SetupError& e);
     // --flow-control off: the flows, installed before launch (false: `e` says why).
     bool make_unconnected(SetupError& e);
     // The run's sessions: listen (loopback, recv), connect (loopback, send).
@@ -66,7 +72,7 @@ private:
 
     Runtime& rt_;
     const Options& opt_;
-    std::vector<void*> allocs_;           // rte_malloc'ed: the generator's and the replay's per-flow state
+    std::vector<void*> allocs_;           // rte_malloc'ed: the generator's buffers, its and the replay's per-flow state
     std::vector<rte_mbuf**> replay_pkts_; // --replay: each flow's ready-made packets (ring_size sets)
     std::vector<std::unique_ptr<drivers::ReplayPool>> replay_pools_; // and the pools they are of
     uint32_t sessions_complete_ = 0; // recv: of --sessions

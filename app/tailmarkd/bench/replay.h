@@ -1,6 +1,6 @@
 // --replay: the rx path as the benchmark's bottleneck. The tx lcore bypasses
 // the Sender for data and resends ready-made packet groups (made once by
-// Runtime::make_replay, in a drivers::ReplayPool), re-stamped with each
+// Bench::make_replay, in a drivers::ReplayPool), re-stamped with each
 // message's msg_id, flag and slot, once every packet of the group's last use
 // was freed and the receiver's credits allow it.
 //
