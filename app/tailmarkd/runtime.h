@@ -279,6 +279,7 @@ private:
     // The engine's answers (set_answers): the daemon's part of a flow's and
     // a session's bookkeeping, once the engine has done its own.
     void on_answer(const Request& r, uint64_t now);
+    void release_recv(FlowCtx& f, uint64_t now); // its ring, once nothing holds it
     uint32_t receiver_index(const Receiver* r) const;
     bool forgettable(const AppSession& a) const;
     void forget_ended(uint64_t now); // beyond --keep-ended, the oldest ended sessions go

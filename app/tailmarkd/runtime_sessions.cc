@@ -71,7 +71,6 @@ void Runtime::on_session(Session& s) {
 // (whatever they still owed is reported failed), then removed; a receiver's
 // removed from the Receiver and the consumer. Freed as the answers come.
 void Runtime::detach(AppSession& a, uint64_t now) {
-    (void)now;
     if (a.stage == AppSession::Stage::Detaching || a.stage == AppSession::Stage::Gone)
         return;
     a.stage = AppSession::Stage::Detaching;
@@ -81,19 +80,53 @@ void Runtime::detach(AppSession& a, uint64_t now) {
         // and removes a receive flow once a move under way is over.
         if (a.connector && f->send_session == &a && f->send != nullptr && engine_->close_send(f->send_id, why))
             a.pending += 2; // FailSend, RemoveSend
-        if (!a.connector && f->recv_session == &a && f->recv != nullptr && engine_->close_recv(f->recv_id)) {
+        // A receive side its Receiver refused at install has no recv, but
+        // its ring (and consumer) are let go all the same.
+        if (a.connector || f->recv_session != &a || (f->recv == nullptr && !f->ring))
+            continue;
+        if (f->recv != nullptr && engine_->close_recv(f->recv_id)) {
             f->detach_pending++;
             a.pending++;
-            if (f->cons != nullptr) {
-                post(f->cons_ctx->lcore,
-                     {kRemoveCons, false, why, f->recv_id, f->index, f->cons_ctx, f->cons, &a});
-                f->detach_pending++;
-                a.pending++;
-            }
         }
+        if (f->cons != nullptr) {
+            post(f->cons_ctx->lcore, {kRemoveCons, false, why, f->recv_id, f->index, f->cons_ctx, f->cons, &a});
+            f->detach_pending++;
+            a.pending++;
+        }
+        if (f->detach_pending == 0)
+            release_recv(*f, now);
     }
     if (a.pending == 0)
         a.stage = AppSession::Stage::Gone;
+}
+
+// Neither the Receiver nor the consumer holds a flow's ring any more: its
+// last cursors kept for the summary, the ring, its per-packet ring and the
+// consumer's state freed a second later, its id back with them.
+void Runtime::release_recv(FlowCtx& f, uint64_t now) {
+    f.last_released = f.ring ? f.ring->released() : f.last_released;
+    f.last_gave_up = f.ring ? f.ring->gave_up() : f.last_gave_up;
+    ConsFlow* cf = f.cons;
+    if (cf != nullptr) {
+        f.cons_completed = cf->completed;
+        f.cons_verified = cf->verified;
+        f.cons_errors = cf->verify_errors;
+        f.cons = nullptr;
+    }
+    rte_ring* cq = f.pkt_cq;
+    f.pkt_cq = nullptr;
+    CompletionRing* ring = f.ring.release();
+    f.ring_gone = true;
+    f.detached = true;
+    const uint16_t id = f.recv_id;
+    // Other threads (the shell, telemetry) may still be reading these:
+    // freed a second later. The id goes back with its memzone's name.
+    later(now, [this, cf, cq, ring, id] {
+        socket_delete(cf);
+        rte_ring_free(cq);
+        delete ring;
+        recv_ids_.release(id, 1, rte_rdtsc());
+    });
 }
 
 void Runtime::on_answer(const Request& r, uint64_t now) {
@@ -114,6 +147,11 @@ void Runtime::on_answer(const Request& r, uint64_t now) {
         later(now, [this, id] { send_ids_.release(id, 1, rte_rdtsc()); });
         break;
     }
+    case Request::Op::AddRecv:
+        if (!r.ok) // a Receiver full (RxPlacer::kMaxFlows) or the id taken: no data of it is placed
+            TM_LOG(ERR, app, "flow %u: rx lcore %u refused it; its data is dropped (unknown flow)", r.index,
+                   f != nullptr ? f->recv_lcore : 0);
+        break;
     case Request::Op::RemoveRecv: { // out; r.obj freed a second later
         if (!r.ok)
             TM_LOG(ERR, app, "flow %u: not in the Receiver of rx lcore %u at removal", r.index, f->recv_lcore);
@@ -129,32 +167,8 @@ void Runtime::on_answer(const Request& r, uint64_t now) {
             TM_LOG(ERR, app, "lcore refused request %d for flow %u", static_cast<int>(r.op), r.index);
         break;
     }
-    if (f != nullptr && (r.op == Request::Op::RemoveRecv || r.op == kRemoveCons) && --f->detach_pending == 0) {
-        // Neither the Receiver nor the consumer holds the ring any more.
-        f->last_released = f->ring ? f->ring->released() : f->last_released;
-        f->last_gave_up = f->ring ? f->ring->gave_up() : f->last_gave_up;
-        ConsFlow* cf = f->cons;
-        if (cf != nullptr) {
-            f->cons_completed = cf->completed;
-            f->cons_verified = cf->verified;
-            f->cons_errors = cf->verify_errors;
-            f->cons = nullptr;
-        }
-        rte_ring* cq = f->pkt_cq;
-        f->pkt_cq = nullptr;
-        CompletionRing* ring = f->ring.release();
-        f->ring_gone = true;
-        f->detached = true;
-        const uint16_t id = f->recv_id;
-        // Other threads (the shell, telemetry) may still be reading these:
-        // freed a second later. The id goes back with its memzone's name.
-        later(now, [this, cf, cq, ring, id] {
-            socket_delete(cf);
-            rte_ring_free(cq);
-            delete ring;
-            recv_ids_.release(id, 1, rte_rdtsc());
-        });
-    }
+    if (f != nullptr && (r.op == Request::Op::RemoveRecv || r.op == kRemoveCons) && --f->detach_pending == 0)
+        release_recv(*f, now);
     if (a == nullptr || a->pending == 0)
         return;
     if (--a->pending != 0)

@@ -390,3 +390,37 @@ TEST_CASE("engine: the application's flows keep its record and its tag in every 
     CHECK(place.recv == nullptr);
     CHECK(g.pool.avail() == avail);
 }
+
+// A receive flow its Receiver refuses (here: the id is in it already,
+// installed behind the engine's back; in a run, a Receiver that holds
+// RxPlacer::kMaxFlows): the engine frees it, the application's record says
+// it is in no Receiver, and the refusal is answered with the tag.
+TEST_CASE("engine: a receive flow its Receiver refuses is freed and answered", "[engine]") {
+    Rig g;
+    const unsigned avail = g.pool.avail();
+    int session = 0;
+    const engine::FlowTag tag{3, &session};
+    std::vector<Request> answers;
+    g.e->set_answers([&](const Request& r, uint64_t) { answers.push_back(r); });
+    const RecvFlowSpec rs = g.recv_spec();
+    RecvFlow* first = Receiver::make_flow(rs, SOCKET_ID_ANY);
+    REQUIRE(first != nullptr);
+    REQUIRE(g.e->receiver(0).install(first)); // not launched: this thread may
+    RecvFlow* second = Receiver::make_flow(rs, SOCKET_ID_ANY);
+    REQUIRE(second != nullptr);
+    engine::RecvPlace place;
+    REQUIRE(g.e->install_recv(second, kId, rs.auth, 0, &place, tag)); // posted (answered at once)
+    CHECK(g.e->recv_state(kId) == FlowState::Refused);
+    CHECK(place.recv == nullptr);
+    CHECK(g.e->recv_acked_word(kId) == nullptr);
+    REQUIRE(answers.size() == 1);
+    CHECK(answers[0].op == Request::Op::AddRecv);
+    CHECK_FALSE(answers[0].ok);
+    CHECK(answers[0].index == tag.index);
+    CHECK(answers[0].session == &session);
+    CHECK_FALSE(g.e->close_recv(kId)); // nothing to close
+    CHECK(g.e->receiver(0).remove(kId) == first);
+    Receiver::free_flow(first);
+    g.e.reset();
+    CHECK(g.pool.avail() == avail);
+}
