@@ -280,7 +280,7 @@ private:
     // a session's bookkeeping, once the engine has done its own.
     void on_answer(const Request& r, uint64_t now);
     void release_recv(FlowCtx& f, uint64_t now); // its ring, once nothing holds it
-    uint32_t receiver_index(const Receiver* r) const;
+    int receiver_index(const Receiver* r) const; // in receivers() (-1: none)
     bool forgettable(const AppSession& a) const;
     void forget_ended(uint64_t now); // beyond --keep-ended, the oldest ended sessions go
     Results::Flow flow_row(const FlowCtx& f) const; // a flow's row of the summary

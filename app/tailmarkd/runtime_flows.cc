@@ -124,7 +124,8 @@ bool Runtime::make_recv_flow(FlowCtx& f, AppSession& a, Session& s, uint16_t id,
 // daemon's own op. a.pending counts the answers to wait for.
 void Runtime::post_recv(FlowCtx& f, AppSession& a) {
     a.pending++; // before: the engine answers at once before launch
-    if (!engine_->install_recv(f.recv, f.recv_id, f.recv_auth, receiver_index(f.receiver), &f, {f.index, &a})) {
+    const int ri = receiver_index(f.receiver); // make_recv_flow's choice
+    if (ri < 0 || !engine_->install_recv(f.recv, f.recv_id, f.recv_auth, static_cast<uint32_t>(ri), &f, {f.index, &a})) {
         a.pending--;
         TM_LOG(ERR, app, "flow %u: its receive side was not installed (request ring full)", f.index);
         return;
@@ -135,11 +136,11 @@ void Runtime::post_recv(FlowCtx& f, AppSession& a) {
     }
 }
 
-uint32_t Runtime::receiver_index(const Receiver* r) const {
+int Runtime::receiver_index(const Receiver* r) const {
     for (uint32_t i = 0; i < receivers().size(); i++)
         if (receivers()[i] == r)
-            return i;
-    return 0;
+            return static_cast<int>(i);
+    return -1;
 }
 
 // Frees what make_recv_flow made (the lcores never had it, or gave it back).
@@ -227,10 +228,8 @@ uint32_t Runtime::sender_for(uint16_t wire, uint16_t i) const {
 uint32_t Runtime::local_sender_for(const FlowCtx& peer_recv, uint16_t wire, uint16_t i) const {
     if (!local_port_)
         return sender_for(wire, i);
-    for (uint32_t r = 0; r < receivers().size(); r++)
-        if (receivers()[r] == peer_recv.receiver)
-            return engine_->port_senders() + r;
-    return engine_->port_senders() + wire % static_cast<uint32_t>(receivers().size());
+    const int r = receiver_index(peer_recv.receiver);
+    return engine_->port_senders() + (r >= 0 ? static_cast<uint32_t>(r) : wire % static_cast<uint32_t>(receivers().size()));
 }
 
 Addressing Runtime::address_to(const Session& s) const {
