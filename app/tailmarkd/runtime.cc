@@ -188,12 +188,7 @@ bool Runtime::senders_busy() const {
 // stopped), and nothing it sent is in flight any more.
 bool Runtime::done() const { return bench_ != nullptr && bench_->done(); }
 
-bool Runtime::drained() const {
-    for (const Sender* s : senders())
-        if (s->busy() != 0)
-            return false;
-    return bench_ == nullptr || bench_->drained();
-}
+bool Runtime::drained() const { return !senders_busy() && (bench_ == nullptr || bench_->drained()); }
 
 void Runtime::control(uint64_t now) {
     const int q = stop_.requests();
