@@ -350,7 +350,6 @@ private:
     std::vector<drivers::FaultShim*> shims_;                 // one per rx queue
     std::vector<const rte_eth_rxtx_callback*> shim_cbs_;
     drivers::FaultSpec fault_spec_;
-    std::vector<void*> allocs_;      // rte_malloc'ed buffers freed at teardown
     // sessions and flows
     std::unique_ptr<SessionTable> sessions_;
     std::unique_ptr<Service> service_; // --mode service

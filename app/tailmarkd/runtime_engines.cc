@@ -134,7 +134,6 @@ bool Runtime::make_senders(SetupError& e) {
     return true;
 }
 
-
 // rx: the engine's Receiver per rx lcore (and with hand-off the moves
 // between them); the fault shims in front of their queues.
 bool Runtime::make_receivers(SetupError& e) {

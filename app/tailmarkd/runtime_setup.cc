@@ -291,11 +291,8 @@ void Runtime::teardown() {
         socket_delete(l); // its rings were the engine's
         l = nullptr;
     }
-    for (void* p : allocs_)
-        rte_free(p);
-    allocs_.clear();
+    bench_.reset(); // the generator's buffers and state, the replay's packets and their pools
     // 4. pools last: the closed ports returned their mbufs.
-    bench_.reset(); // the generator's state, the replay's packets and pools
     pools_.clear();
     tx_pool_ = rx_pool_ = nullptr;
 }
