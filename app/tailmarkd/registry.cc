@@ -6,41 +6,30 @@
 // scans that grow with the daemon's age, and no session at all once 65536
 // flows had come and gone. So the summary, the shell and telemetry keep the
 // last --keep-ended ended sessions; an older one's counts are folded into
-// the totals, and its flows' slots serve new flows.
+// the totals, and its flows' slots serve new flows (engine::FlowRegistry
+// holds the slots; here is what the daemon keeps beside each).
 #include <cstring>
 
+#include "bench/results.h"
 #include "runtime.h"
 #include "service/service.h"
 
 namespace tailmark::app {
 
 bool Runtime::add_flow(FlowCtx* f, uint64_t now) {
-    flows_made_++;
-    if (!free_slots_.empty()) {
-        const uint32_t i = free_slots_.front();
-        free_slots_.pop_front();
-        FlowCtx* old = flows_[i];
-        f->index = i;
-        if (i < failed_logged_.size())
-            failed_logged_[i] = false;
-        if (i < floor_since_.size())
-            floor_since_[i] = 0;
-        if (i < seen_released_.size())
-            seen_released_[i] = moved_tsc_[i] = 0;
-        stalled_[i].store(false, std::memory_order_relaxed);
-        // The shell and telemetry read the slot without a lock: a whole
-        // pointer, and the old flow freed once they had a second to let go.
-        std::atomic_ref<FlowCtx*>(flows_[i]).store(f, std::memory_order_release);
-        later(now, [old] { socket_delete(old); });
-        slots_reused_++;
-        return true;
-    }
-    if (flows_.size() == kMaxRegistry) {
-        flows_made_--;
+    FlowCtx* old = nullptr;
+    if (!flows_.add(f, f->index, old))
         return false;
-    }
-    f->index = static_cast<uint32_t>(flows_.size());
-    flows_.push_back(f); // reserved: the other threads' view stays valid
+    const uint32_t i = f->index;
+    if (i < failed_logged_.size())
+        failed_logged_[i] = false;
+    if (i < floor_since_.size())
+        floor_since_[i] = 0;
+    if (i < seen_released_.size())
+        seen_released_[i] = moved_tsc_[i] = 0;
+    stalled_[i].store(false, std::memory_order_relaxed);
+    if (old != nullptr) // the shell and telemetry had a second to let go of it
+        later(now, [old] { socket_delete(old); });
     return true;
 }
 
@@ -48,11 +37,11 @@ void Runtime::abandon_flow(FlowCtx& f) {
     f.session = f.send_session = f.recv_session = nullptr;
     f.detached = true;
     f.forgotten = true;
-    free_slots_.push_back(f.index);
+    flows_.release(f.index);
 }
 
 void Runtime::publish_flows() {
-    nflows_.store(static_cast<uint32_t>(flows_.size()), std::memory_order_release);
+    flows_.publish();
     failed_logged_.resize(flows_.size(), false);
 }
 
@@ -89,7 +78,7 @@ void Runtime::forget_ended(uint64_t now) {
             continue;
         }
         for (FlowCtx* f : a->flows) {
-            const Results::Flow x = flow_row(*f);
+            const Results::Flow x = RunSummary(*this).flow_row(*f);
             if (std::strcmp(x.state, "ok") != 0) {
                 forgotten_.flows_failed++;
                 forgotten_.messages_failed += x.failed;

@@ -11,7 +11,6 @@
 #pragma once
 
 #include <atomic>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
@@ -31,6 +30,7 @@
 #include "tailmark/engine/config.h"
 #include "tailmark/engine/deferred_free.h"
 #include "tailmark/engine/engine.h"
+#include "tailmark/engine/flow_registry.h"
 #include "tailmark/engine/rx_moves.h"
 #include "tailmark/flow_ids.h"
 
@@ -119,15 +119,11 @@ public:
     drivers::FaultSpec fault_spec() const { return fault_spec_; }
     drivers::FaultCounters fault_counters() const;
 
-    // The registry's flows so far: grown by the control thread only, into
-    // reserved room, so other threads read flows_[i] for i < flow_count().
-    uint32_t flow_count() const { return nflows_.load(std::memory_order_acquire); }
-    // Slot i's flow (i < flow_count()), for those threads: the control thread
-    // may give the slot to a new flow (registry.cc), the old one freed a
-    // second later.
-    FlowCtx& flow_at(uint32_t i) const {
-        return *std::atomic_ref<FlowCtx*>(const_cast<FlowCtx*&>(flows_[i])).load(std::memory_order_acquire);
-    }
+    // The registry's flows so far (engine::FlowRegistry): other threads
+    // read flow_at(i) for i < flow_count(); the control thread may give the
+    // slot to a new flow (registry.cc), the old one freed a second later.
+    uint32_t flow_count() const { return flows_.count(); }
+    FlowCtx& flow_at(uint32_t i) const { return flows_.at(i); }
 
     Plane& plane() { return plane_; }
     const Plane& plane() const { return plane_; }
@@ -232,7 +228,7 @@ public:
     bool add_flow(FlowCtx* f, uint64_t now);
     void abandon_flow(FlowCtx& f);
     void publish_flows();
-    size_t registry_room() const { return kMaxRegistry - flows_.size() + free_slots_.size(); }
+    size_t registry_room() const { return flows_.room(); }
     AppSession& add_session(std::unique_ptr<AppSession> a);
     // What sessions are made with: the table, the secret every MAC is keyed
     // with, the flow ids each end names its flows by, where flow state is
@@ -259,6 +255,30 @@ public:
     const rte_ether_addr& mac() const { return mac_; }
     rte_ether_addr rx_mac() const { return rx_port_->mac(); }
 
+    // --- What the summary is made of (bench/results.cc), besides the above ---
+    const engine::FlowRegistry<FlowCtx>& registry() const { return flows_; }
+    // What the forgotten sessions' flows add to the summary's totals.
+    struct Forgotten {
+        uint64_t sessions = 0, flows_failed = 0, messages_failed = 0, completed = 0, bytes = 0;
+    };
+    const Forgotten& forgotten() const { return forgotten_; }
+    // The run's moments (TSC): the lcores launched, the work started (the
+    // first session up), the loop ended, the work done (0: not yet).
+    struct Times {
+        uint64_t launch = 0, start = 0, end = 0, work_end = 0;
+    };
+    Times times() const { return {launch_tsc_, start_tsc_, end_tsc_, work_end_tsc_}; }
+    const std::string& exit_reason() const { return exit_reason_; }
+    const drivers::Port* tx_port() const { return tx_port_.get(); }
+    const drivers::Port* rx_port() const { return rx_port_; }
+    const std::vector<std::unique_ptr<drivers::Port>>& rails() const { return rails_; }
+    const std::vector<std::unique_ptr<SlowTrace>>& traces() const { return traces_; }
+    const engine::Engine& engine() const { return *engine_; }
+    const SessionTable* session_table() const { return sessions_.get(); }
+    uint64_t ids_reused() const { return send_ids_.reused() + recv_ids_.reused(); }
+    bool handoff() const { return handoff_; }
+    const Bench* bench() const { return bench_.get(); }
+
 private:
     bool plan_lcores(SetupError& e);
     bool open_ports(SetupError& e);
@@ -283,14 +303,6 @@ private:
     int receiver_index(const Receiver* r) const; // in receivers() (-1: none)
     bool forgettable(const AppSession& a) const;
     void forget_ended(uint64_t now); // beyond --keep-ended, the oldest ended sessions go
-    Results::Flow flow_row(const FlowCtx& f) const; // a flow's row of the summary
-    // results()' parts, in its order.
-    void sum_engine_counters(Results& r) const;
-    void sum_cycles(Results& r, const Stats& t) const;
-    void merge_latency(Results& r) const;
-    void add_flow_rows(Results& r) const;
-    void add_session_rows(Results& r) const;
-    void verdict(Results& r, uint64_t sends) const;
     uint64_t bytes_released(uint32_t released) const; // the payload of a flow's first `released` messages
 
     void control(uint64_t now);
@@ -356,15 +368,9 @@ private:
     std::unique_ptr<Bench> bench_;     // the other modes: the benchmark's sessions and flows
     FlowIds send_ids_, recv_ids_;
     std::vector<std::unique_ptr<AppSession>> app_sessions_;
-    std::vector<FlowCtx*> flows_;    // the registry (reserved: kMaxRegistry)
-    std::atomic<uint32_t> nflows_{0};
-    std::deque<uint32_t> free_slots_; // forgotten flows' slots, oldest first
-    uint64_t flows_made_ = 0, slots_reused_ = 0;
+    engine::FlowRegistry<FlowCtx> flows_{kMaxRegistry};
     uint32_t next_session_index_ = 0;
-    // What the forgotten sessions' flows add to the summary's totals.
-    struct Forgotten {
-        uint64_t sessions = 0, flows_failed = 0, messages_failed = 0, completed = 0, bytes = 0;
-    } forgotten_;
+    Forgotten forgotten_;
     bool refused_ = false;
     // run
     bool launched_ = false;

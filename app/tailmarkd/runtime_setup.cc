@@ -141,7 +141,6 @@ bool Runtime::open_ports(SetupError& e) {
 // and the summary's flows 0..N-1, filled in when the session is up. recv
 // adds flows as sessions arrive.
 bool Runtime::make_registry(SetupError& e) {
-    flows_.reserve(kMaxRegistry);
     if (opt_.mode == Mode::Recv || opt_.mode == Mode::Service)
         return true; // flows come with sessions
     const GroupPlan plan = plan_group(opt_.msg_size, stride_for_mtu(opt_.mtu));
@@ -151,13 +150,13 @@ bool Runtime::make_registry(SetupError& e) {
             e = {1, "out of memory: flow contexts"};
             return false;
         }
-        f->index = i;
+        FlowCtx* none = nullptr;
+        flows_.add(f, f->index, none); // slot i: nothing was given back yet
         f->gen_id = static_cast<uint16_t>(i);
         f->ring_size = opt_.ring_size;
         f->pkts_per_msg = plan.pkt_count;
-        flows_.push_back(f);
     }
-    nflows_.store(static_cast<uint32_t>(flows_.size()), std::memory_order_release);
+    flows_.publish();
     return true;
 }
 
@@ -273,7 +272,6 @@ void Runtime::teardown() {
         socket_delete(f);
     }
     flows_.clear();
-    nflows_.store(0);
     app_sessions_.clear();
     sessions_.reset(); // the session links
     // The applications' memory: the Senders and the ports let go of every

@@ -14,6 +14,7 @@
 #include "fixtures.h"
 #include "tailmark/engine/config.h"
 #include "tailmark/engine/deferred_free.h"
+#include "tailmark/engine/flow_registry.h"
 #include "tailmark/engine/lcore.h"
 
 using namespace tailmark;
@@ -53,6 +54,49 @@ TEST_CASE("DeferredFree: an entry may defer another; run_all runs everything", "
     CHECK(d.run_all() == 2);
     CHECK(b == 11);
     CHECK(d.pending() == 0);
+}
+
+TEST_CASE("FlowRegistry: slots in order, shown on publish, given back and reused oldest first, never past capacity",
+          "[engine]") {
+    engine::FlowRegistry<int> reg(3);
+    int a = 1, b = 2, c = 3, d = 4, e = 5;
+    uint32_t i = 99;
+    int* old = &e;
+    REQUIRE(reg.add(&a, i, old));
+    CHECK(i == 0);
+    CHECK(old == nullptr);
+    REQUIRE(reg.add(&b, i, old));
+    CHECK(i == 1);
+    CHECK(reg.size() == 2);
+    CHECK(reg.count() == 0); // not published: other threads see none yet
+    reg.publish();
+    CHECK(reg.count() == 2);
+    CHECK(&reg.at(1) == &b);
+    REQUIRE(reg.add(&c, i, old));
+    CHECK(i == 2);
+    CHECK(reg.room() == 0);
+    CHECK_FALSE(reg.add(&d, i, old)); // full: nothing changed
+    CHECK(reg.size() == 3);
+    CHECK(reg.made() == 3);
+    // Slots 2 then 0 given back: 2 serves first, and its flow comes back to be freed.
+    reg.release(2);
+    reg.release(0);
+    CHECK(reg.room() == 2);
+    REQUIRE(reg.add(&d, i, old));
+    CHECK(i == 2);
+    CHECK(old == &c);
+    REQUIRE(reg.add(&e, i, old));
+    CHECK(i == 0);
+    CHECK(old == &a);
+    CHECK(reg[0] == &e); // the new flow, in place
+    CHECK(&reg.at(0) == &e);
+    CHECK(reg.made() == 5);
+    CHECK(reg.reused() == 2);
+    CHECK(reg.size() == 3);
+    CHECK_FALSE(reg.add(&a, i, old));
+    reg.clear();
+    CHECK(reg.count() == 0);
+    CHECK(reg.room() == 3);
 }
 
 TEST_CASE("serve_requests: the application's ops to its handler, each answered in order", "[engine]") {

@@ -1,0 +1,215 @@
+// Read-only views of the run for any thread: per-flow cursors, counters
+// summed over the engines, and the stats line. The summary is made of them
+// (bench/results.cc).
+#include "runtime.h"
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+
+#include <rte_cycles.h>
+#include <rte_ethdev.h>
+#include <rte_malloc.h>
+
+#include "bench/bench.h"
+#include "bench/results.h"
+#include "service/service.h"
+
+namespace tailmark::app {
+
+Sender::FlowView Runtime::send_view(const FlowCtx& f) const {
+    if (f.send != nullptr)
+        return Sender::view(f.send);
+    return f.last_send;
+}
+
+uint32_t Runtime::released_of(const FlowCtx& f) const {
+    if (f.ring)
+        return f.ring->released();
+    // A receive side whose session ended keeps its ring's last cursor; the
+    // sender's view is only a sender's (as in acked_of).
+    if (f.send != nullptr || (f.detached && send_only(f)))
+        return send_view(f).released;
+    return f.last_released;
+}
+
+uint32_t Runtime::acked_of(const FlowCtx& f) const {
+    if (f.recv != nullptr)
+        return *Receiver::acked_word(f.recv);
+    if (f.send != nullptr || (f.detached && send_only(f)))
+        return send_view(f).acked;
+    return f.last_acked;
+}
+
+// A flow with a send side and no receive side (send mode's, and a service
+// connector's): once its session ended, its cursors are its last send view.
+// (Service mode's send flows showed 0 acknowledged and released there.)
+bool Runtime::send_only(const FlowCtx& f) const { return f.send_session != nullptr && f.recv_session == nullptr; }
+
+DropCounters Runtime::drops() const {
+    DropCounters d = engine_ ? engine_->drops() : DropCounters{}; // the Senders' and Receivers'
+    if (sessions_)
+        for (size_t i = 0; i < kDropReasonCount; i++)
+            d[i] += peek(sessions_->counters().drops[i]);
+    return d;
+}
+
+Runtime::Stats Runtime::stats() const {
+    Stats t;
+    for (uint32_t i = 0; i < senders().size(); i++) {
+        const Sender* s = senders()[i];
+        const SenderCounters& c = s->counters();
+        t.sent += peek(c.msgs_sent);
+        t.pkts_tx += s->pkts_tx();
+        if (i >= engine_->port_senders())
+            t.pkts_local += s->pkts_tx();
+        t.tx_dropped += s->tx_dropped();
+        t.retx += peek(c.retx_pkts);
+        if (opt_.mode == Mode::Send || opt_.mode == Mode::Service) // service: the applications' payload sent
+            t.bytes += peek(c.bytes_sent);
+    }
+    for (uint64_t d : drops())
+        t.drops += d;
+    for (const TxCtx* c : txs_) {
+        t.sent += peek(c->replay_msgs);
+        for (const ReplayQueue& rq : c->replay) {
+            t.pkts_tx += rq.q->pkts_tx();
+            t.tx_dropped += rq.q->dropped();
+        }
+    }
+    for (const RxCtx* c : rxs())
+        t.pkts_rx += peek(c->pkts_rx);
+    for (const Receiver* r : receivers()) {
+        const RxCounters& rc = r->placer().counters();
+        // One of the two is 0 unless the shell switched modes mid-run.
+        t.completion_writes += peek(rc.packet_completions) + peek(rc.completions);
+    }
+    for (const ConsCtx* c : conss_) {
+        t.completed += peek(c->completed);
+        t.verified += peek(c->verified);
+        t.verify_errors += peek(c->verify_errors);
+        t.bytes += peek(c->bytes);
+    }
+    if (opt_.mode == Mode::Send && opt_.flow_control)
+        for (const FlowCtx* f : flows_)
+            t.acked += send_view(*f).released;
+    if (opt_.mode == Mode::Send) {
+        t.completed = t.acked;
+    } else if (opt_.external_consumer) { // released by the consumer process (which verifies)
+        const bool sizes_known = opt_.mode != Mode::Service; // the applications' messages have their own
+        t.completed += forgotten_.completed;
+        if (sizes_known)
+            t.bytes = forgotten_.bytes;
+        for (const FlowCtx* f : flows_) {
+            if (f->forgotten)
+                continue;
+            const uint32_t rel = released_of(*f);
+            t.completed += rel;
+            if (sizes_known)
+                t.bytes += bytes_released(rel);
+        }
+    }
+    return t;
+}
+
+// Message i of a flow has the i-th size of the list, in turn (not the
+// largest times the count).
+uint64_t Runtime::bytes_released(uint32_t rel) const {
+    if (plane_.cfg.nsizes == 0)
+        return uint64_t(rel) * opt_.msg_size;
+    uint64_t cycle = 0, b = 0;
+    for (uint32_t k = 0; k < plane_.cfg.nsizes; k++)
+        cycle += plane_.cfg.sizes[k];
+    b += uint64_t(rel / plane_.cfg.nsizes) * cycle;
+    for (uint32_t k = 0; k < rel % plane_.cfg.nsizes; k++)
+        b += plane_.cfg.sizes[k];
+    return b;
+}
+
+void Runtime::print_stats(uint64_t now) {
+    const Stats t = stats();
+    const double dt = double(now - last_stats_tsc_) / double(tsc_hz_);
+    const double el = double(now - launch_tsc_) / double(tsc_hz_);
+    // Service mode's totals are its live flows': a session that ended takes
+    // its counts with it, and a period's difference would wrap (a line read
+    // msgs_per_s=18445782852671762432). Such a period counts nothing.
+    auto since = [](uint64_t now_v, uint64_t then_v) { return now_v > then_v ? now_v - then_v : 0; };
+    const uint64_t dmsg = opt_.mode == Mode::Send ? since(t.sent, last_stats_.sent) : since(t.completed, last_stats_.completed);
+    const uint64_t dpkt = opt_.mode == Mode::Recv ? since(t.pkts_rx, last_stats_.pkts_rx) : since(t.pkts_tx, last_stats_.pkts_tx);
+    const double gbps = double(since(t.bytes, last_stats_.bytes)) * 8 / dt / 1e9;
+    printf("stats t=%.2f", el);
+    // The service verifies nothing (its applications' bytes are theirs),
+    // and it counts its attached applications.
+    if (service_ != nullptr)
+        printf(" apps=%u sent=%" PRIu64 " completed=%" PRIu64, service_->apps(), t.sent, t.completed);
+    else
+        printf(" sent=%" PRIu64 " completed=%" PRIu64 " verified=%" PRIu64 " verify_errors=%" PRIu64, t.sent,
+               t.completed, t.verified, t.verify_errors);
+    printf(" msgs_per_s=%.0f gbps=%.3f mpps=%.3f packets_tx=%" PRIu64 " packets_rx=%" PRIu64 " drops=%" PRIu64
+           " tx_dropped=%" PRIu64,
+           double(dmsg) / dt, gbps, double(dpkt) / dt / 1e6, t.pkts_tx, t.pkts_rx, t.drops, t.tx_dropped);
+    const uint64_t base = opt_.mode == Mode::Recv ? t.completion_writes : t.sent;
+    const uint64_t in_flight = base > t.completed ? base - t.completed : 0;
+    uint32_t up = 0;
+    for (const auto& a : app_sessions_)
+        up += a->stage == AppSession::Stage::Live;
+    printf(" in_flight=%" PRIu64 " retransmits=%" PRIu64 " stalled=%u", in_flight, t.retx,
+           nstalled_.load(std::memory_order_relaxed));
+    if (opt_.exit_when_done && opt_.messages != 0)
+        printf(" done_pct=%.1f", 100.0 * double(t.completed) /
+                                     double(opt_.messages * opt_.flows * (opt_.mode == Mode::Recv ? opt_.sessions : 1)));
+    printf(" sessions=%u", up);
+    // The fastest session's congestion controller: what paces the sender now.
+    double cc_bps = 0, srtt_us = 0;
+    for (const FlowCtx* f : flows_) {
+        if (f->forgotten || (f->send == nullptr && !f->detached && opt_.mode == Mode::Recv))
+            continue;
+        const Sender::FlowView v = send_view(*f);
+        if (v.cc_rate_bps > cc_bps) {
+            cc_bps = v.cc_rate_bps;
+            srtt_us = double(v.cc_srtt) * 1e6 / double(tsc_hz_);
+        }
+    }
+    if (cc_bps > 0)
+        printf(" cc_mbps=%.1f srtt_us=%.0f", cc_bps / 1e6, srtt_us);
+    printf("\n");
+    fflush(stdout);
+    last_stats_ = t;
+    last_stats_tsc_ = now;
+}
+
+// --- results ----------------------------------------------------------------
+
+// Per rx lcore: its queue, what the queue brought, what it placed, what it
+// passed to other rx lcores (hand-off) and took from them. Relaxed reads of
+// the lcores' counters (the summary, telemetry).
+std::vector<Results::RxLane> Runtime::rx_lanes() const {
+    std::vector<Results::RxLane> v;
+    for (size_t i = 0; i < rxs().size() && i < receivers().size(); i++) {
+        const ReceiverCounters& c = receivers()[i]->counters();
+        v.push_back({rxs()[i]->lcore, rxs()[i]->queue, peek(rxs()[i]->pkts_rx),
+                     peek(receivers()[i]->placer().counters().placed), peek(c.handed_out), peek(c.handed_in),
+                     peek(c.held)});
+    }
+    return v;
+}
+
+Results Runtime::results() const { return RunSummary(*this).make(); }
+
+drivers::FaultCounters Runtime::fault_counters() const {
+    drivers::FaultCounters t;
+    for (const drivers::FaultShim* s : shims_) {
+        const drivers::FaultCounters c = s->counters();
+        t.seen += c.seen;
+        t.dropped += c.dropped;
+        t.duplicated += c.duplicated;
+        t.reordered += c.reordered;
+        t.corrupted += c.corrupted;
+        t.arrived_retx += c.arrived_retx;
+        t.arrived_nack += c.arrived_nack;
+        t.passed += c.passed;
+    }
+    return t;
+}
+
+} // namespace tailmark::app
