@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "options/options.h"
-#include "svc_counters.h"
+#include "service/counters.h"
 #include "tailmark/drop_reason.h"
 #include "tailmark/tx_paths.h"
 

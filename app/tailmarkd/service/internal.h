@@ -29,7 +29,7 @@
 
 #include "runtime.h"
 #include "service.h"
-#include "status.h"
+#include "service/status.h"
 #include "tailmark/log.h"
 #include "tailmark/ring_layout.h"
 

@@ -28,7 +28,7 @@
 #include <rte_ring.h>
 
 #include "context.h"
-#include "svc_counters.h"
+#include "service/counters.h"
 #include "tailmark/channel_abi.h"
 
 namespace tailmark::app {

@@ -61,7 +61,7 @@ struct StatusSnapshot {
     std::vector<StatusSession> sessions;
     uint64_t drops_total = 0, tx_dropped = 0;
     std::vector<std::pair<std::string, uint64_t>> drops;   // by reason, every reason
-    std::vector<std::pair<std::string, uint64_t>> service; // the service's counters (svc_counters.h)
+    std::vector<std::pair<std::string, uint64_t>> service; // the service's counters (service/counters.h)
 };
 
 std::string status_json(const StatusSnapshot& s);

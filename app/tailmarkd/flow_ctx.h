@@ -1,0 +1,140 @@
+// The daemon's flow record and the switches its lcores read: what the
+// control loop, the shell, telemetry, the service and the benchmark share
+// about a flow (FlowCtx), and the run's configuration and switches (Plane),
+// each a single atomic store from the control plane.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "bench/latency_hist.h"
+#include "options/options.h"
+#include "tailmark/completion_ring.h"
+#include "tailmark/engine/lcore.h"
+#include "tailmark/engine/rx_moves.h"
+#include "tailmark/receiver.h"
+#include "tailmark/sender.h"
+#include "tailmark/session.h"
+
+namespace tailmark::app {
+
+// The engine's pieces the daemon's lcores are made of (lib/tailmark-engine).
+using engine::bump;
+using engine::CompletionSink;
+using engine::kMaxBurst;
+using engine::kNoPort;
+using engine::LcoreCycles;
+using engine::peek;
+using engine::Phase;
+using engine::Request;
+using engine::rx_step;
+using engine::RxCtx;
+using engine::socket_delete;
+using engine::socket_new;
+
+// Read-only after set-up.
+struct DataPlaneConfig {
+    Mode mode = Mode::Loopback;
+    uint64_t msg_size = 0;
+    uint64_t messages = 0;           // per flow, generator
+    uint32_t ring_size = 0;
+    uint32_t flows = 0;              // per session
+    const uint64_t* sizes = nullptr; // --msg-size list: message i of a flow has sizes[i % nsizes]
+    uint32_t nsizes = 0;
+    uint64_t pace_cycles = 0;        // --rate: cycles between two generator messages of one flow (0: no pacing)
+    uint64_t late_cycles = 0;        // --rate: a message this late (1 us) waits for a tx step of its own
+    bool replay = false;             // --replay: tx resends ready-made packets (rx benchmarks)
+    bool fixed_payload = false;      // --payload fixed: message 0's bytes in every message (tx benchmarks)
+    bool verify = true;              // the consumer compares every byte with the generator's
+
+    // The generator's length of message msg_id (every flow alike).
+    uint64_t generator_length(uint32_t msg_id) const { return nsizes ? sizes[msg_id % nsizes] : msg_size; }
+};
+
+// Shared by every lcore of the run: the configuration and the control
+// plane's switches, each a single atomic store.
+// The engine's switches (phase, rx burst) and the daemon's own.
+struct Plane : engine::Switches {
+    DataPlaneConfig cfg;
+    std::atomic<int> gen_on{1};        // generator messages may start; 0 with -i until `start`
+    std::atomic<int> tx_paused{0};     // no new message at all (generator or `send`)
+    std::atomic<uint8_t> completion{static_cast<uint8_t>(CompletionMode::Message)};
+
+    CompletionMode completion_now() const {
+        return static_cast<CompletionMode>(completion.load(std::memory_order_relaxed));
+    }
+};
+
+struct AppSession;
+struct ConsFlow;
+struct GenFlow;
+
+// One flow of a session, as the daemon tracks it: the shell's and the
+// summary's flow number is its index. Either side or both (loopback).
+// The engine's part (RecvPlace: its Receiver, its receive state, a move
+// between rx lcores under way; the engine keeps it from install_recv to the
+// removal) and the daemon's.
+struct FlowCtx : engine::RecvPlace {
+    uint32_t index = 0;       // in the registry: `show flow F`, per_flow[F]
+    uint16_t gen_id = 0;      // the generator's flow number (its content): the index in its session
+    AppSession* send_session = nullptr; // the session its send side belongs to (loopback: both)
+    AppSession* recv_session = nullptr;
+    AppSession* session = nullptr;      // the one it is shown under (recv: its receiving session)
+    uint32_t ring_size = 0;
+    uint32_t pkts_per_msg = 0; // the group plan of --msg-size
+    uint64_t fixed_len = 0;    // recv: a session of smaller messages (its largest, < --msg-size): every message that size
+    // Send side (loopback, send).
+    Sender* sender = nullptr;
+    SendFlow* send = nullptr;
+    uint16_t send_id = 0;
+    unsigned send_lcore = 0;
+    GenFlow* gen = nullptr;    // the tx lcore's generator state for it
+    // Receive side (loopback, recv): receiver, recv, recv_id, recv_lcore (RecvPlace), and
+    struct ConsCtx* cons_ctx = nullptr;
+    std::unique_ptr<CompletionRing> ring;
+    bool ring_gone = false;      // its session ended: the ring went with it
+    rte_ring* pkt_cq = nullptr;  // packet mode: per-packet completions
+    ConsFlow* cons = nullptr;    // the consumer lcore's state for it
+    // Interactive shell (shell.cc), null/0 without it. send_q: `send F SIZE
+    // COUNT` requests (SendReq) from the shell thread to the tx lcore (SP/SC);
+    // sizes[msg_id mod ring_size]: msg_id << 32 | length of every message the
+    // tx lcore started, for the consumer's length check (release/acquire).
+    rte_ring* send_q = nullptr;
+    uint64_t* sizes = nullptr;
+    alignas(64) std::atomic<uint32_t> consumed{0};     // the consumer (or the external one's cursor)
+    alignas(64) std::atomic<uint64_t> sends_sent{0};   // tx lcore: shell messages started
+    std::atomic<uint64_t> sends_requested{0};          // shell thread: messages asked for with `send`
+    // What the data plane reported when it let go of the flow (an ended session).
+    uint32_t detach_pending = 0; // removals the lcores have not answered
+    FlowAuth recv_auth{{}, kVersion}; // its data's version and tag key (the engine's hand-off table)
+    uint64_t cons_completed = 0, cons_verified = 0, cons_errors = 0; // the consumer's, once it let go
+    bool detached = false;
+    bool forgotten = false; // its session was forgotten: the slot is free (registry.cc)
+    Sender::FlowView last_send{};
+    uint32_t last_acked = 0, last_released = 0, last_gave_up = 0;
+    // Messages per second over the last second, for the shell and telemetry
+    // (the control loop's, once a second): sent, and done (send: delivered;
+    // otherwise consumed). A starved flow shows as a zero beside its peers.
+    std::atomic<double> rate_sent{0}, rate_done{0};
+    uint32_t rate_sent_seen = 0, rate_done_seen = 0; // the cursors a second ago (control loop)
+    // Its latency samples: the consumer's completion latency, or in send
+    // mode the delivery latency (submit to the peer's release). One writer
+    // (that lcore), read once the lcores stopped.
+    alignas(64) FlowLatency lat;
+};
+
+// One `send` request: COUNT messages of SIZE bytes (shell -> tx lcore).
+inline uint64_t send_req(uint32_t size, uint32_t count) { return uint64_t(size) << 32 | count; }
+
+// The length the consumer expects for msg_id of flow f.
+inline uint64_t expected_length(const FlowCtx& f, uint32_t msg_id, uint64_t def) {
+    if (f.fixed_len != 0)
+        return f.fixed_len;
+    if (f.sizes == nullptr)
+        return def;
+    const uint64_t e = __atomic_load_n(&f.sizes[msg_id & (f.ring_size - 1)], __ATOMIC_ACQUIRE);
+    return static_cast<uint32_t>(e >> 32) == msg_id ? (e & 0xFFFFFFFFu) : ~uint64_t(0);
+}
+
+} // namespace tailmark::app
