@@ -159,7 +159,7 @@ public:
     const std::vector<Sender*>& senders() const { return engine_ ? engine_->senders() : no_senders_; }
     const std::vector<RxCtx*>& rxs() const { return engine_ ? engine_->rx_ctxs() : no_rxs_; }
     const std::vector<Receiver*>& receivers() const { return engine_ ? engine_->receivers() : no_receivers_; }
-    const std::vector<ConsCtx*>& conss() const { return conss_; }
+    const std::vector<ConsCtx*>& conss() const; // the benchmark's consumers (none in --mode service)
     const std::vector<LcoreCtx*>& lcores() const { return lcores_; }
     bool senders_busy() const; // any Sender holds a message
     int tx_port_id() const { return tx_port_ ? tx_port_->id() : -1; }
@@ -253,6 +253,9 @@ public:
     rte_mempool* tx_pool() const { return tx_pool_; }
     const std::vector<unsigned>& rx_lcores() const { return rx_lcores_; }
     const rte_ether_addr& mac() const { return mac_; }
+    // At set-up: lcore l's context, made on first use (null: not one of
+    // the engine's lcores, or out of memory); the bench adds its consumers.
+    LcoreCtx* lcore_ctx(unsigned lcore);
     rte_ether_addr rx_mac() const { return rx_port_->mac(); }
 
     // --- What the summary is made of (bench/results.cc), besides the above ---
@@ -272,7 +275,6 @@ public:
     const drivers::Port* tx_port() const { return tx_port_.get(); }
     const drivers::Port* rx_port() const { return rx_port_; }
     const std::vector<std::unique_ptr<drivers::Port>>& rails() const { return rails_; }
-    const std::vector<std::unique_ptr<SlowTrace>>& traces() const { return traces_; }
     const engine::Engine& engine() const { return *engine_; }
     const SessionTable* session_table() const { return sessions_.get(); }
     uint64_t ids_reused() const { return send_ids_.reused() + recv_ids_.reused(); }
@@ -286,10 +288,8 @@ private:
     // make_engines' steps, in its order (false: `e` says why).
     bool make_senders(SetupError& e);
     bool make_receivers(SetupError& e);
-    bool make_consumers(SetupError& e);
     void make_session_table();
     bool make_registry(SetupError& e);
-    LcoreCtx* lcore_ctx(unsigned lcore);
 
     // Sessions (control loop).
     void on_session(Session& s);
@@ -342,7 +342,6 @@ private:
     bool handoff_ = false;        // several rx lcores, no computable hash: they pass each other data
     uint64_t next_flow_scan_ = 0; // the per-flow failure and congestion-floor look (control())
     uint64_t next_rates_ = 0, rates_tsc_ = 0; // update_rates: when next, and when last
-    std::vector<std::unique_ptr<SlowTrace>> traces_; // --trace-slow-ns: one per consumer lcore
     uint16_t tx_nq_ = 1;          // tx queues: one Sender each
     rte_ether_addr mac_{};
     // lcores and engines
@@ -358,7 +357,7 @@ private:
     inline static const std::vector<RxCtx*> no_rxs_{};
     inline static const std::vector<Receiver*> no_receivers_{};
     std::vector<TxCtx*> txs_;
-    std::vector<ConsCtx*> conss_;
+    inline static const std::vector<ConsCtx*> no_conss_{};
     std::vector<drivers::FaultShim*> shims_;                 // one per rx queue
     std::vector<const rte_eth_rxtx_callback*> shim_cbs_;
     drivers::FaultSpec fault_spec_;

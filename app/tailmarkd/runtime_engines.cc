@@ -1,5 +1,6 @@
 // The engines, made once at set-up: a Sender per tx queue, a Receiver per
-// rx queue, the consumers, the lcores' contexts and rings, the session table.
+// rx queue, the lcores' contexts and rings, the session table; the
+// benchmark's consumers (bench/bench_consumers.cc).
 #include "runtime.h"
 
 #include <algorithm>
@@ -56,7 +57,8 @@ LcoreCtx* Runtime::lcore_ctx(unsigned l) {
 bool Runtime::make_engines(SetupError& e) {
     mac_ = opt_.src_mac_set ? opt_.src_mac : tx_port_->mac();
     ecfg_.cc.max_mbps = cc_max_mbps(); // --cc-max-mbps, else the port's link speed
-    if (!make_senders(e) || (bench_ && !bench_->make_gen_bufs(e)) || !make_receivers(e) || !make_consumers(e))
+    if (!make_senders(e) || (bench_ && !bench_->make_gen_bufs(e)) || !make_receivers(e) ||
+        (bench_ && !bench_->make_consumers(cons_lcores_, e)))
         return false;
     // The main lcore runs the control loop, and its roles if it has any.
     if (lcore_ctx(rte_get_main_lcore()) == nullptr)
@@ -159,29 +161,6 @@ bool Runtime::make_receivers(SetupError& e) {
         if (l == nullptr)
             return oom(e, "request rings");
         l->rx = c;
-    }
-    return true;
-}
-
-// The consumers: a context per --consumer-lcores lcore (and its slow trace).
-bool Runtime::make_consumers(SetupError& e) {
-    for (uint32_t k = 0; k < cons_lcores_.size(); k++) {
-        ConsCtx* c = socket_new<ConsCtx>(rx_socket_);
-        if (c == nullptr)
-            return oom(e, "consumer context");
-        conss_.push_back(c);
-        c->plane = &plane_;
-        c->lcore = cons_lcores_[k];
-        c->hist.clear();
-        c->flows.reserve(16384);
-        LcoreCtx* l = lcore_ctx(c->lcore);
-        if (l == nullptr)
-            return oom(e, "request rings");
-        l->cons = c;
-        if (opt_.trace_slow_ns != 0) { // the consumer's lcore records its iterations
-            traces_.push_back(std::make_unique<SlowTrace>(opt_.trace_slow_ns * tsc_hz_ / 1000000000, 4096));
-            c->trace = l->trace = traces_.back().get();
-        }
     }
     return true;
 }

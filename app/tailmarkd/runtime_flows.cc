@@ -10,7 +10,7 @@
 #include <rte_malloc.h>
 #include <rte_ring_elem.h>
 
-#include "bench/generator.h"
+#include "bench/bench.h"
 #include "tailmark/log.h"
 
 namespace tailmark::app {
@@ -83,40 +83,7 @@ bool Runtime::make_recv_flow(FlowCtx& f, AppSession& a, Session& s, uint16_t id,
         return false;
     }
     (void)a;
-    if (!conss_.empty()) {
-        ConsCtx* c = conss_[f.index % conss_.size()];
-        f.cons_ctx = c;
-        auto* cf = socket_new<ConsFlow>(rx_socket_);
-        if (cf == nullptr) {
-            err = "out of memory: consumer state";
-            return false;
-        }
-        cf->f = &f;
-        cf->ring = f.ring.get();
-        cf->pkt_cq = f.pkt_cq;
-        cf->next = f.ring->released();
-        if (f.pkt_cq != nullptr) {
-            cf->slots = static_cast<PktSlot*>(rte_zmalloc_socket("tm_pkt_slots", sizeof(PktSlot) * s.params.ring_size, 64,
-                                                                 rx_socket_));
-            if (cf->slots == nullptr) {
-                socket_delete(cf);
-                err = "out of memory: packet mode slots";
-                return false;
-            }
-        }
-        if (opt_.replay || opt_.fixed_payload) { // the bytes every message carries, compared in place
-            cf->expect_len = ConsFlow::kExpectMax;
-            cf->expect = static_cast<uint8_t*>(rte_malloc_socket("tm_expect", cf->expect_len, 64, rx_socket_));
-            if (cf->expect == nullptr) {
-                socket_delete(cf);
-                err = "out of memory: consumer state";
-                return false;
-            }
-            generate(f.gen_id, 0, cf->expect, cf->expect_len);
-        }
-        f.cons = cf;
-    }
-    return true;
+    return bench_ == nullptr || bench_->attach_consumer(f, s, err); // the verifying consumer's part
 }
 
 // Hands a flow's receive side to its lcores: its Receiver's through the

@@ -280,9 +280,6 @@ void Runtime::teardown() {
     for (TxCtx* c : txs_)
         socket_delete(c);
     txs_.clear();
-    for (ConsCtx* c : conss_)
-        socket_delete(c);
-    conss_.clear();
     for (LcoreCtx*& l : lcores_) {
         if (l == nullptr)
             continue;

@@ -84,7 +84,7 @@ Runtime::Stats Runtime::stats() const {
         // One of the two is 0 unless the shell switched modes mid-run.
         t.completion_writes += peek(rc.packet_completions) + peek(rc.completions);
     }
-    for (const ConsCtx* c : conss_) {
+    for (const ConsCtx* c : conss()) {
         t.completed += peek(c->completed);
         t.verified += peek(c->verified);
         t.verify_errors += peek(c->verify_errors);
@@ -193,6 +193,8 @@ std::vector<Results::RxLane> Runtime::rx_lanes() const {
     }
     return v;
 }
+
+const std::vector<ConsCtx*>& Runtime::conss() const { return bench_ ? bench_->consumers() : no_conss_; }
 
 Results Runtime::results() const { return RunSummary(*this).make(); }
 

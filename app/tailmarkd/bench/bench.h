@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <rte_mbuf.h>
@@ -32,6 +33,8 @@ struct GenFlow;
 struct Options;
 struct SetupError;
 struct TxCtx;
+struct ConsCtx;
+class SlowTrace;
 
 class Bench {
 public:
@@ -60,6 +63,14 @@ public:
     bool done() const;
     bool drained() const;
     uint32_t sessions_complete() const { return sessions_complete_; }
+    // The verifying consumers (bench_consumers.cc): a role per
+    // --consumer-lcores lcore (and its --trace-slow-ns trace), made at
+    // set-up; flow f's state on one of them, with its receive side (false:
+    // `err` says why; none without consumers).
+    bool make_consumers(const std::vector<unsigned>& lcores, SetupError& e);
+    bool attach_consumer(FlowCtx& f, const Session& s, std::string& err);
+    const std::vector<ConsCtx*>& consumers() const { return conss_; }
+    const std::vector<std::unique_ptr<SlowTrace>>& traces() const { return traces_; }
 
 private:
     FlowParams proposal() const;
@@ -76,6 +87,8 @@ private:
     std::vector<rte_mbuf**> replay_pkts_; // --replay: each flow's ready-made packets (ring_size sets)
     std::vector<std::unique_ptr<drivers::ReplayPool>> replay_pools_; // and the pools they are of
     uint32_t sessions_complete_ = 0; // recv: of --sessions
+    std::vector<ConsCtx*> conss_;
+    std::vector<std::unique_ptr<SlowTrace>> traces_; // --trace-slow-ns: one per consumer lcore
 };
 
 } // namespace tailmark::app

@@ -23,6 +23,8 @@ Bench::~Bench() {
     for (void* p : allocs_)
         rte_free(p);
     replay_pools_.clear();
+    for (ConsCtx* c : conss_) // the lcores that ran them are gone
+        socket_delete(c);
 }
 
 // What the connector proposes, and the listener agrees to: the run's settings.

@@ -86,9 +86,9 @@ Results RunSummary::make() const {
     r.fault = rt_.fault_counters();
     r.steering = rt_.steering_name();
     r.rx_moves = rt_.engine().moves().moves();
-    if (!rt_.traces().empty()) {
+    if (rt_.bench() != nullptr && !rt_.bench()->traces().empty()) {
         std::vector<const SlowTrace*> tr;
-        for (const auto& p : rt_.traces())
+        for (const auto& p : rt_.bench()->traces())
             tr.push_back(p.get());
         r.slow_json = SlowTrace::to_json(tr, rt_.tsc_hz(), o.trace_slow_ns,
                                          plan_group(o.msg_size, stride_for_mtu(o.mtu)).pkt_count);
