@@ -229,6 +229,9 @@ public:
     void abandon_flow(FlowCtx& f);
     void publish_flows();
     size_t registry_room() const { return flows_.room(); }
+    // Receive flows every Receiver can still take (engine::recv_room): a
+    // session's flows may all land on one, so each needs room for all.
+    uint32_t recv_room() const { return engine_ ? engine_->min_recv_room() : 0; }
     AppSession& add_session(std::unique_ptr<AppSession> a);
     // What sessions are made with: the table, the secret every MAC is keyed
     // with, the flow ids each end names its flows by, where flow state is

@@ -270,6 +270,7 @@ bool Engine::make_receivers(EngineError& err) {
         receivers_.push_back(rcv);
         c->receiver = rcv;
     }
+    held_.assign(receivers_.size(), 0);
     if (host_.handoff)
         moves_.set_receivers(receivers_, host_.rx_lcores);
     return true;

@@ -1,6 +1,8 @@
 // Engine, the control thread's side: flows opened and closed by requests to
 // their lcores, the answers taken in tick(), removals asked again, moves
 // between rx lcores, deferred free; and the counters any thread may sum.
+#include <algorithm>
+
 #include <rte_lcore.h>
 #include <rte_ring_elem.h>
 
@@ -107,14 +109,41 @@ bool Engine::install_recv(RecvFlow* f, uint16_t id, const FlowAuth& auth, uint32
         moves_.place(p, id, static_cast<uint8_t>(ri), auth);
     Request r = request(Request::Op::AddRecv, rec, id);
     r.obj = f;
+    hold(rec, ri); // before the post: before launch it is answered at once
     if (!post(p.recv_lcore, r)) {
         if (moves_.on())
             moves_.removed(p);
         p.recv = nullptr;
+        unhold(rec);
         recvs_.erase(id);
         return false;
     }
     return true;
+}
+
+void Engine::hold(RecvRec& rec, uint32_t at) {
+    unhold(rec);
+    rec.held = true;
+    rec.at = at;
+    held_[at]++;
+}
+
+void Engine::unhold(RecvRec& rec) {
+    if (rec.held)
+        held_[rec.at]--;
+    rec.held = false;
+}
+
+uint32_t Engine::recv_room(uint32_t r) const {
+    const auto cap = static_cast<uint32_t>(RxPlacer::kMaxFlows);
+    return r < held_.size() && held_[r] < cap ? cap - held_[r] : 0;
+}
+
+uint32_t Engine::min_recv_room() const {
+    uint32_t m = static_cast<uint32_t>(RxPlacer::kMaxFlows);
+    for (uint32_t r = 0; r < held_.size(); r++)
+        m = std::min(m, recv_room(r));
+    return m;
 }
 
 // Failed first (what it owes is reported, and its Sender lets it go), then
@@ -210,6 +239,7 @@ void Engine::on_response(const Request& r, uint64_t now) {
         }
         if (moves_.on())
             moves_.removed(*rec.p);
+        unhold(rec);
         rec.state = FlowState::Refused;
         Receiver::free_flow(rec.p->recv);
         rec.p->recv = nullptr;
@@ -222,6 +252,7 @@ void Engine::on_response(const Request& r, uint64_t now) {
         auto* f = r.obj != nullptr ? static_cast<RecvFlow*>(r.obj) : rec.p->recv;
         if (moves_.on())
             moves_.removed(*rec.p);
+        unhold(rec);
         rec.p->recv = nullptr;
         rec.state = FlowState::Closed;
         deferred_.later(now, [f] { Receiver::free_flow(f); });
@@ -233,8 +264,10 @@ void Engine::on_response(const Request& r, uint64_t now) {
     case Request::Op::MoveRecvOut: {
         RecvRec& rec = recvs_[r.id];
         Request in{};
-        if (r.ok)
+        if (r.ok) {
             moves_.moved_out(*rec.p, r, in);
+            hold(rec, rec.p->move_to); // out of the old Receiver, about to be in the new
+        }
         if (!r.ok || !post(rec.p->recv_lcore, in))
             end_move(rec, r.id, false);
         return;

@@ -424,3 +424,38 @@ TEST_CASE("engine: a receive flow its Receiver refuses is freed and answered", "
     g.e.reset();
     CHECK(g.pool.avail() == avail);
 }
+
+// A Receiver's room: each receive flow installed takes one, a refused one
+// gives it back, a closed one too once its removal is answered. At the
+// last one, the count and the Receiver agree: room 0, and the next flow is
+// the one it refuses (what an application refuses a session on).
+TEST_CASE("engine: recv_room counts a Receiver's flows, to the last one it takes", "[engine]") {
+    Rig g;
+    const auto cap = static_cast<uint32_t>(RxPlacer::kMaxFlows);
+    REQUIRE(g.e->recv_room(0) == cap);
+    CHECK(g.e->min_recv_room() == cap);
+    CHECK(g.e->recv_room(1) == 0); // no such Receiver
+    RecvFlowSpec rs = g.recv_spec();
+    for (uint32_t id = 1; id <= cap; id++) {
+        rs.id = static_cast<uint16_t>(id);
+        RecvFlow* f = Receiver::make_flow(rs, SOCKET_ID_ANY);
+        REQUIRE(f != nullptr);
+        REQUIRE(g.e->install_recv(f, rs.id, rs.auth, 0)); // not launched: in at once
+        if (id == 1)
+            CHECK(g.e->recv_room(0) == cap - 1);
+    }
+    CHECK(g.e->recv_state(static_cast<uint16_t>(cap)) == FlowState::Open);
+    CHECK(g.e->recv_room(0) == 0);
+    CHECK(g.e->min_recv_room() == 0);
+    rs.id = static_cast<uint16_t>(cap + 1);
+    RecvFlow* extra = Receiver::make_flow(rs, SOCKET_ID_ANY);
+    REQUIRE(extra != nullptr);
+    REQUIRE(g.e->install_recv(extra, rs.id, rs.auth, 0)); // posted; the Receiver refuses it (and it is freed)
+    CHECK(g.e->recv_state(rs.id) == FlowState::Refused);
+    CHECK(g.e->recv_room(0) == 0);
+    REQUIRE(g.e->close_recv(1)); // answered at once
+    CHECK(g.e->recv_state(1) == FlowState::Closed);
+    CHECK(g.e->recv_room(0) == 1);
+    CHECK_FALSE(g.e->close_recv(1));
+    CHECK(g.e->recv_room(0) == 1);
+}

@@ -99,6 +99,8 @@ AcceptDecision Bench::decide(Session& s, const FlowParams& p) {
         for (uint16_t i = 0; i < p.nflows; i++)
             if (p.key_of(i) != opt_.key_of(i))
                 return refuse(RefuseReason::Key, opt_.key_of(i), p.key_of(i), i);
+    if (p.nflows > rt_.recv_room()) // some would be refused by a full Receiver: their data dropped
+        return refuse(RefuseReason::NoRoom, rt_.recv_room(), p.nflows);
     const int base = rt_.recv_ids().alloc(p.nflows, rte_rdtsc());
     if (base < 0)
         return refuse(RefuseReason::NoRoom, 65536, p.nflows);

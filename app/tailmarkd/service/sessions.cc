@@ -38,6 +38,8 @@ AcceptDecision Service::decide(uint16_t port, Session& s, const FlowParams& p) {
         return refuse(RefuseReason::NoRoom, o.svc_max_session_mb << 20, total);
     if (p.nflows > rt_.registry_room())
         return refuse(RefuseReason::NoRoom, rt_.registry_room(), p.nflows);
+    if (p.nflows > rt_.recv_room()) // some would be refused by a full Receiver: their data dropped
+        return refuse(RefuseReason::NoRoom, rt_.recv_room(), p.nflows);
     const int base = rt_.recv_ids().alloc(p.nflows, rte_rdtsc());
     if (base < 0)
         return refuse(RefuseReason::NoRoom, 65536, p.nflows);

@@ -195,6 +195,13 @@ public:
     const uint32_t* recv_acked_word(uint16_t id) const;
     FlowState send_state(uint16_t id) const;
     FlowState recv_state(uint16_t id) const;
+    // How many more receive flows Receiver r can take (RxPlacer::kMaxFlows
+    // at once), counting those posted and not yet answered; and the least
+    // of that over every Receiver. An application refuses a session whose
+    // flows would not fit, where the Receiver would refuse them one by one
+    // and their data would be dropped as an unknown flow's.
+    uint32_t recv_room(uint32_t r) const;
+    uint32_t min_recv_room() const;
 
     // --- counters, any thread (relaxed loads) ---
     struct Stats {
@@ -273,8 +280,12 @@ private:
         RecvPlace* p = nullptr; // &own, or the application's
         FlowState state = FlowState::None;
         bool close_after_move = false;
+        bool held = false; // counted in held_[at] (recv_room)
+        uint32_t at = 0;
         FlowTag tag;
     };
+    void hold(RecvRec& rec, uint32_t at);
+    void unhold(RecvRec& rec);
     Request request(Request::Op op, const SendRec& rec, uint16_t id, FailReason why = FailReason::None) const;
     Request request(Request::Op op, const RecvRec& rec, uint16_t id) const;
     void end_move(RecvRec& rec, uint16_t id, bool ok);
@@ -308,6 +319,7 @@ private:
     DeferredFree deferred_;
     std::unordered_map<uint16_t, SendRec> sends_;
     std::unordered_map<uint16_t, RecvRec> recvs_;
+    std::vector<uint32_t> held_; // per Receiver: receive flows installed there, or posted
     std::vector<Request> retry_; // removals an lcore could not do yet
     bool launched_ = false;
     std::vector<unsigned> running_; // the lcores launch() started
