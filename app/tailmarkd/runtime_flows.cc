@@ -11,6 +11,7 @@
 #include <rte_ring_elem.h>
 
 #include "bench/bench.h"
+#include "tailmark/engine/session_flows.h"
 #include "tailmark/log.h"
 
 namespace tailmark::app {
@@ -59,21 +60,8 @@ bool Runtime::make_recv_flow(FlowCtx& f, AppSession& a, Session& s, uint16_t id,
         }
         owner = static_cast<uint32_t>(q);
     }
-    RecvFlowSpec rs;
-    rs.id = id;
-    rs.ring = f.ring.get();
-    rs.key = s.params.key_of(i);
-    rs.stride = stride;
-    if (s.link != nullptr) { // version 2: the peer's packets tagged under the link's key
-        rs.auth = {s.link->rx_data_key, s.params.version};
-        rs.auth.data_auth = s.link->data_auth;
-        memcpy(rs.auth.auth_h, s.link->rx_auth_h, sizeof(rs.auth.auth_h));
-    } else { // --flow-control off: no session, untagged
-        rs.auth = {SipKey{}, kVersion};
-    }
-    rs.peer_flow = static_cast<uint16_t>(s.peer_base + i);
-    rs.link = opt_.replay ? nullptr : s.link; // --replay: ready-made packets, nobody to acknowledge to
-    rs.pkt_cq = f.pkt_cq;
+    // --replay: ready-made packets, nobody to acknowledge to.
+    const RecvFlowSpec rs = engine::recv_spec(s, i, id, f.ring.get(), f.pkt_cq, !opt_.replay);
     f.receiver = receivers()[owner]; // where post_recv installs it
     f.recv_lcore = rxs()[owner]->lcore;
     f.recv_auth = rs.auth;
@@ -148,19 +136,11 @@ uint32_t Runtime::send_queue_for(const Session& s, uint16_t i) {
 // credited through its Receiver's words, not ACKs. False: out of memory
 // (nothing posted).
 bool Runtime::open_send(FlowCtx& f, AppSession& a, const Session& s, uint16_t i, uint32_t si, const SendOpen& o) {
-    f.send_id = static_cast<uint16_t>(s.local_base + i);
-    const auto wire = static_cast<uint16_t>(s.peer_base + i);
     SendFlowSpec sp;
-    sp.id = f.send_id;
-    TxFlow::make(sp.tx, wire, s.params.key_of(i), o.ring_size, s.params.mtu, address_to(s), s.link->data_version,
-                 s.link->tx_data_key, s.link->data_auth ? s.link->tx_auth_h : nullptr); // the MTU fits
-    sp.ring_size = o.ring_size;
-    sp.max_msg = s.params.max_msg;
-    sp.reliable = true;
+    engine::send_spec(s, i, o.ring_size, address_to(s), ecfg_.paths, sp); // the session's MTU fits
+    f.send_id = sp.id;
     sp.report = o.report;
     sp.payload = o.payload;
-    sp.paths = std::max<uint32_t>(ecfg_.paths, s.link->rails); // a path per rail at least
-    sp.link = s.link;
     if (const FlowCtx* peer = local_peer_flow(s, i); peer != nullptr && peer->recv != nullptr) {
         sp.local_acked = Receiver::acked_word(peer->recv);
         sp.local_released = peer->ring->released_word();
@@ -199,14 +179,6 @@ uint32_t Runtime::local_sender_for(const FlowCtx& peer_recv, uint16_t wire, uint
     return engine_->port_senders() + (r >= 0 ? static_cast<uint32_t>(r) : wire % static_cast<uint32_t>(receivers().size()));
 }
 
-Addressing Runtime::address_to(const Session& s) const {
-    Addressing addr;
-    addr.src_mac = mac_;
-    addr.dst_mac = s.peer_mac;
-    addr.src_ip = opt_.src_ip;
-    addr.dst_ip = s.peer.ip;
-    addr.udp_port = s.peer.port;
-    return addr;
-}
+Addressing Runtime::address_to(const Session& s) const { return engine::address_to(s, mac_, opt_.src_ip); }
 
 } // namespace tailmark::app

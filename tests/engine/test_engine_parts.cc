@@ -15,6 +15,8 @@
 #include "tailmark/engine/config.h"
 #include "tailmark/engine/deferred_free.h"
 #include "tailmark/engine/flow_registry.h"
+#include "tailmark/engine/session_flows.h"
+#include "tailmark/session_link.h"
 #include "tailmark/engine/lcore.h"
 
 using namespace tailmark;
@@ -179,4 +181,78 @@ TEST_CASE("EngineConfig: the Senders' and Receivers' configs, in TSC cycles; the
     CHECK(r.mode == CompletionMode::Packet);
     c.cc.enabled = false;
     CHECK(engine::receiver_config(c, hz).ack_feedback == 0);
+}
+
+// A session's flow i: its ids, key, stride and tag keys come from what the
+// two ends agreed, each side under its own direction's key (the receive
+// side verifies the peer's tx key, which this end holds as rx_data_key).
+TEST_CASE("session flows: flow i's receive and send specs from the session and its link", "[engine]") {
+    SessionLink link;
+    link.data_version = kVersion2;
+    link.tx_data_key = {1, 2};
+    link.rx_data_key = {3, 4};
+    link.data_auth = true;
+    for (int k = 0; k < 16; k++) {
+        link.tx_auth_h[k] = static_cast<uint8_t>(k);
+        link.rx_auth_h[k] = static_cast<uint8_t>(100 + k);
+    }
+    link.rails = 3;
+    Session s;
+    s.params.nflows = 4;
+    s.params.mtu = 1500;
+    s.params.ring_size = 16;
+    s.params.max_msg = 65536;
+    s.params.key = 0xABC;
+    s.params.version = kVersion2;
+    s.params.overrides.push_back({2, 0x222});
+    s.local_base = 100;
+    s.peer_base = 700;
+    s.peer = {0x0A000002, 47474};
+    s.peer_mac = {{2, 0, 0, 0, 0, 2}};
+    s.link = &link;
+    int ring = 0; // only its address is carried
+    auto* cr = reinterpret_cast<CompletionRing*>(&ring);
+
+    RecvFlowSpec rs = engine::recv_spec(s, 2, 900, cr, nullptr);
+    CHECK(rs.id == 900);
+    CHECK(rs.ring == cr);
+    CHECK(rs.key == 0x222); // flow 2's own key
+    CHECK(rs.peer_flow == 702);
+    CHECK(rs.stride == stride_for_mtu(1500, kVersion2));
+    CHECK(rs.link == &link);
+    CHECK(rs.auth.version == kVersion2);
+    CHECK(rs.auth.key == SipKey{3, 4});
+    CHECK(rs.auth.data_auth);
+    CHECK(rs.auth.auth_h[5] == 105);
+    CHECK(engine::recv_spec(s, 1, 901, cr, nullptr, false).link == nullptr); // nobody to acknowledge to
+    CHECK(engine::recv_spec(s, 1, 901, cr, nullptr).key == 0xABC);
+    Session plain = s; // no link: no session agreed, untagged
+    plain.link = nullptr;
+    CHECK(engine::recv_spec(plain, 1, 901, cr, nullptr).auth.version == kVersion);
+
+    const rte_ether_addr mac{{2, 0, 0, 0, 0, 1}};
+    const Addressing a = engine::address_to(s, mac, 0x0A000001);
+    CHECK(a.dst_ip == 0x0A000002);
+    CHECK(a.src_ip == 0x0A000001);
+    CHECK(a.udp_port == 47474);
+    CHECK(a.dst_mac.addr_bytes[5] == 2);
+    CHECK(a.src_mac.addr_bytes[5] == 1);
+    SendFlowSpec sp;
+    REQUIRE(engine::send_spec(s, 2, 8, a, 1, sp));
+    CHECK(sp.id == 102);
+    CHECK(sp.tx.id == 702);
+    CHECK(sp.tx.key == 0x222);
+    CHECK(sp.tx.ring_mask == 7);
+    CHECK(sp.tx.version == kVersion2);
+    CHECK(sp.tx.tag_key == SipKey{1, 2});
+    CHECK(sp.tx.data_auth);
+    CHECK(sp.ring_size == 8);
+    CHECK(sp.max_msg == 65536);
+    CHECK(sp.reliable);
+    CHECK(sp.link == &link);
+    CHECK(sp.paths == 3); // a path per rail at least
+    REQUIRE(engine::send_spec(s, 0, 8, a, 5, sp));
+    CHECK(sp.paths == 5);
+    CHECK(sp.tx.key == 0xABC);
+    CHECK_FALSE(engine::send_spec(s, 0, 6, a, 1, sp)); // a window TxFlow cannot mask
 }

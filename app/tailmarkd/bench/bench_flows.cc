@@ -11,6 +11,7 @@
 #include "bench/generator.h"
 #include "bench/source.h"
 #include "runtime.h"
+#include "tailmark/engine/session_flows.h"
 #include "tailmark/log.h"
 
 namespace tailmark::app {
@@ -49,8 +50,7 @@ void Bench::install_replay(AppSession& a, Session& s) {
         a.flows.push_back(&f);
         const uint16_t wire = static_cast<uint16_t>(s.peer_base + i);
         TxFlow tx;
-        TxFlow::make(tx, wire, s.params.key_of(i), s.params.ring_size, s.params.mtu, rt_.address_to(s), s.link->data_version,
-                     s.link->tx_data_key, s.link->data_auth ? s.link->tx_auth_h : nullptr);
+        engine::tx_flow(s, i, s.params.ring_size, rt_.address_to(s), tx); // the session's MTU fits
         if (peer_side != nullptr && i < peer_side->flows.size())
             make_replay(f, tx, peer_side->flows[i]->ring.get(), rt_.sender_for(wire, i), a);
     }
