@@ -296,14 +296,10 @@ private:
 
     // Sessions (control loop).
     void on_session(Session& s);
-    // A flow to a receive flow of this process (peer_recv): the in-memory
-    // loopback's Sender whose queue that flow's Receiver polls.
-    uint32_t local_sender_for(const FlowCtx& peer_recv, uint16_t wire, uint16_t i) const;
     // The engine's answers (set_answers): the daemon's part of a flow's and
     // a session's bookkeeping, once the engine has done its own.
     void on_answer(const Request& r, uint64_t now);
     void release_recv(FlowCtx& f, uint64_t now); // its ring, once nothing holds it
-    int receiver_index(const Receiver* r) const; // in receivers() (-1: none)
     bool forgettable(const AppSession& a) const;
     void forget_ended(uint64_t now); // beyond --keep-ended, the oldest ended sessions go
     uint64_t bytes_released(uint32_t released) const; // the payload of a flow's first `released` messages

@@ -103,6 +103,8 @@ bool Runtime::make_senders(SetupError& e) {
         h.tx_udp_checksum_offload = h.tx_udp_checksum_offload && r->tx_udp_checksum();
     }
     h.handoff = handoff_;
+    h.steer_by_id = steer_by_queue_;
+    h.rss_port = rss_ ? rx_port_ : nullptr;
     h.tsc_hz = tsc_hz_;
     h.plane = &plane_;
     if (local_port_) {

@@ -45,20 +45,11 @@ bool Runtime::make_recv_flow(FlowCtx& f, AppSession& a, Session& s, uint16_t id,
             return false;
         }
     }
-    // Which rx lcore sees this flow's data: net_ring loopback steers by
-    // queue (id % R); RSS hashes the data's 5-tuple; hand-off deals flows
-    // out (id % R) and the rx lcores pass each other the rest.
-    const auto R = static_cast<uint32_t>(rxs().size());
-    uint32_t owner = 0;
-    if (steer_by_queue_ || handoff_) {
-        owner = id % R;
-    } else if (R > 1 && rss_) {
-        const int q = rx_port_->rss_queue_of(s.peer.ip, opt_.src_ip, TxFlow::source_port(id), opt_.udp_port);
-        if (q < 0 || static_cast<uint32_t>(q) >= R) {
-            err = "flow " + std::to_string(f.index) + ": RSS queue unknown";
-            return false;
-        }
-        owner = static_cast<uint32_t>(q);
+    // Which rx lcore sees this flow's data (the engine's steering).
+    const int owner = engine_->receiver_for(id, s.peer.ip, opt_.src_ip, opt_.udp_port);
+    if (owner < 0) {
+        err = "flow " + std::to_string(f.index) + ": RSS queue unknown";
+        return false;
     }
     // --replay: ready-made packets, nobody to acknowledge to.
     const RecvFlowSpec rs = engine::recv_spec(s, i, id, f.ring.get(), f.pkt_cq, !opt_.replay);
@@ -79,7 +70,7 @@ bool Runtime::make_recv_flow(FlowCtx& f, AppSession& a, Session& s, uint16_t id,
 // daemon's own op. a.pending counts the answers to wait for.
 void Runtime::post_recv(FlowCtx& f, AppSession& a) {
     a.pending++; // before: the engine answers at once before launch
-    const int ri = receiver_index(f.receiver); // make_recv_flow's choice
+    const int ri = engine_->receiver_index(f.receiver); // make_recv_flow's choice
     if (ri < 0 || !engine_->install_recv(f.recv, f.recv_id, f.recv_auth, static_cast<uint32_t>(ri), &f, {f.index, &a})) {
         a.pending--;
         TM_LOG(ERR, app, "flow %u: its receive side was not installed (request ring full)", f.index);
@@ -89,13 +80,6 @@ void Runtime::post_recv(FlowCtx& f, AppSession& a) {
         post(f.cons_ctx->lcore, {kAddCons, false, FailReason::None, f.recv_id, f.index, f.cons_ctx, f.cons, &a});
         a.pending++;
     }
-}
-
-int Runtime::receiver_index(const Receiver* r) const {
-    for (uint32_t i = 0; i < receivers().size(); i++)
-        if (receivers()[i] == r)
-            return static_cast<int>(i);
-    return -1;
 }
 
 // Frees what make_recv_flow made (the lcores never had it, or gave it back).
@@ -126,7 +110,7 @@ uint32_t Runtime::send_queue_for(const Session& s, uint16_t i) {
     const FlowCtx* peer = local_peer_flow(s, i);
     // A peer in this process: over the in-memory loopback (where there is
     // one), to its flow's rx lcore.
-    return peer != nullptr ? local_sender_for(*peer, wire, i) : sender_for(wire, i);
+    return peer != nullptr ? engine_->local_sender(peer->receiver, wire, i) : sender_for(wire, i);
 }
 
 // The one place a session's send flow is opened, for the generator and the
@@ -167,17 +151,7 @@ bool Runtime::install_send(FlowCtx& f, AppSession& a, const SendFlowSpec& sp, ui
 
 // The sender of a flow: net_ring loopback sends a flow on the queue its
 // receiving rx lcore polls; elsewhere flows take turns over the senders.
-uint32_t Runtime::sender_for(uint16_t wire, uint16_t i) const {
-    // The port's Senders only: the in-memory loopback's carry a peer of this process (local_sender_for).
-    return steer_by_queue_ ? wire % static_cast<uint32_t>(rxs().size()) : i % engine_->port_senders();
-}
-
-uint32_t Runtime::local_sender_for(const FlowCtx& peer_recv, uint16_t wire, uint16_t i) const {
-    if (!local_port_)
-        return sender_for(wire, i);
-    const int r = receiver_index(peer_recv.receiver);
-    return engine_->port_senders() + (r >= 0 ? static_cast<uint32_t>(r) : wire % static_cast<uint32_t>(receivers().size()));
-}
+uint32_t Runtime::sender_for(uint16_t wire, uint16_t i) const { return engine_->sender_for(wire, i); }
 
 Addressing Runtime::address_to(const Session& s) const { return engine::address_to(s, mac_, opt_.src_ip); }
 

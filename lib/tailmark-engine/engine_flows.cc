@@ -6,6 +6,7 @@
 #include <rte_lcore.h>
 #include <rte_ring_elem.h>
 
+#include "drivers/port.h"
 #include "tailmark/engine/engine.h"
 #include "tailmark/engine/lcore_loop.h"
 
@@ -132,6 +133,35 @@ void Engine::unhold(RecvRec& rec) {
     if (rec.held)
         held_[rec.at]--;
     rec.held = false;
+}
+
+int Engine::receiver_for(uint16_t id, uint32_t peer_ip, uint32_t self_ip, uint16_t udp_port) const {
+    const auto R = static_cast<uint32_t>(receivers_.size());
+    if (host_.steer_by_id || host_.handoff) // hand-off deals flows out by id; the rx lcores pass each other the rest
+        return static_cast<int>(id % R);
+    if (R > 1 && host_.rss_port != nullptr) {
+        const int q = host_.rss_port->rss_queue_of(peer_ip, self_ip, TxFlow::source_port(id), udp_port);
+        return q >= 0 && static_cast<uint32_t>(q) < R ? q : -1;
+    }
+    return 0;
+}
+
+uint32_t Engine::sender_for(uint16_t wire, uint16_t i) const {
+    return host_.steer_by_id ? wire % static_cast<uint32_t>(receivers_.size()) : i % port_senders_;
+}
+
+uint32_t Engine::local_sender(const Receiver* to, uint16_t wire, uint16_t i) const {
+    if (host_.local_port < 0)
+        return sender_for(wire, i);
+    const int r = receiver_index(to);
+    return port_senders_ + (r >= 0 ? static_cast<uint32_t>(r) : wire % static_cast<uint32_t>(receivers_.size()));
+}
+
+int Engine::receiver_index(const Receiver* r) const {
+    for (uint32_t i = 0; i < receivers_.size(); i++)
+        if (receivers_[i] == r)
+            return static_cast<int>(i);
+    return -1;
 }
 
 uint32_t Engine::recv_room(uint32_t r) const {

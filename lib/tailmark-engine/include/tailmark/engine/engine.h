@@ -42,6 +42,10 @@
 #include "tailmark/receiver.h"
 #include "tailmark/sender.h"
 
+namespace tailmark::drivers {
+class Port;
+}
+
 namespace tailmark::engine {
 
 // What the engine runs on: ports and queues the application opened and
@@ -60,6 +64,13 @@ struct EngineHost {
     int socket = 0;                  // where the engine's state lives
     bool tx_udp_checksum_offload = false; // the tx queues fill UDP checksums
     bool handoff = false;            // several rx queues whose hash nobody here computes (rx_moves.h)
+    // How the other rx queues are reached (drivers::open_ports' plan): by
+    // the flow's id, r = id % rx queues (net_ring loopback: tx queue q
+    // arrives on rx queue q); or by the port's RSS over the data's UDP/IPv4
+    // tuple, computed here (rss_port, which must outlive the engine). With
+    // neither (nor handoff) everything arrives on rx queue 0.
+    bool steer_by_id = false;
+    const drivers::Port* rss_port = nullptr;
     uint64_t tsc_hz = 0;             // 0: rte_get_tsc_hz()
     // --- optional: an application that brings roles of its own ---
     int rx_socket = -1;              // where the rx state lives (-1: socket)
@@ -193,6 +204,16 @@ public:
     // An open receive flow's cumulative ACK, for a send flow of this
     // process to it (SendFlowSpec::local_acked); null: not open.
     const uint32_t* recv_acked_word(uint16_t id) const;
+    // Where a flow goes, as the host steers (EngineHost): the Receiver whose
+    // rx queue receive flow `id`'s data from peer_ip reaches (-1: RSS cannot
+    // say), and the port's Sender that send flow i to the peer's flow `wire`
+    // goes by (by id: the one whose queue the peer's Receiver polls). A flow
+    // to a Receiver of this process goes by the in-memory loopback's Sender
+    // of that Receiver's queue (local_sender; the port's without one).
+    int receiver_for(uint16_t id, uint32_t peer_ip, uint32_t self_ip, uint16_t udp_port) const;
+    uint32_t sender_for(uint16_t wire, uint16_t i) const;
+    uint32_t local_sender(const Receiver* to, uint16_t wire, uint16_t i) const;
+    int receiver_index(const Receiver* r) const; // in receivers() (-1: none)
     FlowState send_state(uint16_t id) const;
     FlowState recv_state(uint16_t id) const;
     // How many more receive flows Receiver r can take (RxPlacer::kMaxFlows
