@@ -197,23 +197,9 @@ void Runtime::make_session_table() {
     if (tc.min_version == kVersion && opt_.mode != Mode::Loopback)
         TM_LOG(NOTICE, app, "data version 1 sessions are served (%s): their data packets carry no tag, so any "
                "host that reaches this port can place bytes in them", opt_.insecure ? "--insecure" : "--data-version 1");
-    rte_ring* out = engine_->sender(0).ctl_out();
     // With the in-memory loopback, a session packet to this daemon's own
     // address goes straight back to the control loop, as if received.
-    rte_ring* self_in = local_port_ ? engine_->control_in() : nullptr;
-    const rte_be32_t self_ip = rte_cpu_to_be_32(opt_.src_ip);
-    sessions_ = std::make_unique<SessionTable>(
-        tc,
-        [out, self_in, self_ip](rte_mbuf* m) {
-            rte_ring* to = out;
-            if (self_in != nullptr && rte_pktmbuf_data_len(m) >= kEthLen + kIpLen &&
-                rte_pktmbuf_mtod_offset(m, const rte_ipv4_hdr*, kEthLen)->dst_addr == self_ip)
-                to = self_in;
-            if (rte_ring_mp_enqueue(to, m) == 0)
-                return true;
-            rte_pktmbuf_free(m);
-            return false;
-        },
+    sessions_ = std::make_unique<SessionTable>(tc, engine_->control_sender(opt_.src_ip),
         [this](Session& s) { on_session(s); });
     // The engine's round takes the control frames and the lcores' answers.
     engine_->set_control_taker([this](rte_mbuf* m, uint64_t now) { sessions_->on_frame(m, now); });

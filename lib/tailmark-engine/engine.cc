@@ -9,6 +9,7 @@
 #include <new>
 
 #include <rte_cycles.h>
+#include <rte_ip.h>
 #include <rte_launch.h>
 #include <rte_lcore.h>
 #include <rte_malloc.h>
@@ -347,6 +348,22 @@ Engine::~Engine() {
         rte_ring_free(l->resp);
         socket_delete(l);
     }
+}
+
+std::function<bool(rte_mbuf*)> Engine::control_sender(uint32_t self_ip) const {
+    rte_ring* out = senders_[0]->ctl_out();
+    rte_ring* self_in = host_.local_port >= 0 ? control_in_ : nullptr;
+    const rte_be32_t self = rte_cpu_to_be_32(self_ip);
+    return [out, self_in, self](rte_mbuf* m) {
+        rte_ring* to = out;
+        if (self_in != nullptr && rte_pktmbuf_data_len(m) >= kEthLen + kIpLen &&
+            rte_pktmbuf_mtod_offset(m, const rte_ipv4_hdr*, kEthLen)->dst_addr == self)
+            to = self_in;
+        if (rte_ring_mp_enqueue(to, m) == 0)
+            return true;
+        rte_pktmbuf_free(m);
+        return false;
+    };
 }
 
 } // namespace tailmark::engine

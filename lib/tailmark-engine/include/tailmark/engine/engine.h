@@ -271,6 +271,11 @@ public:
     // SessionTable's). Nobody's (the default): tick() frees them.
     rte_ring* control_in() const { return control_in_; }
     void set_control_taker(std::function<void(rte_mbuf*, uint64_t now)> fn) { take_control_ = std::move(fn); }
+    // Where a SessionTable's packets go (its send function): out of the
+    // port through Sender 0's control queue; with the in-memory loopback,
+    // one to this process's own address (self_ip, host order) straight back
+    // to control_in(), as if received. False: the ring was full (freed).
+    std::function<bool(rte_mbuf*)> control_sender(uint32_t self_ip) const;
     // Frees fn's objects once other threads can no longer read them.
     void later(uint64_t now, std::function<void()> fn) { deferred_.later(now, std::move(fn)); }
     uint64_t tsc_hz() const { return tsc_hz_; }
