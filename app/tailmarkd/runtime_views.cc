@@ -56,17 +56,18 @@ DropCounters Runtime::drops() const {
 
 Runtime::Stats Runtime::stats() const {
     Stats t;
-    for (uint32_t i = 0; i < senders().size(); i++) {
-        const Sender* s = senders()[i];
-        const SenderCounters& c = s->counters();
-        t.sent += peek(c.msgs_sent);
-        t.pkts_tx += s->pkts_tx();
-        if (i >= engine_->port_senders())
-            t.pkts_local += s->pkts_tx();
-        t.tx_dropped += s->tx_dropped();
-        t.retx += peek(c.retx_pkts);
+    if (engine_ != nullptr) { // the Senders', the rx roles' and the Receivers' counters
+        const engine::Engine::Stats e = engine_->stats();
+        t.sent = e.msgs_sent;
+        t.pkts_tx = e.pkts_tx;
+        t.pkts_local = e.pkts_local;
+        t.tx_dropped = e.tx_dropped;
+        t.retx = e.retx_pkts;
         if (opt_.mode == Mode::Send || opt_.mode == Mode::Service) // service: the applications' payload sent
-            t.bytes += peek(c.bytes_sent);
+            t.bytes = e.bytes_sent;
+        t.pkts_rx = e.pkts_rx;
+        // One of the two is 0 unless the shell switched modes mid-run.
+        t.completion_writes = e.completed + e.packet_completions;
     }
     for (uint64_t d : drops())
         t.drops += d;
@@ -76,13 +77,6 @@ Runtime::Stats Runtime::stats() const {
             t.pkts_tx += rq.q->pkts_tx();
             t.tx_dropped += rq.q->dropped();
         }
-    }
-    for (const RxCtx* c : rxs())
-        t.pkts_rx += peek(c->pkts_rx);
-    for (const Receiver* r : receivers()) {
-        const RxCounters& rc = r->placer().counters();
-        // One of the two is 0 unless the shell switched modes mid-run.
-        t.completion_writes += peek(rc.packet_completions) + peek(rc.completions);
     }
     for (const ConsCtx* c : conss()) {
         t.completed += peek(c->completed);

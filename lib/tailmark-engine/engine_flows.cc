@@ -382,8 +382,11 @@ uint32_t Engine::tick(uint64_t now) {
 
 Engine::Stats Engine::stats() const {
     Stats t;
-    for (const Sender* s : senders_) {
+    for (uint32_t q = 0; q < senders_.size(); q++) {
+        const Sender* s = senders_[q];
         const SenderCounters& c = s->counters();
+        if (q >= port_senders_)
+            t.pkts_local += s->pkts_tx();
         t.msgs_sent += peek(c.msgs_sent);
         t.bytes_sent += peek(c.bytes_sent);
         t.delivered += peek(c.delivered);
@@ -400,6 +403,7 @@ Engine::Stats Engine::stats() const {
         const RxCounters& c = r->placer().counters();
         t.placed += peek(c.placed);
         t.completed += peek(c.completions);
+        t.packet_completions += peek(c.packet_completions);
         t.acks_tx += peek(r->counters().acks_tx);
         t.nacks_tx += peek(r->counters().nacks_tx);
     }

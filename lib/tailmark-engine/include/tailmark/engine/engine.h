@@ -231,7 +231,9 @@ public:
         uint64_t completions = 0;               // tx roles: Sender completions taken (to the sink)
         uint64_t retx_pkts = 0;
         uint64_t pkts_tx = 0, tx_dropped = 0, pkts_rx = 0;
+        uint64_t pkts_local = 0;                // of pkts_tx, the in-memory loopback's Senders'
         uint64_t placed = 0, completed = 0;     // Receivers: packets placed, messages completed
+        uint64_t packet_completions = 0;        // Receivers: per-packet completions (CompletionMode::Packet)
         uint64_t acks_tx = 0, nacks_tx = 0;
         uint64_t drops = 0;                     // every reason (drops())
     };
