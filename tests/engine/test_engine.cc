@@ -459,3 +459,99 @@ TEST_CASE("engine: recv_room counts a Receiver's flows, to the last one it takes
     CHECK_FALSE(g.e->close_recv(1));
     CHECK(g.e->recv_room(0) == 1);
 }
+
+namespace {
+
+// An ethdev over two rte_rings, each its queue pair's rx and tx (net_ring:
+// tx queue q arrives on rx queue q), opened by drivers::Port.
+struct TwoQueuePort {
+    std::string name = tmtest::unique_name("eng2q");
+    rte_ring* r[2]{};
+    std::unique_ptr<drivers::Port> port;
+    explicit TwoQueuePort(rte_mempool* mp) {
+        for (int q = 0; q < 2; q++) {
+            r[q] = rte_ring_create((name + std::to_string(q)).c_str(), 1024, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+            REQUIRE(r[q] != nullptr);
+        }
+        const int id = rte_eth_from_rings(name.c_str(), r, 2, r, 2, rte_socket_id());
+        REQUIRE(id >= 0);
+        drivers::PortSetup s;
+        s.pool = mp;
+        s.nb_rxq = s.nb_txq = 2;
+        std::string err;
+        port = drivers::Port::open(static_cast<uint16_t>(id), s, err);
+        INFO(err);
+        REQUIRE(port != nullptr);
+    }
+    ~TwoQueuePort() {
+        port.reset();
+        rte_vdev_uninit(("net_ring_" + name).c_str());
+        for (rte_ring* q : r)
+            rte_ring_free(q);
+    }
+};
+
+} // namespace
+
+// Where a flow goes, by the host's steering: two rx queues (rx lcores 1 and
+// 0) and two tx queues. By id, flow id's data reaches queue id % 2 and a
+// flow to the peer's flow `wire` goes by that queue's Sender; otherwise
+// flows take turns over the Senders, and a receive flow is Receiver 0's
+// unless RSS says otherwise (a port whose RSS is off cannot say: -1). A
+// flow to a Receiver of this process goes by the in-memory loopback's
+// Sender of that Receiver's queue.
+TEST_CASE("engine: a flow's Receiver and Sender by the host's steering", "[engine]") {
+    tmtest::Pool pool;
+    TwoQueuePort wire{pool.mp}, local{pool.mp};
+    auto make = [&](bool by_id, bool handoff, const drivers::Port* rss, bool with_local) {
+        engine::EngineHost h;
+        h.tx_port = h.rx_port = wire.port->id();
+        h.tx_queues = 2;
+        h.tx_lcores = {1};
+        h.rx_lcores = {1, 0};
+        h.pool = pool.mp;
+        h.socket = SOCKET_ID_ANY;
+        h.steer_by_id = by_id;
+        h.handoff = handoff;
+        h.rss_port = rss;
+        if (with_local) {
+            h.local_port = local.port->id();
+            h.local_queues = 2;
+        }
+        engine::EngineError err;
+        auto e = engine::Engine::create(engine::EngineConfig{}, h, err);
+        INFO(err.message());
+        REQUIRE(e != nullptr);
+        return e;
+    };
+    {
+        auto e = make(true, false, nullptr, true);
+        REQUIRE(e->port_senders() == 2);
+        REQUIRE(e->nsenders() == 4);
+        CHECK(e->receiver_for(4, 0, 0, 47474) == 0);
+        CHECK(e->receiver_for(7, 0, 0, 47474) == 1);
+        CHECK(e->sender_for(9, 0) == 1); // the queue the peer's flow 9 is received on
+        CHECK(e->sender_for(8, 1) == 0);
+        CHECK(e->receiver_index(&e->receiver(1)) == 1);
+        CHECK(e->receiver_index(nullptr) == -1);
+        CHECK(e->local_sender(&e->receiver(1), 8, 0) == 3); // the loopback's, of Receiver 1's queue
+        CHECK(e->local_sender(&e->receiver(0), 9, 0) == 2);
+        CHECK(e->local_sender(nullptr, 9, 0) == 3); // not found: by the wire id
+    }
+    {
+        auto e = make(false, false, nullptr, false);
+        CHECK(e->receiver_for(7, 0, 0, 47474) == 0);
+        CHECK(e->sender_for(9, 0) == 0); // in turn, by the flow's index
+        CHECK(e->sender_for(9, 3) == 1);
+        CHECK(e->local_sender(&e->receiver(1), 9, 3) == 1); // no loopback: the port's
+    }
+    {
+        auto e = make(false, true, nullptr, false); // hand-off deals flows out by id
+        CHECK(e->receiver_for(7, 0, 0, 47474) == 1);
+        CHECK(e->receiver_for(6, 0, 0, 47474) == 0);
+    }
+    {
+        auto e = make(false, false, wire.port.get(), false); // RSS off on this port: it cannot say
+        CHECK(e->receiver_for(7, 0x0A000002, 0x0A000001, 47474) == -1);
+    }
+}
