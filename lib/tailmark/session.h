@@ -291,6 +291,7 @@ private:
     void on_connect(const SessionMsg& msg, const SessionFrame& raw, const Endpoint& from,
                     const rte_ether_addr& from_mac, uint64_t now);
     // on_session's cases, one per SESSION packet type (session_rx.cc).
+    bool late_close(const SessionMsg& msg, const SessionFrame& raw, Session* s); // taken: true
     void on_unknown_session(const SessionMsg& msg, const SessionFrame& raw, const Session* s, const Endpoint& from,
                             const rte_ether_addr& from_mac);
     void on_accept(const SessionMsg& msg, Session& s, uint64_t now);

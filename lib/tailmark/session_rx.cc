@@ -283,6 +283,8 @@ void SessionTable::on_session(rte_mbuf* m, uint64_t now) {
     // REFUSE and RETRY come before the connector knows that).
     if (!mine || (msg.type != SessionType::Accept && msg.type != SessionType::Refuse && msg.type != SessionType::Retry &&
                   s->peer_epoch != msg.src_epoch)) {
+        if (late_close(msg, raw, s))
+            return;
         on_unknown_session(msg, raw, s, o.ep, o.mac);
         return;
     }
@@ -326,6 +328,22 @@ void SessionTable::on_session(rte_mbuf* m, uint64_t now) {
     case SessionType::Connect:
         return;
     }
+}
+
+// The peer's CLOSE for a session this end has ended already: a copy by
+// another rail (CLOSE goes by every rail), or the peer's own while ours was
+// on its way (both ends closed at once). Authentic, fresh and of the
+// session's incarnation, it is taken, not counted as a drop: it is the
+// goodbye the peer owes, not stale input. Anything else goes on as before.
+bool SessionTable::late_close(const SessionMsg& msg, const SessionFrame& raw, Session* s) {
+    if (msg.type != SessionType::Close || s == nullptr || s->state != SessionState::Ended ||
+        msg.dst_epoch != s->local_epoch || msg.src_epoch != s->peer_epoch || !authentic(raw, s->key))
+        return false;
+    if (!s->rx_win.take(msg.seq))
+        count(DropReason::ControlReplayed);
+    else
+        ctr_.rx++;
+    return true;
 }
 
 // A liveness probe for a session this end does not hold (it restarted,

@@ -1420,6 +1420,23 @@ TEST_CASE("CLOSE: the peer ends PeerClosed; a CLOSE with other epochs or another
         CHECK(sb->end == SessionEnd::Closed);
         CHECK(sa->end == SessionEnd::PeerClosed);
     }
+    SECTION("both close at once: each takes the other's CLOSE, which is no drop; a replayed copy is") {
+        const uint64_t rx_a = a.t->counters().rx, rx_b = b.t->counters().rx;
+        a.t->close(sa, net.now);
+        b.t->close(sb, net.now);
+        net.flush();
+        CHECK(sa->end == SessionEnd::Closed);
+        CHECK(sb->end == SessionEnd::Closed);
+        CHECK(a.t->counters().rx == rx_a + 1);
+        CHECK(b.t->counters().rx == rx_b + 1);
+        CHECK(a.drops_total() == 0);
+        CHECK(b.drops_total() == 0);
+        REQUIRE(a.sent.back().is(SessionType::Close));
+        net.inject(b, a.sent.back().bytes);
+        CHECK(b.drops(DropReason::ControlReplayed) == 1);
+        CHECK(b.t->counters().rx == rx_b + 1);
+        CHECK(b.events.size() == 2);
+    }
     SECTION("forged CLOSEs") {
         Session wrong = *sa;
         auto deliver = [&](const std::vector<uint8_t>& f, DropReason why) {
@@ -2134,6 +2151,15 @@ TEST_CASE("rails: keep-alives ask by every rail and are answered by the rail the
             CHECK(p.b->end == SessionEnd::PeerClosed);
             CHECK(std::count_if(a.sent.begin(), a.sent.end(), [](const Pkt& k) { return k.is(SessionType::Close); }) == 2);
         }
+    }
+    SECTION("CLOSE by every rail, both up: the peer ends by the first and takes the copy, no drop") {
+        const uint64_t rx = b.t->counters().rx, drops = b.drops_total();
+        a.t->close(p.a, net.now);
+        net.flush();
+        CHECK(p.b->end == SessionEnd::PeerClosed);
+        CHECK(b.t->counters().rx == rx + 2);
+        CHECK(b.drops_total() == drops);
+        CHECK(b.events.size() == 2);
     }
     SECTION("every rail down: both ends time out, as without rails") {
         net.fate = [](const Node&, const Pkt&) { return Fate::Drop; };
