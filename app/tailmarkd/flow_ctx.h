@@ -13,6 +13,7 @@
 #include "tailmark/completion_ring.h"
 #include "tailmark/engine/lcore.h"
 #include "tailmark/engine/rx_moves.h"
+#include "tailmark/engine/sessions.h"
 #include "tailmark/receiver.h"
 #include "tailmark/sender.h"
 #include "tailmark/session.h"
@@ -66,35 +67,20 @@ struct Plane : engine::Switches {
     }
 };
 
-struct AppSession;
 struct ConsFlow;
 struct GenFlow;
 
 // One flow of a session, as the daemon tracks it: the shell's and the
-// summary's flow number is its index. Either side or both (loopback).
-// The engine's part (RecvPlace: its Receiver, its receive state, a move
-// between rx lcores under way; the engine keeps it from install_recv to the
-// removal) and the daemon's.
-struct FlowCtx : engine::RecvPlace {
-    uint32_t index = 0;       // in the registry: `show flow F`, per_flow[F]
+// summary's flow number is its index. The library's part (SessionFlow: its
+// halves, where the engine keeps its receive half, its end) and the
+// daemon's: the generator's and the consumer's state, the shell's, its
+// rates and latency.
+struct FlowCtx : engine::SessionFlow {
     uint16_t gen_id = 0;      // the generator's flow number (its content): the index in its session
-    AppSession* send_session = nullptr; // the session its send side belongs to (loopback: both)
-    AppSession* recv_session = nullptr;
-    AppSession* session = nullptr;      // the one it is shown under (recv: its receiving session)
-    uint32_t ring_size = 0;
     uint32_t pkts_per_msg = 0; // the group plan of --msg-size
     uint64_t fixed_len = 0;    // recv: a session of smaller messages (its largest, < --msg-size): every message that size
-    // Send side (loopback, send).
-    Sender* sender = nullptr;
-    SendFlow* send = nullptr;
-    uint16_t send_id = 0;
-    unsigned send_lcore = 0;
     GenFlow* gen = nullptr;    // the tx lcore's generator state for it
-    // Receive side (loopback, recv): receiver, recv, recv_id, recv_lcore (RecvPlace), and
     struct ConsCtx* cons_ctx = nullptr;
-    std::unique_ptr<CompletionRing> ring;
-    bool ring_gone = false;      // its session ended: the ring went with it
-    rte_ring* pkt_cq = nullptr;  // packet mode: per-packet completions
     ConsFlow* cons = nullptr;    // the consumer lcore's state for it
     // Interactive shell (shell.cc), null/0 without it. send_q: `send F SIZE
     // COUNT` requests (SendReq) from the shell thread to the tx lcore (SP/SC);
@@ -105,14 +91,7 @@ struct FlowCtx : engine::RecvPlace {
     alignas(64) std::atomic<uint32_t> consumed{0};     // the consumer (or the external one's cursor)
     alignas(64) std::atomic<uint64_t> sends_sent{0};   // tx lcore: shell messages started
     std::atomic<uint64_t> sends_requested{0};          // shell thread: messages asked for with `send`
-    // What the data plane reported when it let go of the flow (an ended session).
-    uint32_t detach_pending = 0; // removals the lcores have not answered
-    FlowAuth recv_auth{{}, kVersion}; // its data's version and tag key (the engine's hand-off table)
     uint64_t cons_completed = 0, cons_verified = 0, cons_errors = 0; // the consumer's, once it let go
-    bool detached = false;
-    bool forgotten = false; // its session was forgotten: the slot is free (registry.cc)
-    Sender::FlowView last_send{};
-    uint32_t last_acked = 0, last_released = 0, last_gave_up = 0;
     // Messages per second over the last second, for the shell and telemetry
     // (the control loop's, once a second): sent, and done (send: delivered;
     // otherwise consumed). A starved flow shows as a zero beside its peers.

@@ -213,20 +213,7 @@ void Runtime::control(uint64_t now) {
     sessions_->poll(now);
     if (service_)
         service_->poll(now); // applications: requests, wake-ups, memory let go
-    // Sessions whose flows the lcores gave back, and those that never had any.
-    for (Session* s : sessions_->sessions()) {
-        if (s->state != SessionState::Ended)
-            continue;
-        AppSession* a = app_session(s->id);
-        if (a != nullptr && a->stage != AppSession::Stage::Gone)
-            continue;
-        if (a != nullptr) {
-            a->s = nullptr; // each flow's id went back with it
-        } else if (s->connector) {
-            send_ids_.release(s->local_base, s->params.nflows, now); // never installed (the CONNECT named them)
-        }
-        sessions_->forget(s);
-    }
+    flows_->reap(now); // ended sessions whose flows are out: the table forgets them
     if (opt_.external_consumer && opt_.mode != Mode::Send)
         watch_flows(now);
     scan_flows(now);
@@ -251,10 +238,10 @@ void Runtime::control(uint64_t now) {
 // Every 10 ms, each flow's Sender state: a failed flow logged once, and a
 // session held at the congestion floor warned about once.
 void Runtime::scan_flows(uint64_t now) {
-    if (failed_logged_.size() < flows_.size())
-        failed_logged_.resize(flows_.size(), false);
-    if (floor_since_.size() < flows_.size())
-        floor_since_.resize(flows_.size(), 0);
+    if (failed_logged_.size() < reg_.size())
+        failed_logged_.resize(reg_.size(), false);
+    if (floor_since_.size() < reg_.size())
+        floor_since_.resize(reg_.size(), 0);
     // Every 10 ms, not every control round: each look reads every flow's
     // Sender state, lines its tx lcore writes per message, which then come
     // back to that lcore as misses (64 flows of 64 B messages in loopback:
@@ -263,8 +250,8 @@ void Runtime::scan_flows(uint64_t now) {
     if (scan)
         next_flow_scan_ = now + tsc_hz_ / 100;
     const double floor_bps = CongestionConfig{}.min_bps * 1.05;
-    for (size_t i = 0; scan && i < flows_.size() && opt_.mode != Mode::Recv; i++) {
-        const Sender::FlowView v = send_view(*flows_[i]);
+    for (size_t i = 0; scan && i < reg_.size() && opt_.mode != Mode::Recv; i++) {
+        const Sender::FlowView v = send_view(ctx_of(*reg_[i]));
         if (v.failed != FailReason::None && !failed_logged_[i]) {
             failed_logged_[i] = true;
             TM_LOG(WARNING, app, "flow %zu failed (%s): messages from %u on are not confirmed", i, to_string(v.failed),
@@ -274,7 +261,7 @@ void Runtime::scan_flows(uint64_t now) {
         // has work (and not by --cc-max-mbps): say why that may be, once per
         // session (a delay-based controller cannot tell a queue from a
         // receiver waiting for a CPU).
-        AppSession* a = flows_[i]->send_session;
+        AppSession* a = static_cast<AppSession*>(reg_[i]->send_session);
         const bool floor = v.cc_rate_bps > 0 && v.cc_rate_bps <= floor_bps && v.submitted != v.released &&
                            (cc_max_mbps() == 0 || cc_max_mbps() * 1e6 > floor_bps) && a != nullptr && !a->floor_said;
         if (!floor) {
@@ -336,7 +323,7 @@ void Runtime::check_done(uint64_t now) {
 // the flow's Sender state (see the 10 ms scan above).
 void Runtime::update_rates(uint64_t now) {
     const double dt = rates_tsc_ != 0 ? double(now - rates_tsc_) / double(tsc_hz_) : 0;
-    for (FlowCtx* f : flows_) {
+    for (FlowCtx* f : ctxs()) {
         const uint32_t sent = f->send != nullptr || f->detached || opt_.mode != Mode::Recv ? send_view(*f).sent : 0;
         const uint32_t done = released_of(*f);
         if (dt > 0) {
@@ -356,13 +343,13 @@ void Runtime::update_rates(uint64_t now) {
 // overwritten (the placer's window ends at released + ring size).
 void Runtime::watch_flows(uint64_t now) {
     const uint64_t limit = tsc_hz_ * kConsumerStallUs / 1000000;
-    if (seen_released_.size() < flows_.size()) {
-        seen_released_.resize(flows_.size(), 0);
-        moved_tsc_.resize(flows_.size(), 0);
+    if (seen_released_.size() < reg_.size()) {
+        seen_released_.resize(reg_.size(), 0);
+        moved_tsc_.resize(reg_.size(), 0);
     }
     uint32_t n = 0;
-    for (size_t i = 0; i < flows_.size(); i++) {
-        FlowCtx& f = *flows_[i];
+    for (size_t i = 0; i < reg_.size(); i++) {
+        FlowCtx& f = ctx_of(*reg_[i]);
         if (!f.ring)
             continue;
         const uint32_t rel = f.ring->released();

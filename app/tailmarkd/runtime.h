@@ -13,6 +13,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <ranges>
 #include <string>
 #include <vector>
 
@@ -46,36 +47,30 @@ struct SetupError {
     std::string message;
 };
 
-// A session as the daemon tracks it (the control loop's only).
-struct AppSession {
-    uint32_t index = 0;          // in the order sessions came up
-    Session* s = nullptr;        // the table's (null once forgotten)
-    uint16_t id = 0;
-    bool connector = false;
-    uint8_t data_version = 1;    // of its data packets (wire.h): 2 tagged
-    bool data_auth = false;      // version 2: the tags cover the payloads (--data-auth)
-    Endpoint peer;
-    std::vector<FlowCtx*> flows; // index i: flow i of the session
-    uint32_t pending = 0;        // requests the lcores have not answered yet
-    enum class Stage : uint8_t { Installing, Live, Detaching, Gone } stage = Stage::Installing;
-    SessionEnd end = SessionEnd::None;
-    uint64_t up_tsc = 0, down_tsc = 0;
+// A session as the daemon tracks it (the control loop's only): the
+// library's record (SessionRec; `user` is the service's session) and the
+// daemon's. Its flows are FlowCtx.
+struct AppSession : engine::SessionRec {
     bool complete = false;       // recv: every flow consumed --messages
     bool floor_said = false;     // send: the congestion-control floor warning was logged
-    void* svc = nullptr;         // --mode service: the application's session (service/)
 
     // The daemon's record of a session of the table, as it comes up.
     static std::unique_ptr<AppSession> of(Session& s, bool connector) {
         auto a = std::make_unique<AppSession>();
-        a->id = s.id;
-        a->s = &s;
-        a->connector = connector;
-        a->data_version = s.params.version;
-        a->data_auth = s.params.data_auth;
-        a->peer = s.peer;
+        a->take(s, connector);
         return a;
     }
+    FlowCtx& flow(size_t i) const { return *static_cast<FlowCtx*>(flows[i]); }
+    // Its flows as the daemon's records.
+    auto ctxs() const {
+        return std::views::transform(flows, [](engine::SessionFlow* f) { return static_cast<FlowCtx*>(f); });
+    }
 };
+
+inline AppSession& app_of(engine::SessionRec& a) { return static_cast<AppSession&>(a); }
+inline const AppSession& app_of(const engine::SessionRec& a) { return static_cast<const AppSession&>(a); }
+inline FlowCtx& ctx_of(engine::SessionFlow& f) { return static_cast<FlowCtx&>(f); }
+inline const FlowCtx& ctx_of(const engine::SessionFlow& f) { return static_cast<const FlowCtx&>(f); }
 
 // The engine's settings (lib/tailmark-engine), from the daemon's options.
 engine::EngineConfig engine_config(const Options& o);
@@ -122,8 +117,8 @@ public:
     // The registry's flows so far (engine::FlowRegistry): other threads
     // read flow_at(i) for i < flow_count(); the control thread may give the
     // slot to a new flow (registry.cc), the old one freed a second later.
-    uint32_t flow_count() const { return flows_.count(); }
-    FlowCtx& flow_at(uint32_t i) const { return flows_.at(i); }
+    uint32_t flow_count() const { return reg_.count(); }
+    FlowCtx& flow_at(uint32_t i) const { return ctx_of(reg_.at(i)); }
 
     Plane& plane() { return plane_; }
     const Plane& plane() const { return plane_; }
@@ -175,71 +170,37 @@ public:
     const Service* service() const { return service_.get(); } // --mode service, else null
 
     // --- Sessions' flows (control thread) ---
-    // How a send flow is opened: its window, whether the Sender reports each
-    // message's completion (to the tx lcore's sink), how the payload is
-    // taken, and the source's per-flow pointer.
-    struct SendOpen {
-        uint32_t ring_size = 0;
-        bool report = false;
-        PayloadMode payload = PayloadMode::Copy;
-        void* user = nullptr;
-    };
-    // The Sender (index) flow i of session s sends through.
-    uint32_t send_queue_for(const Session& s, uint16_t i);
-    // Flow i of session s's send side on f, through Sender si, posted to its
-    // lcore (a.pending counts it). False: out of memory.
-    bool open_send(FlowCtx& f, AppSession& a, const Session& s, uint16_t i, uint32_t si, const SendOpen& o);
-    // open_send's last step, for a spec made otherwise (--flow-control
-    // off): f's SendFlow made and installed on Sender si through the
-    // engine (a.pending counts its answer). False: out of memory.
-    bool install_send(FlowCtx& f, AppSession& a, const SendFlowSpec& sp, uint32_t si);
-    // The Sender a flow goes by (loopback on net_ring: the queue its rx
-    // lcore polls), and the addresses its packets carry to a session's peer.
-    uint32_t sender_for(uint16_t wire, uint16_t i) const;
-    Addressing address_to(const Session& s) const;
+    // The sessions and their flows on the engine (engine::Sessions): made
+    // with the session table; the service and the benchmark open and close
+    // their flows through it. The daemon's part of each flow (the consumer)
+    // is added through its hooks (runtime_flows.cc).
+    engine::Sessions& flows() { return *flows_; }
+    const engine::Sessions& flows() const { return *flows_; }
+    using SendOpen = engine::Sessions::SendOpen;
     // The daemon's own ops (kAddCons, kRemoveCons, kAddReplay) to an lcore.
     void post(unsigned lcore, const Request& r);
     // Before launch: the daemon's own ops applied on this thread, and their
     // answers taken. False: an lcore's role refused one.
     bool serve_before_launch();
-    AppSession* app_session(uint16_t sid); // a session of the table's, by id (null: none)
-    // Every session the daemon tracks, in the order they came up (control thread).
-    const std::vector<std::unique_ptr<AppSession>>& app_sessions() const { return app_sessions_; }
-    // A session with this process (s.local_peer): the other end's record,
-    // and its flow i, if made (else null).
-    AppSession* local_peer_session(const Session& s);
-    FlowCtx* local_peer_flow(const Session& s, uint16_t i);
-    // Flow i of session s's receive side on f, under this process's id
-    // (false: `err` says why); post_recv hands it to its rx lcore and its
-    // consumer (a.pending counts them); free_recv frees what
-    // make_recv_flow made, for a flow that never went in.
-    bool make_recv_flow(FlowCtx& f, AppSession& a, Session& s, uint16_t id, uint16_t i, std::string& err);
-    void post_recv(FlowCtx& f, AppSession& a);
-    void free_recv(FlowCtx& f);
-    // Takes a session's flows back from the lcores (its end): a sender's
-    // failed then removed, a receiver's removed; freed as the answers come.
-    void detach(AppSession& a, uint64_t now);
+    // A session of the table's, by id, and the other end of one with this
+    // process (s.local_peer), as the daemon's records (null: none).
+    AppSession* app_session(uint16_t sid) { return static_cast<AppSession*>(flows_->session(sid)); }
+    AppSession* local_peer_session(const Session& s) { return static_cast<AppSession*>(flows_->local_peer(s)); }
+    // Every session the daemon tracks, in the order they came up (control
+    // thread); app_of() gives the daemon's record.
+    const std::vector<std::unique_ptr<engine::SessionRec>>& app_sessions() const {
+        return flows_ ? flows_->sessions() : no_sessions_;
+    }
     // Frees what other threads may still be reading a second later.
     void later(uint64_t now, std::function<void()> fn);
-    // The registry (registry.cc). add_flow gives f its slot (f->index): a
-    // forgotten flow's, or a new one (false: full); publish_flows shows the
-    // new slots to the other threads. abandon_flow: a flow that never went
-    // live, or one whose session is forgotten; its slot is free.
-    bool add_flow(FlowCtx* f, uint64_t now);
-    void abandon_flow(FlowCtx& f);
-    void publish_flows();
-    size_t registry_room() const { return flows_.room(); }
     // Receive flows every Receiver can still take (engine::recv_room): a
     // session's flows may all land on one, so each needs room for all.
     uint32_t recv_room() const { return engine_ ? engine_->min_recv_room() : 0; }
-    AppSession& add_session(std::unique_ptr<AppSession> a);
     // What sessions are made with: the table, the secret every MAC is keyed
-    // with, the flow ids each end names its flows by, where flow state is
-    // allocated, the TSC rate, and the in-memory loopback's port (-1: none).
+    // with, where flow state is allocated, the TSC rate, and the in-memory
+    // loopback's port (-1: none).
     SessionTable& sessions() { return *sessions_; }
     const SipKey& secret() const { return secret_; }
-    FlowIds& send_ids() { return send_ids_; }
-    FlowIds& recv_ids() { return recv_ids_; }
     int rx_socket() const { return rx_socket_; }
     uint64_t tsc_hz() const { return tsc_hz_; }
     int local_port_id() const { return local_port_ ? local_port_->id() : -1; }
@@ -262,12 +223,13 @@ public:
     rte_ether_addr rx_mac() const { return rx_port_->mac(); }
 
     // --- What the summary is made of (bench/results.cc), besides the above ---
-    const engine::FlowRegistry<FlowCtx>& registry() const { return flows_; }
+    const engine::FlowRegistry<engine::SessionFlow>& registry() const { return reg_; }
     // What the forgotten sessions' flows add to the summary's totals.
     struct Forgotten {
-        uint64_t sessions = 0, flows_failed = 0, messages_failed = 0, completed = 0, bytes = 0;
+        uint64_t flows_failed = 0, messages_failed = 0, completed = 0, bytes = 0;
     };
     const Forgotten& forgotten() const { return forgotten_; }
+    uint64_t sessions_forgotten() const { return flows_ ? flows_->forgotten() : 0; } // sessions forgotten
     // The run's moments (TSC): the lcores launched, the work started (the
     // first session up), the loop ended, the work done (0: not yet).
     struct Times {
@@ -280,7 +242,7 @@ public:
     const std::vector<std::unique_ptr<drivers::Port>>& rails() const { return rails_; }
     const engine::Engine& engine() const { return *engine_; }
     const SessionTable* session_table() const { return sessions_.get(); }
-    uint64_t ids_reused() const { return send_ids_.reused() + recv_ids_.reused(); }
+    uint64_t ids_reused() const { return flows_ ? flows_->ids_reused() : 0; }
     bool handoff() const { return handoff_; }
     const Bench* bench() const { return bench_.get(); }
 
@@ -296,12 +258,9 @@ private:
 
     // Sessions (control loop).
     void on_session(Session& s);
-    // The engine's answers (set_answers): the daemon's part of a flow's and
-    // a session's bookkeeping, once the engine has done its own.
-    void on_answer(const Request& r, uint64_t now);
-    void release_recv(FlowCtx& f, uint64_t now); // its ring, once nothing holds it
-    bool forgettable(const AppSession& a) const;
     void forget_ended(uint64_t now); // beyond --keep-ended, the oldest ended sessions go
+    void slot_taken(uint32_t i);           // registry slot i serves a new flow
+    void forgetting(const FlowCtx& f);     // a forgotten session's flow: into the totals
     uint64_t bytes_released(uint32_t released) const; // the payload of a flow's first `released` messages
 
     void control(uint64_t now);
@@ -357,6 +316,7 @@ private:
     inline static const std::vector<Receiver*> no_receivers_{};
     std::vector<TxCtx*> txs_;
     inline static const std::vector<ConsCtx*> no_conss_{};
+    inline static const std::vector<std::unique_ptr<engine::SessionRec>> no_sessions_{};
     std::vector<drivers::FaultShim*> shims_;                 // one per rx queue
     std::vector<const rte_eth_rxtx_callback*> shim_cbs_;
     drivers::FaultSpec fault_spec_;
@@ -364,10 +324,15 @@ private:
     std::unique_ptr<SessionTable> sessions_;
     std::unique_ptr<Service> service_; // --mode service
     std::unique_ptr<Bench> bench_;     // the other modes: the benchmark's sessions and flows
-    FlowIds send_ids_, recv_ids_;
-    std::vector<std::unique_ptr<AppSession>> app_sessions_;
-    engine::FlowRegistry<FlowCtx> flows_{kMaxRegistry};
-    uint32_t next_session_index_ = 0;
+    // The flows by number (other threads read it from set-up to teardown),
+    // and the sessions and their flows (made with the session table).
+    engine::FlowRegistry<engine::SessionFlow> reg_{kMaxRegistry};
+    std::unique_ptr<engine::Sessions> flows_;
+    engine::SessionHooks hooks(); // the daemon's part of each flow (runtime_flows.cc)
+    // The registry's flows as the daemon's records (control thread).
+    auto ctxs() const {
+        return std::views::transform(reg_, [](engine::SessionFlow* f) { return static_cast<FlowCtx*>(f); });
+    }
     Forgotten forgotten_;
     bool refused_ = false;
     // run

@@ -203,7 +203,23 @@ void Runtime::make_session_table() {
         [this](Session& s) { on_session(s); });
     // The engine's round takes the control frames and the lcores' answers.
     engine_->set_control_taker([this](rte_mbuf* m, uint64_t now) { sessions_->on_frame(m, now); });
-    engine_->set_answers([this](const Request& r, uint64_t now) { on_answer(r, now); });
+    // The sessions' flows on the engine: their specs from this end's
+    // addresses, a per-packet ring with each receive half where packet
+    // completion is or may be switched on, --replay's unacknowledged.
+    engine::SessionsConfig sc;
+    sc.src_ip = opt_.src_ip;
+    sc.mac = mac_;
+    sc.udp_port = opt_.udp_port;
+    sc.paths = ecfg_.paths;
+    sc.tx_socket = tx_socket_;
+    sc.rx_socket = rx_socket_;
+    sc.pkt_cq = opt_.completion == CompletionMode::Packet || switchable();
+    sc.acknowledge = !opt_.replay;
+    // A released flow id waits out the peer timeout (and a second) before
+    // it names another flow: see flow_ids.h.
+    sc.id_quarantine = tsc_hz_ * (opt_.peer_timeout_ms + 1000) / 1000;
+    flows_ = std::make_unique<engine::Sessions>(*engine_, *sessions_, reg_, sc, hooks());
+    engine_->set_answers([this](const Request& r, uint64_t now) { flows_->on_answer(r, now); });
 }
 
 } // namespace tailmark::app

@@ -150,24 +150,19 @@ bool Runtime::make_registry(SetupError& e) {
             e = {1, "out of memory: flow contexts"};
             return false;
         }
-        FlowCtx* none = nullptr;
-        flows_.add(f, f->index, none); // slot i: nothing was given back yet
+        engine::SessionFlow* none = nullptr;
+        reg_.add(f, f->index, none); // slot i: nothing was given back yet
         f->gen_id = static_cast<uint16_t>(i);
         f->ring_size = opt_.ring_size;
         f->pkts_per_msg = plan.pkt_count;
     }
-    flows_.publish();
+    reg_.publish();
     return true;
 }
 
 bool Runtime::setup(SetupError& e) {
     tsc_hz_ = rte_get_tsc_hz();
     ecfg_ = engine_config(opt_);
-    // A released flow id waits out the peer timeout (and a second) before
-    // it names another flow: see flow_ids.h.
-    const uint64_t quarantine = tsc_hz_ * (opt_.peer_timeout_ms + 1000) / 1000;
-    send_ids_.set_quarantine(quarantine);
-    recv_ids_.set_quarantine(quarantine);
     DataPlaneConfig& dp = plane_.cfg;
     dp.mode = opt_.mode;
     dp.msg_size = opt_.msg_size;
@@ -202,7 +197,7 @@ bool Runtime::setup(SetupError& e) {
     }
     if (!opt_.flow_control && !bench_->make_unconnected(e))
         return false;
-    failed_logged_.assign(flows_.size(), false);
+    failed_logged_.assign(reg_.size(), false);
     std::string lc;
     for (unsigned l = 0; l < RTE_MAX_LCORE; l++) {
         const LcoreCtx* c = lcores_[l];
@@ -262,17 +257,24 @@ void Runtime::teardown() {
     //    routes, moves and rx roles), then the flows (the Senders' records
     //    let go of the generator's buffers), replay packets, contexts.
     engine_.reset(); // and every flow still installed (f->recv nulled)
-    for (FlowCtx* f : flows_) {
+    for (engine::SessionFlow* sf : reg_) {
+        FlowCtx* f = static_cast<FlowCtx*>(sf);
         f->send = nullptr; // the engine's once installed (install_send)
-        free_recv(*f);
+        Receiver::free_flow(f->recv); // what a session's receive half made (engine::Sessions::free_recv)
+        f->recv = nullptr;
+        socket_delete(f->cons);
+        f->cons = nullptr;
+        rte_ring_free(f->pkt_cq);
+        f->pkt_cq = nullptr;
+        f->ring.reset();
         rte_ring_free(f->send_q);
         f->send_q = nullptr;
         rte_free(f->sizes);
         f->sizes = nullptr;
         socket_delete(f);
     }
-    flows_.clear();
-    app_sessions_.clear();
+    reg_.clear();
+    flows_.reset(); // the sessions' records
     sessions_.reset(); // the session links
     // The applications' memory: the Senders and the ports let go of every
     // mbuf that referenced an arena.

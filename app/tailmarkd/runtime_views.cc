@@ -17,34 +17,11 @@
 
 namespace tailmark::app {
 
-Sender::FlowView Runtime::send_view(const FlowCtx& f) const {
-    if (f.send != nullptr)
-        return Sender::view(f.send);
-    return f.last_send;
-}
-
-uint32_t Runtime::released_of(const FlowCtx& f) const {
-    if (f.ring)
-        return f.ring->released();
-    // A receive side whose session ended keeps its ring's last cursor; the
-    // sender's view is only a sender's (as in acked_of).
-    if (f.send != nullptr || (f.detached && send_only(f)))
-        return send_view(f).released;
-    return f.last_released;
-}
-
-uint32_t Runtime::acked_of(const FlowCtx& f) const {
-    if (f.recv != nullptr)
-        return *Receiver::acked_word(f.recv);
-    if (f.send != nullptr || (f.detached && send_only(f)))
-        return send_view(f).acked;
-    return f.last_acked;
-}
-
-// A flow with a send side and no receive side (send mode's, and a service
-// connector's): once its session ended, its cursors are its last send view.
-// (Service mode's send flows showed 0 acknowledged and released there.)
-bool Runtime::send_only(const FlowCtx& f) const { return f.send_session != nullptr && f.recv_session == nullptr; }
+// A flow's cursors, live or as last seen (engine::Sessions' views).
+Sender::FlowView Runtime::send_view(const FlowCtx& f) const { return engine::Sessions::send_view(f); }
+uint32_t Runtime::released_of(const FlowCtx& f) const { return engine::Sessions::released_of(f); }
+uint32_t Runtime::acked_of(const FlowCtx& f) const { return engine::Sessions::acked_of(f); }
+bool Runtime::send_only(const FlowCtx& f) const { return engine::Sessions::send_only(f); }
 
 DropCounters Runtime::drops() const {
     DropCounters d = engine_ ? engine_->drops() : DropCounters{}; // the Senders' and Receivers'
@@ -85,7 +62,7 @@ Runtime::Stats Runtime::stats() const {
         t.bytes += peek(c->bytes);
     }
     if (opt_.mode == Mode::Send && opt_.flow_control)
-        for (const FlowCtx* f : flows_)
+        for (const FlowCtx* f : ctxs())
             t.acked += send_view(*f).released;
     if (opt_.mode == Mode::Send) {
         t.completed = t.acked;
@@ -94,7 +71,7 @@ Runtime::Stats Runtime::stats() const {
         t.completed += forgotten_.completed;
         if (sizes_known)
             t.bytes = forgotten_.bytes;
-        for (const FlowCtx* f : flows_) {
+        for (const FlowCtx* f : ctxs()) {
             if (f->forgotten)
                 continue;
             const uint32_t rel = released_of(*f);
@@ -145,7 +122,7 @@ void Runtime::print_stats(uint64_t now) {
     const uint64_t base = opt_.mode == Mode::Recv ? t.completion_writes : t.sent;
     const uint64_t in_flight = base > t.completed ? base - t.completed : 0;
     uint32_t up = 0;
-    for (const auto& a : app_sessions_)
+    for (const auto& a : app_sessions())
         up += a->stage == AppSession::Stage::Live;
     printf(" in_flight=%" PRIu64 " retransmits=%" PRIu64 " stalled=%u", in_flight, t.retx,
            nstalled_.load(std::memory_order_relaxed));
@@ -155,7 +132,7 @@ void Runtime::print_stats(uint64_t now) {
     printf(" sessions=%u", up);
     // The fastest session's congestion controller: what paces the sender now.
     double cc_bps = 0, srtt_us = 0;
-    for (const FlowCtx* f : flows_) {
+    for (const FlowCtx* f : ctxs()) {
         if (f->forgotten || (f->send == nullptr && !f->detached && opt_.mode == Mode::Recv))
             continue;
         const Sender::FlowView v = send_view(*f);

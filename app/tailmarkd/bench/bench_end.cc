@@ -10,14 +10,15 @@ namespace tailmark::app {
 void Bench::count_complete() {
     if (opt_.messages == 0)
         return;
-    for (const auto& a : rt_.app_sessions()) {
-        if (a->connector || a->complete || a->flows.empty())
+    for (const auto& p : rt_.app_sessions()) {
+        AppSession& a = app_of(*p);
+        if (a.connector || a.complete || a.flows.empty())
             continue;
         bool all = true;
-        for (const FlowCtx* f : a->flows)
+        for (const FlowCtx* f : a.ctxs())
             all = all && f->consumed.load(std::memory_order_acquire) >= opt_.messages;
         if (all) {
-            a->complete = true;
+            a.complete = true;
             sessions_complete_++;
         }
     }
@@ -32,7 +33,7 @@ bool Bench::done() const {
             return false;
         // The senders confirm they heard the last release with a CLOSE.
         for (const auto& a : rt_.app_sessions())
-            if (a->complete && a->stage == AppSession::Stage::Live)
+            if (app_of(*a).complete && a->stage == AppSession::Stage::Live)
                 return false;
         return true;
     }

@@ -26,7 +26,7 @@ void Bench::install_send(AppSession& a, Session& s) {
         FlowCtx& f = rt_.flow_at(i);
         f.session = f.send_session = &a;
         a.flows.push_back(&f);
-        const uint32_t si = rt_.send_queue_for(s, i);
+        const uint32_t si = rt_.flows().send_queue_for(s, i);
         Runtime::SendOpen o;
         o.ring_size = s.params.ring_size;
         // The generator counts; send mode takes a completion per message for
@@ -37,7 +37,7 @@ void Bench::install_send(AppSession& a, Session& s) {
             TM_LOG(ERR, app, "out of memory: generator state of flow %u", i);
             continue;
         }
-        if (!rt_.open_send(f, a, s, i, si, o))
+        if (!rt_.flows().open_send(f, a, s, i, si, o))
             TM_LOG(ERR, app, "out of memory: send state of flow %u", i);
     }
 }
@@ -50,9 +50,9 @@ void Bench::install_replay(AppSession& a, Session& s) {
         a.flows.push_back(&f);
         const uint16_t wire = static_cast<uint16_t>(s.peer_base + i);
         TxFlow tx;
-        engine::tx_flow(s, i, s.params.ring_size, rt_.address_to(s), tx); // the session's MTU fits
+        engine::tx_flow(s, i, s.params.ring_size, rt_.flows().address_to(s), tx); // the session's MTU fits
         if (peer_side != nullptr && i < peer_side->flows.size())
-            make_replay(f, tx, peer_side->flows[i]->ring.get(), rt_.sender_for(wire, i), a);
+            make_replay(f, tx, peer_side->flows[i]->ring.get(), rt_.engine().sender_for(wire, i), a);
     }
 }
 
@@ -214,15 +214,15 @@ bool Bench::make_unconnected(SetupError& e) {
         sp.max_msg = opt_.msg_size;
         sp.reliable = false;
         sp.report = false;
-        const uint32_t si = rt_.sender_for(static_cast<uint16_t>(i), static_cast<uint16_t>(i));
+        const uint32_t si = rt_.engine().sender_for(static_cast<uint16_t>(i), static_cast<uint16_t>(i));
         if (opt_.mode == Mode::Loopback) {
             std::string err;
             fake.peer_base = 0;
-            if (!rt_.make_recv_flow(f, *a, fake, static_cast<uint16_t>(i), static_cast<uint16_t>(i), err)) {
+            if (!rt_.flows().make_recv(f, *a, fake, static_cast<uint16_t>(i), static_cast<uint16_t>(i), err)) {
                 e = {2, err};
                 return false;
             }
-            rt_.post_recv(f, *a);
+            rt_.flows().post_recv(f, *a);
             if (f.recv == nullptr) {
                 e = {1, "flow set-up refused by an lcore"};
                 return false;
@@ -240,7 +240,7 @@ bool Bench::make_unconnected(SetupError& e) {
             e = {1, "out of memory: generator state (--payload fixed: a message per flow)"};
             return false;
         }
-        if (!rt_.install_send(f, *a, sp, si)) {
+        if (!rt_.flows().install_send(f, *a, sp, si)) {
             e = {1, "out of memory: send state"};
             return false;
         }
@@ -261,7 +261,7 @@ bool Bench::make_unconnected(SetupError& e) {
         a->flows.push_back(&f);
         f.session = f.send_session = f.recv_session = a.get();
     }
-    rt_.add_session(std::move(a));
+    rt_.flows().add_session(std::move(a));
     return true;
 }
 

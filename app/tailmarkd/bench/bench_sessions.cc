@@ -53,7 +53,7 @@ void Bench::start(uint64_t now) {
         rt_.sessions().listen(service, rt_.secret(), [this](Session& s, const FlowParams& p) { return decide(s, p); });
     if (opt_.mode == Mode::Recv)
         return;
-    const int base = rt_.send_ids().alloc(opt_.flows, now);
+    const int base = rt_.flows().send_ids().alloc(opt_.flows, now);
     const Endpoint peer = opt_.mode == Mode::Loopback ? Endpoint{opt_.src_ip, opt_.udp_port}
                                                       : Endpoint{opt_.dst_ip, opt_.udp_port};
     Session* s = base < 0 ? nullptr
@@ -101,7 +101,7 @@ AcceptDecision Bench::decide(Session& s, const FlowParams& p) {
                 return refuse(RefuseReason::Key, opt_.key_of(i), p.key_of(i), i);
     if (p.nflows > rt_.recv_room()) // some would be refused by a full Receiver: their data dropped
         return refuse(RefuseReason::NoRoom, rt_.recv_room(), p.nflows);
-    const int base = rt_.recv_ids().alloc(p.nflows, rte_rdtsc());
+    const int base = rt_.flows().recv_ids().alloc(p.nflows, rte_rdtsc());
     if (base < 0)
         return refuse(RefuseReason::NoRoom, 65536, p.nflows);
     d.agreed = proposal();
@@ -131,7 +131,7 @@ AcceptDecision Bench::decide(Session& s, const FlowParams& p) {
             f = &rt_.flow_at(i);
         } else {
             f = socket_new<FlowCtx>(rt_.rx_socket());
-            if (f == nullptr || !rt_.add_flow(f, rte_rdtsc())) {
+            if (f == nullptr || !rt_.flows().add_flow(f, rte_rdtsc())) {
                 socket_delete(f);
                 ok = false;
                 break;
@@ -145,28 +145,28 @@ AcceptDecision Bench::decide(Session& s, const FlowParams& p) {
         if (opt_.mode == Mode::Recv)
             f->session = a.get();
         a->flows.push_back(f);
-        ok = rt_.make_recv_flow(*f, *a, s, static_cast<uint16_t>(base + i), i, err);
+        ok = rt_.flows().make_recv(*f, *a, s, static_cast<uint16_t>(base + i), i, err);
     }
     if (!ok) { // undo: nothing reached an lcore
-        for (FlowCtx* f : a->flows) {
-            rt_.free_recv(*f);
+        for (FlowCtx* f : a->ctxs()) {
+            rt_.flows().free_recv(*f);
             if (opt_.mode != Mode::Loopback) // loopback's flows are its own, made once
-                rt_.abandon_flow(*f);
+                rt_.flows().abandon(*f);
         }
-        rt_.publish_flows();
-        rt_.recv_ids().unuse(static_cast<uint32_t>(base), p.nflows); // refused: no packet carried them
+        rt_.flows().publish();
+        rt_.flows().recv_ids().unuse(static_cast<uint32_t>(base), p.nflows); // refused: no packet carried them
         TM_LOG(ERR, app, "session from %s: %s", to_string(s.peer).c_str(), err.empty() ? "out of memory" : err.c_str());
         d = AcceptDecision{};
         d.reason = RefuseReason::NoRoom;
         return d;
     }
-    for (FlowCtx* f : a->flows)
-        rt_.post_recv(*f, *a);
-    rt_.publish_flows();
+    for (FlowCtx* f : a->ctxs())
+        rt_.flows().post_recv(*f, *a);
+    rt_.flows().publish();
     TM_LOG(INFO, app, "session %u from %s (service %u): %u flows, ids %u..%u, MTU %u, data v%u%s%s", s.id,
            to_string(s.peer).c_str(), s.service, p.nflows, base, base + p.nflows - 1, mtu, unsigned(s.params.version),
            s.params.data_auth ? " with --data-auth" : "", s.local_peer ? " (this process: cursors in memory)" : "");
-    rt_.add_session(std::move(a));
+    rt_.flows().add_session(std::move(a));
     return d;
 }
 
@@ -185,7 +185,7 @@ void Bench::on_session(Session& s, uint64_t now) {
         }
         if (a != nullptr)
             return;
-        a = &rt_.add_session(AppSession::of(s, true));
+        a = &app_of(rt_.flows().add_session(AppSession::of(s, true)));
         TM_LOG(INFO, app, "session %u to %s up: %u flows, peer's ids %u.., MTU %u, ring %u, data v%u%s%s", s.id,
                to_string(s.peer).c_str(), s.params.nflows, s.peer_base, s.params.mtu, s.params.ring_size,
                unsigned(s.params.version), s.params.data_auth ? " with --data-auth" : "",
@@ -213,7 +213,7 @@ void Bench::on_session(Session& s, uint64_t now) {
     else
         TM_LOG(WARNING, app, "session %u %s %s ended: %s", s.id, s.connector ? "to" : "from",
                to_string(s.peer).c_str(), to_string(s.end));
-    rt_.detach(*a, now);
+    rt_.flows().detach(*a, now);
 }
 
 // A connector that never came up: why, on stderr (the operator's first

@@ -68,7 +68,7 @@ Results RunSummary::make() const {
     const auto& reg = rt_.registry();
     // Service: the flows the applications' sessions opened; their sizes are theirs.
     r.flows = o.mode == Mode::Service ? static_cast<uint32_t>(reg.made()) : o.flows;
-    r.registry = {reg.made(), reg.size(), reg.reused(), rt_.forgotten().sessions};
+    r.registry = {reg.made(), reg.size(), reg.reused(), rt_.sessions_forgotten()};
     r.msg_size = o.mode == Mode::Service ? 0 : o.msg_size;
     r.messages_per_flow = o.messages;
     r.messages_sent = t.sent;
@@ -119,8 +119,8 @@ Results RunSummary::make() const {
     r.exit_reason = rt_.exit_reason().empty() ? "stopped" : rt_.exit_reason();
 
     uint64_t sends = 0;
-    for (const FlowCtx* f : reg)
-        sends += f->sends_requested.load(std::memory_order_relaxed);
+    for (const engine::SessionFlow* f : reg)
+        sends += ctx_of(*f).sends_requested.load(std::memory_order_relaxed);
     add_flow_rows(r);
     add_session_rows(r);
     verdict(r, sends);
@@ -272,7 +272,8 @@ void RunSummary::add_flow_rows(Results& r) const {
     const double hz = double(rt_.tsc_hz());
     r.flows_failed = static_cast<uint32_t>(rt_.forgotten().flows_failed);
     r.messages_failed = rt_.forgotten().messages_failed;
-    for (const FlowCtx* f : rt_.registry()) {
+    for (const engine::SessionFlow* sf : rt_.registry()) {
+        const FlowCtx* f = &ctx_of(*sf);
         if (f->forgotten)
             continue;
         if (f->send != nullptr || f->detached || rt_.options().mode != Mode::Recv) {
@@ -306,8 +307,8 @@ void RunSummary::add_session_rows(Results& r) const {
         ss.flows = static_cast<uint32_t>(a->flows.size());
         ss.data_version = a->data_version;
         ss.data_auth = a->data_auth;
-        ss.complete = a->complete;
-        for (const FlowCtx* f : a->flows) {
+        ss.complete = app_of(*a).complete;
+        for (const FlowCtx* f : app_of(*a).ctxs()) {
             ss.released += rt_.released_of(*f);
             if (f->cons != nullptr) {
                 ss.completed += peek(f->cons->completed);

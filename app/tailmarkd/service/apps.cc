@@ -186,7 +186,7 @@ void Service::on_connect(SvcApp& app, const tm_msg_connect& m, uint64_t now) {
                                                  std::to_string(o.mtu));
     if (m.ip == 0 || m.service == 0)
         return reply_error(app, req, EINVAL, "no peer address or port");
-    const int base = rt_.send_ids().alloc(m.nflows, now);
+    const int base = rt_.flows().send_ids().alloc(m.nflows, now);
     if (base < 0)
         return reply_error(app, req, ENOSPC, "no flow ids left for " + std::to_string(m.nflows) + " flows");
     auto ss = std::make_unique<SvcSession>();
@@ -213,7 +213,7 @@ void Service::on_connect(SvcApp& app, const tm_msg_connect& m, uint64_t now) {
         memcpy(&key, m.secret, sizeof(key));
     Session* s = rt_.sessions().connect(ss->peer, m.service, key, p, static_cast<uint16_t>(base), nullptr, now, ss.get());
     if (s == nullptr) {
-        rt_.send_ids().unuse(static_cast<uint32_t>(base), m.nflows); // no CONNECT named them
+        rt_.flows().send_ids().unuse(static_cast<uint32_t>(base), m.nflows); // no CONNECT named them
         return reply_error(app, req, ENOSPC, "the session table is full");
     }
     ss->s = s;
@@ -338,7 +338,7 @@ void Service::reap(uint64_t now) {
         }
         free_send_memory(*ss);
         if (ss->a != nullptr)
-            ss->a->svc = nullptr;
+            ss->a->user = nullptr;
         if (ss->local_peer != nullptr)
             ss->local_peer->local_peer = nullptr;
         if (ss->app != nullptr) {

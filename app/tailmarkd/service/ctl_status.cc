@@ -90,7 +90,7 @@ StatusSnapshot Service::status_snapshot(uint64_t now) const {
         if (ss.a != nullptr) {
             if (ss.a->up_tsc != 0)
                 x.up_s = double((ss.a->down_tsc ? ss.a->down_tsc : now) - ss.a->up_tsc) / hz;
-            for (const FlowCtx* f : ss.a->flows) {
+            for (const FlowCtx* f : ss.a->ctxs()) {
                 if (ss.connector) {
                     const Sender::FlowView v = rt_.send_view(*f);
                     x.sent += v.sent;

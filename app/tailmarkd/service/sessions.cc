@@ -36,11 +36,11 @@ AcceptDecision Service::decide(uint16_t port, Session& s, const FlowParams& p) {
     const uint64_t total = flow_stride * p.nflows;
     if (total > (o.svc_max_session_mb << 20))
         return refuse(RefuseReason::NoRoom, o.svc_max_session_mb << 20, total);
-    if (p.nflows > rt_.registry_room())
-        return refuse(RefuseReason::NoRoom, rt_.registry_room(), p.nflows);
+    if (p.nflows > rt_.flows().room())
+        return refuse(RefuseReason::NoRoom, rt_.flows().room(), p.nflows);
     if (p.nflows > rt_.recv_room()) // some would be refused by a full Receiver: their data dropped
         return refuse(RefuseReason::NoRoom, rt_.recv_room(), p.nflows);
-    const int base = rt_.recv_ids().alloc(p.nflows, rte_rdtsc());
+    const int base = rt_.flows().recv_ids().alloc(p.nflows, rte_rdtsc());
     if (base < 0)
         return refuse(RefuseReason::NoRoom, 65536, p.nflows);
 
@@ -59,7 +59,7 @@ AcceptDecision Service::decide(uint16_t port, Session& s, const FlowParams& p) {
     void* map = nullptr;
     ss->memfd = make_memfd("tailmark-recv", len, map, true);
     if (ss->memfd < 0) {
-        rt_.recv_ids().unuse(static_cast<uint32_t>(base), p.nflows); // refused: no packet carried them
+        rt_.flows().recv_ids().unuse(static_cast<uint32_t>(base), p.nflows); // refused: no packet carried them
         return refuse(RefuseReason::NoRoom, 0, total);
     }
     ss->mem.addr = map;
@@ -77,13 +77,13 @@ AcceptDecision Service::decide(uint16_t port, Session& s, const FlowParams& p) {
     s.user = ss.get();
 
     auto a = AppSession::of(s, false);
-    a->svc = ss.get();
+    a->user = ss.get();
     ss->a = a.get();
     std::string err;
     bool ok = true;
     for (uint16_t i = 0; i < p.nflows && ok; i++) {
         FlowCtx* f = socket_new<FlowCtx>(rt_.rx_socket());
-        if (f == nullptr || !rt_.add_flow(f, rte_rdtsc())) {
+        if (f == nullptr || !rt_.flows().add_flow(f, rte_rdtsc())) {
             socket_delete(f);
             ok = false;
             break;
@@ -95,32 +95,32 @@ AcceptDecision Service::decide(uint16_t port, Session& s, const FlowParams& p) {
         a->flows.push_back(f);
         f->ring = CompletionRing::create_at(static_cast<uint8_t*>(map) + i * flow_stride, flow_stride,
                                             static_cast<uint16_t>(base + i), p.ring_size, p.max_msg);
-        ok = f->ring != nullptr && rt_.make_recv_flow(*f, *a, s, static_cast<uint16_t>(base + i), i, err);
+        ok = f->ring != nullptr && rt_.flows().make_recv(*f, *a, s, static_cast<uint16_t>(base + i), i, err);
         if (ok)
             ss->recv.push_back(f->ring.get());
     }
     if (!ok) { // nothing reached an lcore
         TM_LOG(ERR, app, "service: session from %s: %s", to_string(s.peer).c_str(),
                err.empty() ? "out of memory" : err.c_str());
-        for (FlowCtx* f : a->flows) {
-            rt_.free_recv(*f);
-            rt_.abandon_flow(*f);
+        for (FlowCtx* f : a->ctxs()) {
+            rt_.flows().free_recv(*f);
+            rt_.flows().abandon(*f);
         }
-        rt_.publish_flows();
-        rt_.recv_ids().unuse(static_cast<uint32_t>(base), p.nflows); // refused: no packet carried them
+        rt_.flows().publish();
+        rt_.flows().recv_ids().unuse(static_cast<uint32_t>(base), p.nflows); // refused: no packet carried them
         s.user = nullptr;
         d = AcceptDecision{};
         d.reason = RefuseReason::NoRoom;
         return d;
     }
-    for (FlowCtx* f : a->flows)
-        rt_.post_recv(*f, *a);
-    rt_.publish_flows();
+    for (FlowCtx* f : a->ctxs())
+        rt_.flows().post_recv(*f, *a);
+    rt_.flows().publish();
     TM_LOG(INFO, app, "service: session %u from %s to port %u (%s): %u flows, ring %u, max %u B, data v%u%s", s.id,
            to_string(s.peer).c_str(), port, app.label().c_str(), p.nflows, p.ring_size, p.max_msg,
            unsigned(s.params.version), s.params.data_auth ? " with --data-auth" : "");
     app.sessions.push_back(ss.get());
-    rt_.add_session(std::move(a));
+    rt_.flows().add_session(std::move(a));
     std::lock_guard<std::mutex> lk(counters_mu_);
     sessions_.push_back(std::move(ss));
     return d;
@@ -158,7 +158,7 @@ void Service::install_send(SvcSession& ss, Session& s, uint64_t now) {
 
         FlowCtx* f = socket_new<FlowCtx>(rt_.tx_socket());
         auto* sf = static_cast<SvcSendFlow*>(rte_zmalloc_socket("tm_svc_flow", sizeof(SvcSendFlow), 64, rt_.tx_socket()));
-        if (f == nullptr || sf == nullptr || !rt_.add_flow(f, now)) {
+        if (f == nullptr || sf == nullptr || !rt_.flows().add_flow(f, now)) {
             socket_delete(f);
             rte_free(sf);
             TM_LOG(ERR, app, "service: session %u: out of memory (flow %u)", s.id, i);
@@ -208,7 +208,7 @@ void Service::install_send(SvcSession& ss, Session& s, uint64_t now) {
             rte_ring_sp_enqueue_elem(sf->free_shinfo, &k, sizeof(k));
         }
         if (peer_side != nullptr && i < peer_side->flows.size() && peer_side->flows[i]->recv != nullptr)
-            if (auto* ps = static_cast<SvcSession*>(peer_side->svc); ps != nullptr) {
+            if (auto* ps = static_cast<SvcSession*>(peer_side->user); ps != nullptr) {
                 ss.local_peer = ps;
                 ps->local_peer = &ss;
             }
@@ -217,13 +217,13 @@ void Service::install_send(SvcSession& ss, Session& s, uint64_t now) {
         o.report = true;
         o.payload = app.zero_copy ? PayloadMode::ZeroCopy : PayloadMode::Copy; // extbufs over the arena, or copies
         o.user = sf;
-        if (!rt_.open_send(*f, a, s, i, rt_.send_queue_for(s, i), o)) {
+        if (!rt_.flows().open_send(*f, a, s, i, rt_.flows().send_queue_for(s, i), o)) {
             TM_LOG(ERR, app, "service: session %u: out of memory (send state of flow %u)", s.id, i);
             rt_.sessions().close(&s, now);
             return;
         }
     }
-    rt_.publish_flows();
+    rt_.flows().publish();
 }
 
 void Service::on_session(Session& s, uint64_t now) {
@@ -242,9 +242,9 @@ void Service::on_session(Session& s, uint64_t now) {
         if (ss->a != nullptr)
             return;
         auto a = AppSession::of(s, true);
-        a->svc = ss;
+        a->user = ss;
         a->up_tsc = now; // (tailmark-ctl's up_s)
-        ss->a = &rt_.add_session(std::move(a));
+        ss->a = &app_of(rt_.flows().add_session(std::move(a)));
         TM_LOG(INFO, app, "service: session %u to %s up: %u flows, MTU %u, ring %u, data v%u%s%s", s.id, to_string(s.peer).c_str(),
                s.params.nflows, s.params.mtu, s.params.ring_size, unsigned(s.params.version),
                s.params.data_auth ? " with --data-auth" : "", s.local_peer ? " (this daemon)" : "");
@@ -304,13 +304,13 @@ void Service::on_session(Session& s, uint64_t now) {
     a.down_tsc = now;
     TM_LOG(INFO, app, "service: session %u %s %s ended: %s", s.id, ss->connector ? "to" : "from",
            to_string(s.peer).c_str(), to_string(ss->end));
-    rt_.detach(a, now);
+    rt_.flows().detach(a, now);
     if (a.stage == AppSession::Stage::Gone)
         on_stage(a, now);
 }
 
 void Service::on_stage(AppSession& a, uint64_t now) {
-    auto* ss = static_cast<SvcSession*>(a.svc);
+    auto* ss = static_cast<SvcSession*>(a.user);
     if (ss == nullptr)
         return;
     if (ss->connector && a.stage == AppSession::Stage::Live && !ss->told_up && ss->s != nullptr &&
@@ -408,7 +408,7 @@ void Service::finish_closes(uint64_t now) {
         SvcSession& ss = *closing_[i].first;
         bool flushed = true;
         if (ss.a != nullptr)
-            for (const FlowCtx* f : ss.a->flows)
+            for (const FlowCtx* f : ss.a->ctxs())
                 if (f->recv != nullptr && f->ring && Receiver::released_sent(f->recv) != f->ring->released())
                     flushed = false;
         if (!flushed && now < closing_[i].second) {
