@@ -11,10 +11,11 @@
 // Prints one line; exits 0 only if all N came back right, nothing was
 // dropped and both flows closed.
 //
-// The flows' specs come from what the two ends agreed (session_flows.h),
-// their Receiver and Sender from the engine's steering, the session
+// Each end's flows go through engine::Sessions, as tailmarkd's do: made
+// from what the two ends agreed, installed, taken back when the session
+// ends (an acceptor's ACCEPT sent once its flows are in); the session
 // packets go through Engine::control_sender and come back through its
-// control ring: the pieces tailmarkd's sessions use, on the engine alone.
+// control ring. The engine library alone, no daemon.
 //
 //   engine_session --no-huge -m 512 --no-pci -l 0-1 -- [--messages N] [--size BYTES]
 #include <atomic>
@@ -35,7 +36,7 @@
 #include "drivers/port.h"
 #include "tailmark/completion_ring.h"
 #include "tailmark/engine/engine.h"
-#include "tailmark/engine/session_flows.h"
+#include "tailmark/engine/sessions.h"
 #include "tailmark/session.h"
 
 using namespace tailmark;
@@ -43,7 +44,6 @@ using namespace tailmark;
 namespace {
 
 constexpr uint16_t kService = 47474;
-constexpr uint16_t kBase = 1;  // each end's flow ids start here
 constexpr uint32_t kRing = 64; // the receiver's slots: the send window
 constexpr uint32_t kMtu = 1500;
 constexpr uint64_t kTimeoutS = 30;
@@ -81,7 +81,8 @@ void sink(void* ctx, const SendCompletion* done, uint32_t n) {
         (done[i].status == SendStatus::Delivered ? o.delivered : o.failed).fetch_add(1, std::memory_order_relaxed);
 }
 
-// One end: its port, its engine (roles on `lcore`), its session table.
+// One end: its port, its engine (roles on `lcore`), its session table,
+// and its sessions' flows on the engine.
 struct End {
     const char* name;
     uint32_t ip;
@@ -89,6 +90,11 @@ struct End {
     std::unique_ptr<drivers::Port> port;
     std::unique_ptr<engine::Engine> e;
     std::unique_ptr<SessionTable> table;
+    engine::FlowRegistry<engine::SessionFlow> reg{16};
+    std::unique_ptr<engine::Sessions> flows;
+    std::vector<std::unique_ptr<engine::SessionFlow>> made; // the flow records, ours
+
+    End(const char* n, uint32_t addr, rte_ether_addr m) : name(n), ip(addr), mac(m) {}
 
     bool open(uint16_t port_id, rte_mempool* pool, unsigned lcore) {
         drivers::PortSetup ps;
@@ -118,7 +124,7 @@ struct End {
         return true;
     }
     // The table sends through the engine and takes what its rx lcores route
-    // to the control ring.
+    // to the control ring; the engine's answers go to the sessions' flows.
     void make_table(rte_mempool* pool, SessionTable::Notify notify) {
         SessionTable::Config tc;
         tc.pool = pool;
@@ -128,6 +134,27 @@ struct End {
         tc.data_auth = true; // version 2's tag covers the payload too
         table = std::make_unique<SessionTable>(tc, e->control_sender(ip), std::move(notify));
         e->set_control_taker([this](rte_mbuf* m, uint64_t now) { table->on_frame(m, now); });
+        engine::SessionsConfig sc;
+        sc.src_ip = ip;
+        sc.mac = mac;
+        sc.udp_port = kService;
+        sc.tx_socket = sc.rx_socket = static_cast<int>(rte_socket_id());
+        sc.id_quarantine = rte_get_tsc_hz();
+        flows = std::make_unique<engine::Sessions>(*e, *table, reg, sc);
+        e->set_answers([this](const engine::Request& r, uint64_t now) { flows->on_answer(r, now); });
+    }
+    // A record for flow `i` of session record a, numbered in the registry.
+    engine::SessionFlow* new_flow(uint64_t now) {
+        made.push_back(std::make_unique<engine::SessionFlow>());
+        engine::SessionFlow* f = made.back().get();
+        return flows->add_flow(f, now) ? f : nullptr;
+    }
+    // The session ended (either end's CLOSE): its flows taken back.
+    void ended(Session& s, uint64_t now) {
+        if (engine::SessionRec* a = flows->session(s.id); a != nullptr) {
+            a->end = s.end;
+            flows->detach(*a, now);
+        }
     }
     uint64_t drops() const {
         uint64_t d = 0;
@@ -136,6 +163,15 @@ struct End {
         for (uint64_t x : table->counters().drops)
             d += x;
         return d;
+    }
+    // The engine first (its deferred frees reach the flows' ids), then the
+    // sessions' records, the table (its links), the port.
+    void close() {
+        e.reset();
+        flows.reset();
+        made.clear();
+        table.reset();
+        port.reset();
     }
 };
 
@@ -186,55 +222,80 @@ int run(uint32_t messages, uint64_t size) {
     src.size = size;
     src.bufs.resize(kRing * size);
     Outcome out;
-    auto ring = CompletionRing::create(kBase, kRing, size, static_cast<int>(rte_socket_id()));
-    End a{"A", RTE_IPV4(198, 18, 0, 1), {{2, 0, 0, 0, 0, 0xA}}, {}, {}, {}};
-    End b{"B", RTE_IPV4(198, 18, 0, 2), {{2, 0, 0, 0, 0, 0xB}}, {}, {}, {}};
-    if (ring == nullptr || !a.open(pa, pool, worker) || !b.open(pb, pool, rte_get_main_lcore()))
+    End a("A", RTE_IPV4(198, 18, 0, 1), {{2, 0, 0, 0, 0, 0xA}});
+    End b("B", RTE_IPV4(198, 18, 0, 2), {{2, 0, 0, 0, 0, 0xB}});
+    if (!a.open(pa, pool, worker) || !b.open(pb, pool, rte_get_main_lcore()))
         return 1;
     a.e->sender(0).set_source(source, &src);
     a.e->tx_role(0).set_sink(sink, &out);
 
     // A: once the session is up, its send flow, to B's flow.
     Session* sa = nullptr;
-    bool a_sending = false, a_ended = false;
+    engine::SessionRec* ra = nullptr;
     a.make_table(pool, [&](Session& s) {
-        if (s.state == SessionState::Established && !a_sending) {
-            SendFlowSpec ss;
-            engine::send_spec(s, 0, s.params.ring_size, engine::address_to(s, a.mac, a.ip), 1, ss);
-            ss.report = true;
-            a_sending = a.e->open_send(ss, a.e->sender_for(s.peer_base, 0));
+        const uint64_t now = rte_rdtsc();
+        if (s.state == SessionState::Established && ra == nullptr) {
+            auto rec = std::make_unique<engine::SessionRec>();
+            rec->take(s, true);
+            engine::SessionFlow* f = a.new_flow(now);
+            if (f == nullptr)
+                return;
+            f->session = f->send_session = rec.get();
+            rec->flows.push_back(f);
+            engine::Sessions::SendOpen o;
+            o.ring_size = s.params.ring_size;
+            o.report = true; // each message's outcome to the tx role's sink
+            if (!a.flows->open_send(*f, *rec, s, 0, a.flows->send_queue_for(s, 0), o))
+                return;
+            a.flows->publish();
+            ra = &a.flows->add_session(std::move(rec));
         } else if (s.state == SessionState::Ended) {
-            a_ended = true;
+            a.ended(s, now);
         }
     });
-    // B: a session like the proposal, its receive flow opened before the ACCEPT.
-    Session* sb = nullptr;
-    SessionEnd b_end = SessionEnd::None;
+    // B: a session like the proposal, its receive flow made and installed
+    // before the ACCEPT (which engine::Sessions sends once it is in).
+    engine::SessionRec* rb = nullptr;
+    engine::SessionFlow* fb = nullptr;
+    uint8_t version = 0;
+    bool tagged = false;
     b.make_table(pool, [&](Session& s) {
-        if (s.state == SessionState::Ended) {
-            b_end = s.end;
-            b.e->close_recv(kBase);
-        }
+        if (s.state == SessionState::Ended)
+            b.ended(s, rte_rdtsc());
     });
     b.table->listen(kService, kSecret, [&](Session& s, const FlowParams& p) {
+        const uint64_t now = rte_rdtsc();
         AcceptDecision d;
-        if (p.nflows != 1 || p.ring_size != kRing || p.max_msg < size || sb != nullptr) {
+        const int base = rb == nullptr ? b.flows->recv_ids().alloc(1, now) : -1;
+        if (p.nflows != 1 || p.ring_size != kRing || p.max_msg < size || base < 0) {
             d.reason = RefuseReason::Flows;
             return d;
         }
         d.agreed = p;
-        d.local_base = kBase;
+        d.local_base = static_cast<uint16_t>(base);
         d.defer = true; // ACCEPT once the flow is in place
         s.params = d.agreed;
         s.local_base = d.local_base;
-        const int r = b.e->receiver_for(kBase, s.peer.ip, b.ip, kService);
-        const RecvFlowSpec rs = engine::recv_spec(s, 0, kBase, ring.get(), nullptr);
-        if (r < 0 || !b.e->open_recv(rs, static_cast<uint32_t>(r))) {
+        auto rec = std::make_unique<engine::SessionRec>();
+        rec->take(s, false);
+        engine::SessionFlow* f = b.new_flow(now);
+        std::string err;
+        if (f != nullptr) {
+            f->session = f->recv_session = rec.get();
+            rec->flows.push_back(f);
+        }
+        if (f == nullptr || !b.flows->make_recv(*f, *rec, s, d.local_base, 0, err)) {
+            fprintf(stderr, "engine_session: B: %s\n", err.c_str());
             d = AcceptDecision{};
             d.reason = RefuseReason::NoRoom;
             return d;
         }
-        sb = &s;
+        b.flows->post_recv(*f, *rec);
+        b.flows->publish();
+        rb = &b.flows->add_session(std::move(rec));
+        fb = f;
+        version = s.link->data_version;
+        tagged = s.link->data_auth;
         return d;
     });
     if (!a.e->launch() || !b.e->launch()) {
@@ -252,21 +313,22 @@ int run(uint32_t messages, uint64_t size) {
     proposal.max_msg = static_cast<uint32_t>(size);
     proposal.key = 0xE5E5;
     proposal.data_auth = true;
-    sa = a.table->connect({b.ip, kService}, kService, kSecret, proposal, kBase, &b.mac, t0);
-    bool accepted = false, closing = false;
+    const int abase = a.flows->send_ids().alloc(1, t0);
+    sa = abase < 0 ? nullptr
+                   : a.table->connect({b.ip, kService}, kService, kSecret, proposal, static_cast<uint16_t>(abase), &b.mac, t0);
+    bool closing = false;
     uint32_t next = 0;
     uint64_t good = 0, bad = 0;
     // The control threads of both ends, and B's consumer, in turn.
     auto round = [&](uint64_t now) {
-        a.e->tick(now);
+        a.e->tick(now); // its answers to a.flows
         b.e->tick(now); // and B's roles (the main lcore's)
         a.table->poll(now);
         b.table->poll(now);
-        if (!accepted && sb != nullptr && b.e->recv_state(kBase) == engine::FlowState::Open) {
-            b.table->accept_ready(sb, now);
-            accepted = true;
-        }
-        for (const CompletionSlot* s; next < messages && (s = ring->poll(next)) != nullptr; next++) {
+        a.flows->reap(now);
+        b.flows->reap(now);
+        CompletionRing* ring = fb != nullptr ? fb->ring.get() : nullptr; // null once its session ended
+        for (const CompletionSlot* s; ring != nullptr && next < messages && (s = ring->poll(next)) != nullptr; next++) {
             const std::span<const uint8_t> got = ring->message(s);
             bool ok = got.size() == length_of(next, size);
             for (uint64_t k = 0; ok && k < got.size(); k++)
@@ -277,22 +339,21 @@ int run(uint32_t messages, uint64_t size) {
         const bool done = next == messages && out.delivered.load() + out.failed.load() == messages;
         if (done && !closing && sa != nullptr) {
             closing = true;
-            a.e->close_send(kBase);
-            a.table->close(sa, now);
+            a.table->close(sa, now); // A's flows taken back (a.ended), a CLOSE to B
         }
     };
+    // Both sessions over, their flows out and freed (Gone), the tables
+    // done with them.
     auto over = [&] {
-        return closing && a_ended && b_end != SessionEnd::None &&
-               a.e->send_state(kBase) == engine::FlowState::Closed &&
-               b.e->recv_state(kBase) == engine::FlowState::Closed;
+        return closing && ra != nullptr && rb != nullptr && ra->stage == engine::SessionRec::Stage::Gone &&
+               rb->stage == engine::SessionRec::Stage::Gone && ra->s == nullptr && rb->s == nullptr;
     };
     while (!over() && rte_rdtsc() < deadline)
         round(rte_rdtsc());
     const double secs = double(rte_rdtsc() - t0) / double(hz);
     a.e->stop();
     b.e->stop();
-    const uint8_t version = sb != nullptr && sb->link != nullptr ? sb->link->data_version : 0;
-    const bool tagged = sb != nullptr && sb->link != nullptr && sb->link->data_auth;
+    const SessionEnd b_end = rb != nullptr ? rb->end : SessionEnd::None;
     const uint64_t drops = a.drops() + b.drops();
     const engine::Engine::Stats sta = a.e->stats(), stb = b.e->stats();
     const bool pass = over() && good == messages && bad == 0 && out.delivered.load() == messages &&
@@ -307,13 +368,8 @@ int run(uint32_t messages, uint64_t size) {
            out.delivered.load(), out.failed.load(), bad, sta.pkts_tx, sta.pkts_rx, stb.pkts_tx, stb.pkts_rx, stb.acks_tx,
            sta.retx_pkts, a.table->counters().tx, a.table->counters().rx, b.table->counters().tx,
            b.table->counters().rx, to_string(b_end), drops);
-    // The tables before the engines (their links), the engines before the
-    // ports, the ports before the pool.
-    for (End* x : {&a, &b}) {
-        x->table.reset();
-        x->e.reset();
-        x->port.reset();
-    }
+    a.close();
+    b.close();
     rte_vdev_uninit("net_ring_es_a");
     rte_vdev_uninit("net_ring_es_b");
     for (rte_ring* r : rings)
