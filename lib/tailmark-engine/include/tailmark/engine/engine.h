@@ -11,16 +11,19 @@
 //   e->close_send(id); e->close_recv(id);     // answered in a later tick
 //   e->stop();                                // Phase::Stop, lcores joined
 //
-// An application with its own flow records (tailmarkd) makes the flows
-// itself and installs them (install_send, install_recv with its RecvPlace
-// and a FlowTag), and hears every answer with its tag (set_answers).
+// An application with its own flow records makes the flows itself and
+// installs them (install_send, install_recv with its RecvPlace and a
+// FlowTag), and hears every answer with its tag (set_answers); one that
+// runs sessions (tailmarkd, examples/engine_session.cc) does so through
+// Sessions (sessions.h).
 //
 // The data path is the engine's lcore loop (lcore_loop.h) over plain
 // structs: no virtual call, no allocation, no lock. Everything else here is
 // the control thread's only (one thread: no lock either), except stats()
 // and drops(), which any thread may read (relaxed loads).
-// Sessions are the application's: it fills the flow specs (TxFlow, keys,
-// SessionLink) and takes the SESSION and ARP frames (set_control_taker).
+// The session table is the application's: it sends through
+// control_sender() and takes the SESSION and ARP frames
+// (set_control_taker); the flows' specs come from session_flows.h.
 #pragma once
 
 #include <cstdint>
