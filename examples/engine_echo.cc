@@ -22,6 +22,7 @@
 #include <rte_lcore.h>
 
 #include "drivers/port_plan.h"
+#include "example_messages.h"
 #include "tailmark/completion_ring.h"
 #include "tailmark/engine/engine.h"
 
@@ -33,61 +34,6 @@ constexpr uint16_t kFlow = 1;     // both ends' id (one process: the same flow)
 constexpr uint32_t kRing = 64;    // the receiver's slots: the send window
 constexpr uint32_t kMtu = 1500;
 constexpr uint64_t kTimeoutS = 20;
-
-// Message i's length and bytes: every length from 1 to `size` comes up, and
-// a byte misplaced anywhere changes the check.
-uint64_t length_of(uint32_t i, uint64_t size) { return 1 + (uint64_t(i) * 7919) % size; }
-uint8_t byte_of(uint32_t i, uint64_t k) { return static_cast<uint8_t>(i * 131 + k * 7 + (k >> 8)); }
-
-// The tx lcore's source: message msg_id written into slot msg_id % kRing,
-// which the Sender holds until the consumer released it (its credits keep
-// msg_id + kRing from starting before then).
-struct Source {
-    uint32_t messages = 0;
-    uint64_t size = 0;
-    std::vector<uint8_t> bufs; // kRing x size
-};
-
-bool echo_source(void* ctx, void*, uint32_t msg_id, Message& m, uint64_t& cookie) {
-    auto& s = *static_cast<Source*>(ctx);
-    if (msg_id >= s.messages)
-        return false;
-    uint8_t* b = s.bufs.data() + (msg_id % kRing) * s.size;
-    const uint64_t len = length_of(msg_id, s.size);
-    for (uint64_t k = 0; k < len; k++)
-        b[k] = byte_of(msg_id, k);
-    m.bytes = {b, static_cast<size_t>(len)};
-    m.shinfo = nullptr; // the bytes outlive the flow (ours until the end)
-    cookie = msg_id;
-    return true;
-}
-
-// The tx lcore's completion sink: what the Sender says of each message.
-struct Outcome {
-    std::atomic<uint64_t> delivered{0}, failed{0};
-};
-
-void echo_sink(void* ctx, const SendCompletion* done, uint32_t n) {
-    auto& o = *static_cast<Outcome*>(ctx);
-    uint64_t d = 0;
-    for (uint32_t i = 0; i < n; i++)
-        d += done[i].status == SendStatus::Delivered ? 1 : 0;
-    o.delivered.fetch_add(d, std::memory_order_relaxed);
-    o.failed.fetch_add(n - d, std::memory_order_relaxed);
-}
-
-bool parse(int argc, char** argv, uint32_t& messages, uint64_t& size) {
-    for (int i = 1; i < argc; i++) {
-        const std::string a = argv[i];
-        if (i + 1 < argc && a == "--messages")
-            messages = static_cast<uint32_t>(strtoul(argv[++i], nullptr, 10));
-        else if (i + 1 < argc && a == "--size")
-            size = strtoull(argv[++i], nullptr, 10);
-        else
-            return false;
-    }
-    return messages > 0 && size > 0 && size <= (1u << 20);
-}
 
 // Ticks the engine until done() or the deadline; false on the deadline.
 template <class Done>
@@ -118,11 +64,8 @@ int echo(uint32_t messages, uint64_t size) {
     if (worker >= RTE_MAX_LCORE)
         worker = rte_get_main_lcore();
     // What the engine's lcores use: made before it, so they outlive it.
-    Source src;
-    src.messages = messages;
-    src.size = size;
-    src.bufs.resize(kRing * size);
-    Outcome out;
+    example::Source src(messages, size, kRing);
+    example::Outcome out;
     auto ring = CompletionRing::create(kFlow, kRing, size, ports.rx_socket);
     if (ring == nullptr) {
         fprintf(stderr, "engine_echo: no memory for the completion ring\n");
@@ -146,8 +89,8 @@ int echo(uint32_t messages, uint64_t size) {
         fprintf(stderr, "engine_echo: %s\n", err.message().c_str());
         return 1;
     }
-    e->sender(0).set_source(echo_source, &src);
-    e->tx_role(0).set_sink(echo_sink, &out);
+    e->sender(0).set_source(example::source, &src);
+    e->tx_role(0).set_sink(example::sink, &out);
 
     // The receive flow, then the send flow that credits itself from it.
     RecvFlowSpec rs;
@@ -190,9 +133,7 @@ int echo(uint32_t messages, uint64_t size) {
     const bool all = run_until(*e, deadline, [&] {
         for (const CompletionSlot* s; next < messages && (s = ring->poll(next)) != nullptr; next++) {
             const std::span<const uint8_t> got = ring->message(s);
-            bool ok = got.size() == length_of(next, size);
-            for (uint64_t k = 0; ok && k < got.size(); k++)
-                ok = got[k] == byte_of(next, k);
+            const bool ok = example::intact(next, size, got);
             (ok ? good : bad)++;
             bytes += got.size();
             ring->release(next);
@@ -225,20 +166,4 @@ int echo(uint32_t messages, uint64_t size) {
 
 } // namespace
 
-int main(int argc, char** argv) {
-    const int n = rte_eal_init(argc, argv);
-    if (n < 0) {
-        fprintf(stderr, "engine_echo: rte_eal_init failed\n");
-        return 2;
-    }
-    uint32_t messages = 1000;
-    uint64_t size = 20000;
-    if (!parse(argc - n, argv + n, messages, size)) {
-        fprintf(stderr, "usage: engine_echo EAL-ARGS -- [--messages N] [--size BYTES (1..1048576)]\n");
-        rte_eal_cleanup();
-        return 2;
-    }
-    const int rc = echo(messages, size);
-    rte_eal_cleanup();
-    return rc;
-}
+int main(int argc, char** argv) { return tailmark::example::main_of("engine_echo", argc, argv, echo); }

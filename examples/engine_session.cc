@@ -34,6 +34,7 @@
 #include <rte_mbuf.h>
 
 #include "drivers/port.h"
+#include "example_messages.h"
 #include "tailmark/completion_ring.h"
 #include "tailmark/engine/engine.h"
 #include "tailmark/engine/sessions.h"
@@ -48,38 +49,6 @@ constexpr uint32_t kRing = 64; // the receiver's slots: the send window
 constexpr uint32_t kMtu = 1500;
 constexpr uint64_t kTimeoutS = 30;
 const SipKey kSecret{0x7A11'3A7C'0000'0001, 0x5E55'1011'0000'0002}; // both ends hold it; it never travels
-
-uint64_t length_of(uint32_t i, uint64_t size) { return 1 + (uint64_t(i) * 7919) % size; }
-uint8_t byte_of(uint32_t i, uint64_t k) { return static_cast<uint8_t>(i * 131 + k * 7 + (k >> 8)); }
-
-struct Source {
-    uint32_t messages = 0;
-    uint64_t size = 0;
-    std::vector<uint8_t> bufs; // kRing x size: message i in slot i % kRing until delivered
-};
-
-bool source(void* ctx, void*, uint32_t msg_id, Message& m, uint64_t& cookie) {
-    auto& s = *static_cast<Source*>(ctx);
-    if (msg_id >= s.messages)
-        return false;
-    uint8_t* b = s.bufs.data() + (msg_id % kRing) * s.size;
-    const uint64_t len = length_of(msg_id, s.size);
-    for (uint64_t k = 0; k < len; k++)
-        b[k] = byte_of(msg_id, k);
-    m.bytes = {b, static_cast<size_t>(len)};
-    cookie = msg_id;
-    return true;
-}
-
-struct Outcome {
-    std::atomic<uint64_t> delivered{0}, failed{0};
-};
-
-void sink(void* ctx, const SendCompletion* done, uint32_t n) {
-    auto& o = *static_cast<Outcome*>(ctx);
-    for (uint32_t i = 0; i < n; i++)
-        (done[i].status == SendStatus::Delivered ? o.delivered : o.failed).fetch_add(1, std::memory_order_relaxed);
-}
 
 // One end: its port, its engine (roles on `lcore`), its session table,
 // and its sessions' flows on the engine.
@@ -175,19 +144,6 @@ struct End {
     }
 };
 
-bool parse(int argc, char** argv, uint32_t& messages, uint64_t& size) {
-    for (int i = 1; i < argc; i++) {
-        const std::string a = argv[i];
-        if (i + 1 < argc && a == "--messages")
-            messages = static_cast<uint32_t>(strtoul(argv[++i], nullptr, 10));
-        else if (i + 1 < argc && a == "--size")
-            size = strtoull(argv[++i], nullptr, 10);
-        else
-            return false;
-    }
-    return messages > 0 && size > 0 && size <= (1u << 20);
-}
-
 // Two ethdevs over a crossed pair of rings: a's tx is b's rx, and back.
 bool crossed_ports(rte_ring* (&r)[2], uint16_t& a, uint16_t& b) {
     for (int i = 0; i < 2; i++) {
@@ -217,17 +173,14 @@ int run(uint32_t messages, uint64_t size) {
         fprintf(stderr, "engine_session: two lcores are needed (-l 0-1)\n");
         return 2;
     }
-    Source src;
-    src.messages = messages;
-    src.size = size;
-    src.bufs.resize(kRing * size);
-    Outcome out;
+    example::Source src(messages, size, kRing);
+    example::Outcome out;
     End a("A", RTE_IPV4(198, 18, 0, 1), {{2, 0, 0, 0, 0, 0xA}});
     End b("B", RTE_IPV4(198, 18, 0, 2), {{2, 0, 0, 0, 0, 0xB}});
     if (!a.open(pa, pool, worker) || !b.open(pb, pool, rte_get_main_lcore()))
         return 1;
-    a.e->sender(0).set_source(source, &src);
-    a.e->tx_role(0).set_sink(sink, &out);
+    a.e->sender(0).set_source(example::source, &src);
+    a.e->tx_role(0).set_sink(example::sink, &out);
 
     // A: once the session is up, its send flow, to B's flow.
     Session* sa = nullptr;
@@ -330,9 +283,7 @@ int run(uint32_t messages, uint64_t size) {
         CompletionRing* ring = fb != nullptr ? fb->ring.get() : nullptr; // null once its session ended
         for (const CompletionSlot* s; ring != nullptr && next < messages && (s = ring->poll(next)) != nullptr; next++) {
             const std::span<const uint8_t> got = ring->message(s);
-            bool ok = got.size() == length_of(next, size);
-            for (uint64_t k = 0; ok && k < got.size(); k++)
-                ok = got[k] == byte_of(next, k);
+            const bool ok = example::intact(next, size, got);
             (ok ? good : bad)++;
             ring->release(next); // the sender's credit, in B's next ACK
         }
@@ -380,20 +331,4 @@ int run(uint32_t messages, uint64_t size) {
 
 } // namespace
 
-int main(int argc, char** argv) {
-    const int n = rte_eal_init(argc, argv);
-    if (n < 0) {
-        fprintf(stderr, "engine_session: rte_eal_init failed\n");
-        return 2;
-    }
-    uint32_t messages = 1000;
-    uint64_t size = 20000;
-    if (!parse(argc - n, argv + n, messages, size)) {
-        fprintf(stderr, "usage: engine_session EAL-ARGS -- [--messages N] [--size BYTES (1..1048576)]\n");
-        rte_eal_cleanup();
-        return 2;
-    }
-    const int rc = run(messages, size);
-    rte_eal_cleanup();
-    return rc;
-}
+int main(int argc, char** argv) { return tailmark::example::main_of("engine_session", argc, argv, run); }
