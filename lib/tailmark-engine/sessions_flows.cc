@@ -46,7 +46,7 @@ bool Sessions::make_recv(SessionFlow& f, SessionRec& a, const Session& s, uint16
         // Room for every packet of a full window: the placer never finds it full.
         const uint64_t cap = uint64_t(s.params.ring_size) * plan_group(s.params.max_msg, stride).pkt_count + kMaxBurst;
         char name[RTE_RING_NAMESIZE];
-        snprintf(name, sizeof(name), "tm_cq_%u", id);
+        snprintf(name, sizeof(name), "tm_cq_%u", id); // set-up only: a receive half, control thread
         f.pkt_cq = rte_ring_create_elem(name, sizeof(PacketCompletion), static_cast<unsigned>(cap), cfg_.rx_socket,
                                         RING_F_SP_ENQ | RING_F_SC_DEQ | RING_F_EXACT_SZ);
         if (f.pkt_cq == nullptr) {
