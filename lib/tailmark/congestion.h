@@ -27,7 +27,11 @@
 //   a loss in a window whose delay is not to be trusted: the rate holds
 //   slow start ends at the first sample with a queue over target/2, and
 //   the rate goes back to the one before the last doubling
-//   else (rate-limited):  slow start: rate *= 2; then rate += ai per ms
+//   else (rate-limited):  slow start: rate *= 2; then rate += ai per ms;
+//                         behind a shaper (a cut for a queue found the rate
+//                         over 1.25x what the path held in the last 32 ms),
+//                         ai / 8 for 64 ms past what the path held, after
+//                         each cut
 // and a retransmission timeout halves it. A cut takes the rate no higher
 // than what the path delivered in the interval, or, when the feedback
 // stopped for over 1 ms in it (the receiver descheduled), than the best of
@@ -133,11 +137,13 @@ public:
 private:
     CcEvent update(uint64_t now);
     void set_rate(double bps);
-    void cut_to(uint64_t now, double bps);
+    void cut_to(uint64_t now, double bps, bool queue); // queue: the delay showed one (not a loss)
     void note_delivered(uint64_t stamp_units);
     double window_delivery(uint64_t now) const;
     void note_delivery(uint64_t now, double bps);
     void open_window(uint64_t now);
+    double increase(uint64_t now, double dt);
+    void note_held(uint64_t now);
 
     // The delivery rate, from the echoes alone: what the sender had sent
     // when it stamped the echoed packet has arrived (one path, in order),
@@ -157,6 +163,28 @@ private:
     static constexpr uint64_t kHeavyLoss = 10; // NACKed bytes over 1/kHeavyLoss of a window's: congestion
     double deliv_best_ = 0, deliv_prev_ = 0;
     uint64_t deliv_roll_ = 0;
+    // What the path delivered over the last whole kHeldUs, less the
+    // feedback's silences over stall_ (time slices, not the path): a token
+    // bucket's burst (64 KiB) adds at most 16 Mbit/s to it.
+    static constexpr uint64_t kHeldUs = 32000;
+    double held_ = 0;
+    uint64_t held_start_ = 0, held_delivered_ = 0, held_stalled_ = 0;
+    // The knee is held_: above it the rate climbs by 1/kProbeSlow of the
+    // additive step for kProbeUs after it first passes it since the last
+    // cut, then by the whole step until the next cut (increase).
+    static constexpr uint64_t kProbeUs = 64000;
+    static constexpr double kProbeSlow = 8;
+    bool probe_armed_ = false; // a cut since the last slow probe began
+    // Only behind a shaper: a cut for a queue that found the rate over
+    // kHiddenRatio x what the path held (a queue the bucket hid while the
+    // rate climbed) says one is on the path, for kShaperUs. Elsewhere (the receiver's CPU
+    // the limit, a lossy wire) cuts find the rate near what the path held,
+    // and slow probes after each only cost the rate (the lossy wire of
+    // congestion.sh case 5: 285-340 Mbit/s against 424-492).
+    static constexpr double kHiddenRatio = 1.25;
+    static constexpr uint64_t kShaperUs = 10000000;
+    uint64_t shaper_until_ = 0;
+    uint64_t probe_since_ = 0; // when the slow probe began
     uint64_t stall_ = 0;   // cycles between samples that make a window's figure untrusted
     uint64_t win_gap_ = 0; // the longest time between two samples in this window
     uint64_t stall_end_ = 0; // the latest sample that ended a silence (a gap over stall_)

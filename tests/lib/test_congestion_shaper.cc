@@ -1,0 +1,155 @@
+// Congestion behind a shaper: paced senders through one token-bucket
+// bottleneck, as tbf shapes tests/integration/congestion.sh's bridge ports
+// (rate R, burst 64 KiB, latency 2 ms), simulated tick by tick (1 us) with a
+// 1 GHz "TSC", so every run is exact. The receiver echoes the newest packet
+// it placed every 200 us (--ack-feedback-us), 10 us each way.
+//
+// The bucket is what these cases are about: it lets a rate past the path's
+// through at line speed until its 64 KiB are spent, so no queue shows while
+// the rate climbs. With the whole additive step above what the path
+// delivered, one sender at 100 Mbit/s climbed 70% past it before the bucket
+// ran dry and queued 2.0 ms (four times the 500 us target; the 64 B session
+// behind it, congestion.sh case 4, p99 2.4-2.6 ms against its 3 ms bound).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "tailmark/congestion.h"
+
+using namespace tailmark;
+
+namespace {
+
+constexpr uint64_t kHz = 1000000000;
+constexpr uint64_t kUs = 1000;
+constexpr uint32_t kFrame = 1500;
+
+struct Shaper {
+    struct Sender {
+        Congestion cc;
+        uint64_t start = 0;                            // sends from this tick
+        std::deque<std::pair<uint64_t, uint64_t>> wire; // arrival at the receiver, send time
+        struct Ack {
+            uint64_t at, echoed, hold; // arrival at the sender, the echoed frame's send time, the receiver's hold
+        };
+        std::deque<Ack> acks;
+        uint64_t newest = 0, newest_at = 0;
+        bool fresh = false;
+        uint64_t bytes = 0; // through the bottleneck after the warm-up
+    };
+    struct Frame {
+        uint64_t sent;
+        size_t sender;
+    };
+
+    double rate_bps;
+    double bucket = 65536;
+    std::vector<Sender> senders;
+    unsigned shift = Congestion::stamp_shift(kHz);
+    uint64_t warm = 200000 * kUs; // slow start and its cut are behind
+    uint64_t max_queue = 0;       // the longest a frame waited at the bottleneck after the warm-up
+    uint64_t dropped = 0;         // ... and frames the full queue dropped
+
+    Shaper(double bps, size_t n, uint64_t second_from = 0) : rate_bps(bps), senders(n) {
+        CongestionConfig cfg;
+        cfg.tsc_hz = kHz;
+        cfg.max_bps = 10e9;
+        for (size_t i = 0; i < n; i++) {
+            senders[i].start = i == 1 ? second_from : 0;
+            senders[i].cc.init(cfg, shift, senders[i].start);
+        }
+    }
+
+    void run(uint64_t end) {
+        std::deque<Frame> queue;
+        double tokens = bucket;
+        const double limit = rate_bps / 8 * 0.002 + bucket; // tbf's limit: latency x rate + burst
+        double queued = 0;
+        for (uint64_t t = 0; t < end; t += kUs) {
+            for (size_t i = 0; i < senders.size(); i++) {
+                Congestion& cc = senders[i].cc;
+                if (t < senders[i].start)
+                    continue;
+                while (cc.may_send(t)) { // a pacer step at a time, always backlogged
+                    for (uint32_t b = 0; b < cc.step_bytes(); b += kFrame) {
+                        if (queued + kFrame > limit) {
+                            dropped += t >= warm;
+                            continue;
+                        }
+                        queue.push_back({t, i});
+                        queued += kFrame;
+                    }
+                    cc.sent(t, cc.step_bytes());
+                }
+            }
+            tokens = std::min(bucket, tokens + rate_bps / 8 / 1e6);
+            while (!queue.empty() && tokens >= kFrame) {
+                const Frame f = queue.front();
+                queue.pop_front();
+                tokens -= kFrame;
+                queued -= kFrame;
+                if (t >= warm) {
+                    max_queue = std::max(max_queue, t - f.sent);
+                    senders[f.sender].bytes += kFrame;
+                }
+                senders[f.sender].wire.push_back({t + 10 * kUs, f.sent});
+            }
+            const bool ack_tick = t % (200 * kUs) == 0;
+            for (Sender& s : senders) {
+                for (; !s.wire.empty() && s.wire.front().first <= t; s.wire.pop_front()) {
+                    s.newest = s.wire.front().second;
+                    s.newest_at = t;
+                    s.fresh = true;
+                }
+                if (ack_tick && s.fresh) {
+                    s.acks.push_back({t + 10 * kUs, s.newest, t - s.newest_at});
+                    s.fresh = false;
+                }
+                for (; !s.acks.empty() && s.acks.front().at <= t; s.acks.pop_front())
+                    s.cc.on_echo(t, static_cast<uint16_t>(s.acks.front().echoed >> shift),
+                                 static_cast<uint32_t>(s.acks.front().hold));
+            }
+        }
+        elapsed = end - warm;
+    }
+
+    double goodput(size_t i) const { return static_cast<double>(senders[i].bytes) * 8 * kHz / elapsed; }
+    double total() const {
+        double x = 0;
+        for (size_t i = 0; i < senders.size(); i++)
+            x += goodput(i);
+        return x;
+    }
+
+private:
+    uint64_t elapsed = 1;
+};
+
+} // namespace
+
+TEST_CASE("shaper: one sender behind a 64 KiB bucket holds the queue near the target, not four times it",
+          "[congestion]") {
+    for (double bps : {100e6, 1e9}) {
+        Shaper s(bps, 1);
+        s.run(2000000 * kUs);
+        INFO(bps / 1e6 << " Mbit/s: max queue " << s.max_queue / kUs << " us, goodput " << s.total() / bps);
+        CHECK(s.max_queue <= 1000 * kUs); // 2 targets; 2005 us at 100 Mbit/s with the full step above the knee
+        CHECK(s.total() >= 0.95 * bps);
+        CHECK(s.dropped == 0);
+    }
+}
+
+TEST_CASE("shaper: two senders, the second 500 ms late, share the bucket's path evenly", "[congestion]") {
+    Shaper s(200e6, 2, 500000 * kUs);
+    s.warm = 1000000 * kUs; // the second has had 500 ms to find its share
+    s.run(3000000 * kUs);
+    INFO("goodput " << s.goodput(0) / 1e6 << " and " << s.goodput(1) / 1e6 << " Mbit/s, max queue "
+                    << s.max_queue / kUs << " us");
+    CHECK(s.total() >= 0.95 * 200e6);
+    CHECK(s.goodput(0) >= 0.45 * s.total());
+    CHECK(s.goodput(1) >= 0.45 * s.total());
+    CHECK(s.max_queue <= 1500 * kUs); // 1739 us with the full step above the knee
+}
