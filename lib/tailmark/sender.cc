@@ -357,6 +357,13 @@ uint64_t nacked_bytes(const SendFlow& f, const Nack& n) {
     }
     return pkts * (f.spec.tx.stride + f.spec.tx.overhead());
 }
+
+// When the NACKed message's packets had all gone out: its LAST's time, or
+// now while it is still going out (its slot's time is then another's).
+uint64_t nacked_sent(const SendFlow& f, const Nack& n, uint64_t now) {
+    const OutMsg& o = f.out[n.msg_id & f.mask];
+    return o.msg_id == n.msg_id && before(n.msg_id, f.sent) ? o.sent_tsc : now;
+}
 } // namespace
 
 DropReason Sender::apply(SendFlow& f, const Control& c, uint64_t now, bool wire) {
@@ -403,7 +410,7 @@ DropReason Sender::apply(SendFlow& f, const Control& c, uint64_t now, bool wire)
                 return DropReason::NackQueueFull;
             f.nacks.took(n, now);
             if (f.cc != nullptr)
-                f.cc->on_loss(nacked_bytes(f, n));
+                f.cc->on_loss(nacked_bytes(f, n), nacked_sent(f, n, now));
         }
         bump(ctr_.nacks_rx);
     } else {

@@ -180,13 +180,13 @@ TEST_CASE("control law: additive increase per ms, only while the rate limits; lo
     CHECK(cc.rate_bps() == Approx(105e6));
     // A loss with no queue (a lossy wire: one packet of 1 MB): not congestion.
     cc.sent(t + 1000 * kUs, 1e6);
-    cc.on_loss(1500);
+    cc.on_loss(1500, t + 1000 * kUs);
     CHECK(cc.on_rtt(t + 1400 * kUs, 100 * kUs) == CcEvent::None);
     CHECK(cc.on_rtt(t + 1500 * kUs, 100 * kUs) == CcEvent::Increase);
     // A loss with the queue past half the target: 15% off.
     const double r = cc.rate_bps();
     cc.sent(t + 1500 * kUs, 1e6);
-    cc.on_loss(1500);
+    cc.on_loss(1500, t + 1500 * kUs);
     CHECK(cc.on_rtt(t + 1900 * kUs, 400 * kUs) == CcEvent::None);
     CHECK(cc.on_rtt(t + 2000 * kUs, 400 * kUs) == CcEvent::LossDecrease);
     CHECK(cc.rate_bps() == Approx(r * 0.85));
@@ -310,21 +310,27 @@ TEST_CASE("control law: NACKs for over a tenth of a window cut whatever the dela
     Path& p = st.p;
     const double before = st.before;
     SECTION("heavy, the feedback flowing and no queue") {
-        cc.on_loss(10000); // 8 packets of the 62.5 KB a 500 us window sends: over a tenth
+        cc.on_loss(10000, p.t); // 8 packets of the 62.5 KB a 500 us window sends: over a tenth
         p.run(8700 * kUs, 1);
         CHECK(p.loss_cut);
         CHECK_FALSE(p.cut);
         CHECK(cc.rate_bps() <= Approx(0.85 * before));
     }
+    SECTION("heavy, but of packets sent before the last cut (slow start's end at 2 ms): that cut answered it") {
+        cc.on_loss(10000, 1500 * kUs);
+        p.run(8700 * kUs, 1);
+        CHECK_FALSE(p.loss_cut);
+        CHECK(cc.rate_bps() > before);
+    }
     SECTION("light, the feedback flowing and no queue: a lossy wire, the rate climbs on") {
-        cc.on_loss(5000); // 4 packets: under a tenth
+        cc.on_loss(5000, p.t); // 4 packets: under a tenth
         p.run(8700 * kUs, 1);
         CHECK_FALSE(p.loss_cut);
         CHECK(cc.rate_bps() > before);
     }
     SECTION("heavy, after a silence that explains any queue") {
         p.run(11000 * kUs, 1, false);
-        cc.on_loss(50000);
+        cc.on_loss(50000, p.t);
         p.run(11500 * kUs, 2);
         CHECK(p.loss_cut);
         CHECK(cc.rate_bps() <= Approx(0.85 * before));
@@ -332,7 +338,7 @@ TEST_CASE("control law: NACKs for over a tenth of a window cut whatever the dela
     SECTION("light, after a silence: held") {
         p.run(11000 * kUs, 1, false);
         const double r = cc.rate_bps();
-        cc.on_loss(5000); // of the 3 ms silence's 375 KB
+        cc.on_loss(5000, p.t); // of the 3 ms silence's 375 KB
         p.run(11500 * kUs, 2);
         CHECK_FALSE(p.loss_cut);
         CHECK_FALSE(p.cut);
