@@ -110,8 +110,8 @@ public:
     // episode): not news for the rate. Counted, the repair of a slow start
     // that overshot a 64 KiB-burst tbf (580 packets dropped) cut at every
     // interval for 2 s, at 1 Mbit/s, while the path carried 100
-    // (congestion.sh case 4: the bulk session at 1.1 and 40 Mbit/s in 2 of
-    // 40 runs, against 89-92).
+    // (congestion.sh case 4: the bulk session at 1.1-40 Mbit/s in 3 of 63
+    // runs, against 88-92).
     void on_loss(uint64_t bytes, uint64_t sent) {
         if (sent < cut_tsc_)
             return;
