@@ -260,13 +260,7 @@ void Runtime::teardown() {
     for (engine::SessionFlow* sf : reg_) {
         FlowCtx* f = static_cast<FlowCtx*>(sf);
         f->send = nullptr; // the engine's once installed (install_send)
-        Receiver::free_flow(f->recv); // what a session's receive half made (engine::Sessions::free_recv)
-        f->recv = nullptr;
-        socket_delete(f->cons);
-        f->cons = nullptr;
-        rte_ring_free(f->pkt_cq);
-        f->pkt_cq = nullptr;
-        f->ring.reset();
+        flows_->free_recv(*f); // its receive half, consumer and rings (flows_ came before any flow)
         rte_ring_free(f->send_q);
         f->send_q = nullptr;
         rte_free(f->sizes);
