@@ -21,10 +21,9 @@
 #include <rte_eal.h>
 #include <rte_lcore.h>
 
-#include "drivers/port_plan.h"
 #include "example_messages.h"
 #include "tailmark/completion_ring.h"
-#include "tailmark/engine/engine.h"
+#include "tailmark/engine/node.h"
 
 using namespace tailmark;
 
@@ -48,25 +47,29 @@ bool run_until(engine::Engine& e, uint64_t deadline, Done&& done) {
 }
 
 int echo(uint32_t messages, uint64_t size) {
-    // The port: net_ring0 (made if none was given), opened by drivers/.
+    // What the engine's lcores use: declared before the node, so they
+    // outlive its engine.
+    example::Source src(messages, size, kRing);
+    example::Outcome out;
+    std::unique_ptr<CompletionRing> ring;
+    // The port: net_ring0 (made if none was given), planned and opened by
+    // the node (drivers/port_plan.h).
+    engine::Node node;
     drivers::PortNeeds need;
     need.loopback = true;
     need.mtu = kMtu;
-    drivers::PortSet ports;
-    drivers::PortError pe;
-    if (!drivers::open_ports(need, ports, pe)) {
-        fprintf(stderr, "engine_echo: %s\n", pe.message.c_str());
+    engine::NodeError ne;
+    if (!node.open_ports(need, ne)) {
+        fprintf(stderr, "engine_echo: %s\n", ne.message.c_str());
         return 1;
     }
+    const drivers::PortSet& ports = node.ports();
     // The roles on the first worker lcore (or, with one lcore, on the main
     // one, run by tick()).
     unsigned worker = rte_get_next_lcore(static_cast<unsigned>(-1), 1, 0);
     if (worker >= RTE_MAX_LCORE)
         worker = rte_get_main_lcore();
-    // What the engine's lcores use: made before it, so they outlive it.
-    example::Source src(messages, size, kRing);
-    example::Outcome out;
-    auto ring = CompletionRing::create(kFlow, kRing, size, ports.rx_socket);
+    ring = CompletionRing::create(kFlow, kRing, size, ports.rx_socket);
     if (ring == nullptr) {
         fprintf(stderr, "engine_echo: no memory for the completion ring\n");
         return 1;
@@ -76,21 +79,16 @@ int echo(uint32_t messages, uint64_t size) {
     cfg.rto_max_us = 1000000;
     cfg.retry_limit = 8;
     cfg.cc.enabled = false;
-    engine::EngineHost host;
-    host.tx_port = host.rx_port = ports.tx_port->id();
+    engine::EngineHost host; // the lcores; the port side is the node's
     host.tx_lcores = {worker};
     host.rx_lcores = {worker};
-    host.pool = ports.tx_pool;
-    host.socket = ports.tx_socket;
-    host.tx_udp_checksum_offload = ports.tx_port->tx_udp_checksum();
-    engine::EngineError err;
-    auto e = engine::Engine::create(cfg, host, err);
-    if (e == nullptr) {
-        fprintf(stderr, "engine_echo: %s\n", err.message().c_str());
+    if (!node.make_engine(cfg, host, ne)) {
+        fprintf(stderr, "engine_echo: %s\n", ne.message.c_str());
         return 1;
     }
-    e->sender(0).set_source(example::source, &src);
-    e->tx_role(0).set_sink(example::sink, &out);
+    engine::Engine& e = node.engine();
+    e.sender(0).set_source(example::source, &src);
+    e.tx_role(0).set_sink(example::sink, &out);
 
     // The receive flow, then the send flow that credits itself from it.
     RecvFlowSpec rs;
@@ -105,7 +103,7 @@ int echo(uint32_t messages, uint64_t size) {
     addr.udp_port = cfg.udp_port;
     SendFlowSpec ss;
     ss.id = kFlow;
-    if (!e->open_recv(rs, 0) || !TxFlow::make(ss.tx, kFlow, rs.key, kRing, kMtu, addr)) {
+    if (!e.open_recv(rs, 0) || !TxFlow::make(ss.tx, kFlow, rs.key, kRing, kMtu, addr)) {
         fprintf(stderr, "engine_echo: cannot open the receive flow\n");
         return 1;
     }
@@ -113,14 +111,14 @@ int echo(uint32_t messages, uint64_t size) {
     ss.max_msg = size;
     ss.reliable = true;
     ss.report = true;
-    ss.local_acked = e->recv_acked_word(kFlow);
+    ss.local_acked = e.recv_acked_word(kFlow);
     ss.local_released = ring->released_word();
-    if (!e->open_send(ss, 0)) {
+    if (!e.open_send(ss, 0)) {
         fprintf(stderr, "engine_echo: cannot open the send flow\n");
         return 1;
     }
 
-    if (!e->launch()) {
+    if (!e.launch()) {
         fprintf(stderr, "engine_echo: lcore launch failed\n");
         return 1;
     }
@@ -130,7 +128,7 @@ int echo(uint32_t messages, uint64_t size) {
     uint32_t next = 0;
     uint64_t good = 0, bad = 0, bytes = 0;
     // Consume in order: check, release (the release is the sender's credit).
-    const bool all = run_until(*e, deadline, [&] {
+    const bool all = run_until(e, deadline, [&] {
         for (const CompletionSlot* s; next < messages && (s = ring->poll(next)) != nullptr; next++) {
             const std::span<const uint8_t> got = ring->message(s);
             const bool ok = example::intact(next, size, got);
@@ -142,13 +140,13 @@ int echo(uint32_t messages, uint64_t size) {
     });
     const double secs = double(rte_rdtsc() - t0) / double(hz);
     // Closed, and the lcores' answers taken.
-    e->close_send(kFlow);
-    e->close_recv(kFlow);
-    const bool closed = run_until(*e, rte_rdtsc() + hz, [&] {
-        return e->send_state(kFlow) == engine::FlowState::Closed && e->recv_state(kFlow) == engine::FlowState::Closed;
+    e.close_send(kFlow);
+    e.close_recv(kFlow);
+    const bool closed = run_until(e, rte_rdtsc() + hz, [&] {
+        return e.send_state(kFlow) == engine::FlowState::Closed && e.recv_state(kFlow) == engine::FlowState::Closed;
     });
-    e->stop();
-    const engine::Engine::Stats st = e->stats();
+    e.stop();
+    const engine::Engine::Stats st = e.stats();
     const bool pass = all && closed && good == messages && bad == 0 && out.delivered.load() == messages &&
                       out.failed.load() == 0;
     printf("engine_echo: %s: %" PRIu64 "/%u messages echoed intact (%" PRIu64 " B, up to %" PRIu64
@@ -156,12 +154,7 @@ int echo(uint32_t messages, uint64_t size) {
            " tx / %" PRIu64 " rx, retransmitted %" PRIu64 ", drops %" PRIu64 ", flows %s\n",
            pass ? "PASS" : "FAIL", good, messages, bytes, size, secs, out.delivered.load(), out.failed.load(), bad,
            st.pkts_tx, st.pkts_rx, st.retx_pkts, st.drops, closed ? "closed" : "NOT closed");
-    e.reset(); // the engine before the ports, the ports before the pools
-    ports.local_port.reset();
-    ports.rx_port_owned.reset();
-    ports.tx_port.reset();
-    ports.pools.clear();
-    return pass ? 0 : 1;
+    return pass ? 0 : 1; // ~Node: the ports closed, the engine freed, then the pools
 }
 
 } // namespace

@@ -11,11 +11,12 @@
 // Prints one line; exits 0 only if all N came back right, nothing was
 // dropped and both flows closed.
 //
-// Each end's flows go through engine::Sessions, as tailmarkd's do: made
-// from what the two ends agreed, installed, taken back when the session
-// ends (an acceptor's ACCEPT sent once its flows are in); the session
-// packets go through Engine::control_sender and come back through its
-// control ring. The engine library alone, no daemon.
+// Each end is an engine::Node, as tailmarkd is: its port, the Engine on it,
+// the SessionTable and the sessions' flows (engine::Sessions), wired by the
+// node. The flows are made from what the two ends agreed, installed, taken
+// back when the session ends (an acceptor's ACCEPT sent once its flows are
+// in); the session packets go through Engine::control_sender and come back
+// through its control ring. The engine library alone, no daemon.
 //
 //   engine_session --no-huge -m 512 --no-pci -l 0-1 -- [--messages N] [--size BYTES]
 #include <atomic>
@@ -36,8 +37,7 @@
 #include "drivers/port.h"
 #include "example_messages.h"
 #include "tailmark/completion_ring.h"
-#include "tailmark/engine/engine.h"
-#include "tailmark/engine/sessions.h"
+#include "tailmark/engine/node.h"
 #include "tailmark/session.h"
 
 using namespace tailmark;
@@ -50,97 +50,95 @@ constexpr uint32_t kMtu = 1500;
 constexpr uint64_t kTimeoutS = 30;
 const SipKey kSecret{0x7A11'3A7C'0000'0001, 0x5E55'1011'0000'0002}; // both ends hold it; it never travels
 
-// One end: its port, its engine (roles on `lcore`), its session table,
-// and its sessions' flows on the engine.
+// One end: a node (its port, its engine with roles on `lcore`, its
+// session table and its sessions' flows), and its flow records.
 struct End {
     const char* name;
     uint32_t ip;
     rte_ether_addr mac;
-    std::unique_ptr<drivers::Port> port;
-    std::unique_ptr<engine::Engine> e;
-    std::unique_ptr<SessionTable> table;
+    engine::Node node;
     engine::FlowRegistry<engine::SessionFlow> reg{16};
-    std::unique_ptr<engine::Sessions> flows;
     std::vector<std::unique_ptr<engine::SessionFlow>> made; // the flow records, ours
 
     End(const char* n, uint32_t addr, rte_ether_addr m) : name(n), ip(addr), mac(m) {}
+    engine::Engine& e() { return node.engine(); }
+    SessionTable& table() { return node.table(); }
+    engine::Sessions& flows() { return node.sessions(); }
 
+    // The port is ours (one of the crossed pair), handed to the node.
     bool open(uint16_t port_id, rte_mempool* pool, unsigned lcore) {
-        drivers::PortSetup ps;
-        ps.pool = pool;
+        drivers::PortSetup setup;
+        setup.pool = pool;
         std::string err;
-        port = drivers::Port::open(port_id, ps, err);
-        if (port == nullptr) {
+        drivers::PortSet ps;
+        ps.tx_port = drivers::Port::open(port_id, setup, err);
+        if (ps.tx_port == nullptr) {
             fprintf(stderr, "engine_session: %s: %s\n", name, err.c_str());
             return false;
         }
+        ps.rx_port = ps.tx_port.get();
+        ps.tx_pool = ps.rx_pool = pool;
+        ps.tx_socket = ps.rx_socket = static_cast<int>(rte_socket_id());
+        node.adopt_ports(std::move(ps));
         engine::EngineConfig cfg;
         cfg.rto_us = 50000;
         cfg.rto_max_us = 1000000;
         cfg.retry_limit = 8;
         cfg.cc.enabled = false; // nothing to share: two rings in memory
-        engine::EngineHost h;
-        h.tx_port = h.rx_port = port->id();
+        engine::EngineHost h; // the lcores; the port side is the node's
         h.tx_lcores = h.rx_lcores = {lcore};
-        h.pool = pool;
-        h.socket = static_cast<int>(rte_socket_id());
-        engine::EngineError ee;
-        e = engine::Engine::create(cfg, h, ee);
-        if (e == nullptr) {
-            fprintf(stderr, "engine_session: %s: %s\n", name, ee.message().c_str());
+        engine::NodeError ne;
+        if (!node.make_engine(cfg, h, ne)) {
+            fprintf(stderr, "engine_session: %s: %s\n", name, ne.message.c_str());
             return false;
         }
         return true;
     }
-    // The table sends through the engine and takes what its rx lcores route
-    // to the control ring; the engine's answers go to the sessions' flows.
-    void make_table(rte_mempool* pool, SessionTable::Notify notify) {
+    // The table and the sessions' flows, wired by the node: the table sends
+    // through the engine and takes what its rx lcores route to the control
+    // ring; the engine's answers go to the sessions' flows.
+    void make_table(SessionTable::Notify notify) {
         SessionTable::Config tc;
-        tc.pool = pool;
         tc.mac = tc.rx_mac = mac;
         tc.self = {ip, kService};
-        tc.hz = rte_get_tsc_hz();
         tc.data_auth = true; // version 2's tag covers the payload too
-        table = std::make_unique<SessionTable>(tc, e->control_sender(ip), std::move(notify));
-        e->set_control_taker([this](rte_mbuf* m, uint64_t now) { table->on_frame(m, now); });
         engine::SessionsConfig sc;
         sc.src_ip = ip;
         sc.mac = mac;
         sc.udp_port = kService;
-        sc.tx_socket = sc.rx_socket = static_cast<int>(rte_socket_id());
         sc.id_quarantine = rte_get_tsc_hz();
-        flows = std::make_unique<engine::Sessions>(*e, *table, reg, sc);
-        e->set_answers([this](const engine::Request& r, uint64_t now) { flows->on_answer(r, now); });
+        node.make_sessions(tc, sc, reg, std::move(notify));
     }
     // A record for flow `i` of session record a, numbered in the registry.
     engine::SessionFlow* new_flow(uint64_t now) {
         made.push_back(std::make_unique<engine::SessionFlow>());
         engine::SessionFlow* f = made.back().get();
-        return flows->add_flow(f, now) ? f : nullptr;
+        return flows().add_flow(f, now) ? f : nullptr;
     }
     // The session ended (either end's CLOSE): its flows taken back.
     void ended(Session& s, uint64_t now) {
-        if (engine::SessionRec* a = flows->session(s.id); a != nullptr) {
+        if (engine::SessionRec* a = flows().session(s.id); a != nullptr) {
             a->end = s.end;
-            flows->detach(*a, now);
+            flows().detach(*a, now);
         }
     }
     uint64_t drops() const {
         uint64_t d = 0;
-        for (uint64_t x : e->drops())
+        for (uint64_t x : node.engine().drops())
             d += x;
-        for (uint64_t x : table->counters().drops)
+        for (uint64_t x : node.table().counters().drops)
             d += x;
         return d;
     }
-    // The engine first (its deferred frees reach the flows' ids), then the
-    // sessions' records, the table (its links), the port.
+    // The node's order: the lcores joined, the port closed, the engine
+    // (its deferred frees reach the flows' ids), the sessions' records and
+    // the table; then our flow records.
     void close() {
-        e.reset();
-        flows.reset();
+        node.stop();
+        node.close_ports();
+        node.free_engine();
+        node.free_sessions();
         made.clear();
-        table.reset();
-        port.reset();
     }
 };
 
@@ -179,13 +177,13 @@ int run(uint32_t messages, uint64_t size) {
     End b("B", RTE_IPV4(198, 18, 0, 2), {{2, 0, 0, 0, 0, 0xB}});
     if (!a.open(pa, pool, worker) || !b.open(pb, pool, rte_get_main_lcore()))
         return 1;
-    a.e->sender(0).set_source(example::source, &src);
-    a.e->tx_role(0).set_sink(example::sink, &out);
+    a.e().sender(0).set_source(example::source, &src);
+    a.e().tx_role(0).set_sink(example::sink, &out);
 
     // A: once the session is up, its send flow, to B's flow.
     Session* sa = nullptr;
     engine::SessionRec* ra = nullptr;
-    a.make_table(pool, [&](Session& s) {
+    a.make_table([&](Session& s) {
         const uint64_t now = rte_rdtsc();
         if (s.state == SessionState::Established && ra == nullptr) {
             auto rec = std::make_unique<engine::SessionRec>();
@@ -198,10 +196,10 @@ int run(uint32_t messages, uint64_t size) {
             engine::Sessions::SendOpen o;
             o.ring_size = s.params.ring_size;
             o.report = true; // each message's outcome to the tx role's sink
-            if (!a.flows->open_send(*f, *rec, s, 0, a.flows->send_queue_for(s, 0), o))
+            if (!a.flows().open_send(*f, *rec, s, 0, a.flows().send_queue_for(s, 0), o))
                 return;
-            a.flows->publish();
-            ra = &a.flows->add_session(std::move(rec));
+            a.flows().publish();
+            ra = &a.flows().add_session(std::move(rec));
         } else if (s.state == SessionState::Ended) {
             a.ended(s, now);
         }
@@ -212,14 +210,14 @@ int run(uint32_t messages, uint64_t size) {
     engine::SessionFlow* fb = nullptr;
     uint8_t version = 0;
     bool tagged = false;
-    b.make_table(pool, [&](Session& s) {
+    b.make_table([&](Session& s) {
         if (s.state == SessionState::Ended)
             b.ended(s, rte_rdtsc());
     });
-    b.table->listen(kService, kSecret, [&](Session& s, const FlowParams& p) {
+    b.table().listen(kService, kSecret, [&](Session& s, const FlowParams& p) {
         const uint64_t now = rte_rdtsc();
         AcceptDecision d;
-        const int base = rb == nullptr ? b.flows->recv_ids().alloc(1, now) : -1;
+        const int base = rb == nullptr ? b.flows().recv_ids().alloc(1, now) : -1;
         if (p.nflows != 1 || p.ring_size != kRing || p.max_msg < size || base < 0) {
             d.reason = RefuseReason::Flows;
             return d;
@@ -237,21 +235,21 @@ int run(uint32_t messages, uint64_t size) {
             f->session = f->recv_session = rec.get();
             rec->flows.push_back(f);
         }
-        if (f == nullptr || !b.flows->make_recv(*f, *rec, s, d.local_base, 0, err)) {
+        if (f == nullptr || !b.flows().make_recv(*f, *rec, s, d.local_base, 0, err)) {
             fprintf(stderr, "engine_session: B: %s\n", err.c_str());
             d = AcceptDecision{};
             d.reason = RefuseReason::NoRoom;
             return d;
         }
-        b.flows->post_recv(*f, *rec);
-        b.flows->publish();
-        rb = &b.flows->add_session(std::move(rec));
+        b.flows().post_recv(*f, *rec);
+        b.flows().publish();
+        rb = &b.flows().add_session(std::move(rec));
         fb = f;
         version = s.link->data_version;
         tagged = s.link->data_auth;
         return d;
     });
-    if (!a.e->launch() || !b.e->launch()) {
+    if (!a.e().launch() || !b.e().launch()) {
         fprintf(stderr, "engine_session: lcore launch failed\n");
         return 1;
     }
@@ -266,20 +264,16 @@ int run(uint32_t messages, uint64_t size) {
     proposal.max_msg = static_cast<uint32_t>(size);
     proposal.key = 0xE5E5;
     proposal.data_auth = true;
-    const int abase = a.flows->send_ids().alloc(1, t0);
+    const int abase = a.flows().send_ids().alloc(1, t0);
     sa = abase < 0 ? nullptr
-                   : a.table->connect({b.ip, kService}, kService, kSecret, proposal, static_cast<uint16_t>(abase), &b.mac, t0);
+                   : a.table().connect({b.ip, kService}, kService, kSecret, proposal, static_cast<uint16_t>(abase), &b.mac, t0);
     bool closing = false;
     uint32_t next = 0;
     uint64_t good = 0, bad = 0;
     // The control threads of both ends, and B's consumer, in turn.
     auto round = [&](uint64_t now) {
-        a.e->tick(now); // its answers to a.flows
-        b.e->tick(now); // and B's roles (the main lcore's)
-        a.table->poll(now);
-        b.table->poll(now);
-        a.flows->reap(now);
-        b.flows->reap(now);
+        a.node.tick(now); // its answers to its sessions' flows, its table's timers
+        b.node.tick(now); // and B's roles (the main lcore's)
         CompletionRing* ring = fb != nullptr ? fb->ring.get() : nullptr; // null once its session ended
         for (const CompletionSlot* s; ring != nullptr && next < messages && (s = ring->poll(next)) != nullptr; next++) {
             const std::span<const uint8_t> got = ring->message(s);
@@ -290,7 +284,7 @@ int run(uint32_t messages, uint64_t size) {
         const bool done = next == messages && out.delivered.load() + out.failed.load() == messages;
         if (done && !closing && sa != nullptr) {
             closing = true;
-            a.table->close(sa, now); // A's flows taken back (a.ended), a CLOSE to B
+            a.table().close(sa, now); // A's flows taken back (a.ended), a CLOSE to B
         }
     };
     // Both sessions over, their flows out and freed (Gone), the tables
@@ -302,11 +296,11 @@ int run(uint32_t messages, uint64_t size) {
     while (!over() && rte_rdtsc() < deadline)
         round(rte_rdtsc());
     const double secs = double(rte_rdtsc() - t0) / double(hz);
-    a.e->stop();
-    b.e->stop();
+    a.e().stop();
+    b.e().stop();
     const SessionEnd b_end = rb != nullptr ? rb->end : SessionEnd::None;
     const uint64_t drops = a.drops() + b.drops();
-    const engine::Engine::Stats sta = a.e->stats(), stb = b.e->stats();
+    const engine::Engine::Stats sta = a.e().stats(), stb = b.e().stats();
     const bool pass = over() && good == messages && bad == 0 && out.delivered.load() == messages &&
                       out.failed.load() == 0 && drops == 0 && version == kVersion2 && tagged &&
                       b_end == SessionEnd::PeerClosed;
@@ -317,8 +311,8 @@ int run(uint32_t messages, uint64_t size) {
            "/%" PRIu64 " (tx/rx); B's end %s; drops %" PRIu64 "\n",
            pass ? "PASS" : "FAIL", good, messages, size, version, tagged ? ", tags over the payload" : "", secs,
            out.delivered.load(), out.failed.load(), bad, sta.pkts_tx, sta.pkts_rx, stb.pkts_tx, stb.pkts_rx, stb.acks_tx,
-           sta.retx_pkts, a.table->counters().tx, a.table->counters().rx, b.table->counters().tx,
-           b.table->counters().rx, to_string(b_end), drops);
+           sta.retx_pkts, a.table().counters().tx, a.table().counters().rx, b.table().counters().tx,
+           b.table().counters().rx, to_string(b_end), drops);
     a.close();
     b.close();
     rte_vdev_uninit("net_ring_es_a");

@@ -16,7 +16,7 @@ void Runtime::forget_ended(uint64_t now) {
     // loopback and send: a fixed set of flows, made once.
     if (opt_.mode != Mode::Recv && opt_.mode != Mode::Service)
         return;
-    flows_->forget_ended(now, opt_.keep_ended);
+    flows().forget_ended(now, opt_.keep_ended);
 }
 
 // Slot i serves a new flow: what was kept beside it starts over.

@@ -46,7 +46,7 @@ void Runtime::run() {
     for (unsigned l = 0; l < RTE_MAX_LCORE; l++)
         if (lcores_[l] != nullptr && lcores_[l]->any())
             args[l] = lcores_[l];
-    if (!engine_->launch(lcore_main, args.data())) {
+    if (!eng().launch(lcore_main, args.data())) {
         TM_LOG(ERR, app, "an lcore's launch failed");
         plane_.phase.store(static_cast<int>(Phase::Stop));
         exit_reason_ = "launch_failed";
@@ -71,7 +71,7 @@ void Runtime::run() {
             next_ctrl = now + ctrl;
         }
     }
-    engine_->stop(); // the lcores joined
+    node_.stop(); // the lcores joined
     if (end_tsc_ == 0)
         end_tsc_ = rte_rdtsc();
     loop_state_.store(2, std::memory_order_release);
@@ -156,25 +156,19 @@ void Runtime::close_and_stop(uint64_t now, const char* reason) {
 void Runtime::close_sessions(uint64_t now) {
     if (service_) { // the applications are told, and every session is closed
         service_->shutdown(now);
-        for (Session* s : sessions_->sessions())
+        for (Session* s : sessions().sessions())
             if (s->state != SessionState::Ended)
-                sessions_->close(s, now);
+                sessions().close(s, now);
         return;
     }
-    for (Session* s : sessions_->sessions())
+    for (Session* s : sessions().sessions())
         if (s->connector && s->state == SessionState::Established)
-            sessions_->close(s, now);
+            sessions().close(s, now);
 }
 
 // Congestion control's ceiling: --cc-max-mbps, else the tx port's link speed.
 uint64_t Runtime::cc_max_mbps() const {
-    if (opt_.cc_max_mbps != 0)
-        return opt_.cc_max_mbps;
-    rte_eth_link link{};
-    if (rte_eth_link_get_nowait(tx_port_->id(), &link) == 0 && link.link_speed != RTE_ETH_SPEED_NUM_NONE &&
-        link.link_speed != RTE_ETH_SPEED_NUM_UNKNOWN)
-        return link.link_speed;
-    return 100000;
+    return opt_.cc_max_mbps != 0 ? opt_.cc_max_mbps : node_.link_mbps();
 }
 
 bool Runtime::senders_busy() const {
@@ -206,14 +200,13 @@ void Runtime::control(uint64_t now) {
         begin_drain(now, "duration");
     answer_results(); // the shell's
 
-    // The engine's round: the lcores' answers (on_answer), the control
+    // The node's round: the lcores' answers (on_answer), the control
     // plane's packets (handshakes, keep-alives, ARP: the session table's),
-    // the moves between rx lcores, what was let go a second ago.
-    engine_->tick(now);
-    sessions_->poll(now);
+    // the moves between rx lcores, what was let go a second ago, ended
+    // sessions whose flows are out forgotten by the table.
+    node_.tick(now);
     if (service_)
         service_->poll(now); // applications: requests, wake-ups, memory let go
-    flows_->reap(now); // ended sessions whose flows are out: the table forgets them
     if (opt_.external_consumer && opt_.mode != Mode::Send)
         watch_flows(now);
     scan_flows(now);
@@ -311,7 +304,7 @@ void Runtime::check_done(uint64_t now) {
         for (const Sender* s : senders())
             out = out && rte_ring_empty(s->ctl_out()) && s->busy() == 0;
         if (opt_.mode == Mode::Loopback)
-            for (Session* s : sessions_->sessions())
+            for (Session* s : sessions().sessions())
                 out = out && (s->state == SessionState::Ended || !s->local_peer);
         if (out || now >= close_deadline_)
             plane_.phase.store(static_cast<int>(Phase::Stop), std::memory_order_relaxed);
@@ -386,17 +379,6 @@ bool Runtime::set_completion(CompletionMode m, std::string& why) {
         r->set_mode(m);
     plane_.completion.store(static_cast<uint8_t>(m), std::memory_order_relaxed);
     return true;
-}
-
-bool Runtime::set_fault(const drivers::FaultSpec& spec) {
-    if (shims_.empty())
-        return false;
-    bool ok = true;
-    for (drivers::FaultShim* s : shims_)
-        ok &= s->set(spec);
-    if (ok)
-        fault_spec_ = spec;
-    return ok;
 }
 
 } // namespace tailmark::app

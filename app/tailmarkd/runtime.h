@@ -32,6 +32,7 @@
 #include "tailmark/engine/deferred_free.h"
 #include "tailmark/engine/engine.h"
 #include "tailmark/engine/flow_registry.h"
+#include "tailmark/engine/node.h"
 #include "tailmark/engine/rx_moves.h"
 #include "tailmark/flow_ids.h"
 
@@ -109,10 +110,10 @@ public:
     bool set_completion(CompletionMode m, std::string& why);
     bool switchable() const { return opt_.interactive && !opt_.external_consumer && opt_.mode != Mode::Send; }
 
-    bool set_fault(const drivers::FaultSpec& spec);
-    bool has_fault_shim() const { return !shims_.empty(); }
-    drivers::FaultSpec fault_spec() const { return fault_spec_; }
-    drivers::FaultCounters fault_counters() const;
+    bool set_fault(const drivers::FaultSpec& spec) { return node_.set_faults(spec); }
+    bool has_fault_shim() const { return node_.has_faults(); }
+    drivers::FaultSpec fault_spec() const { return node_.faults(); }
+    drivers::FaultCounters fault_counters() const { return node_.fault_counters(); }
 
     // The registry's flows so far (engine::FlowRegistry): other threads
     // read flow_at(i) for i < flow_count(); the control thread may give the
@@ -146,27 +147,29 @@ public:
     bool stalled(uint32_t i) const { return stalled_[i].load(std::memory_order_relaxed); }
     uint32_t flows_stalled() const { return nstalled_.load(std::memory_order_relaxed); }
     const char* steering_name() const {
-        return steer_by_queue_ ? "queue" : rss_ ? "rss" : handoff_ ? "handoff" : "single";
+        return ports().steer_by_queue ? "queue" : ports().rss ? "rss" : ports().handoff ? "handoff" : "single";
     }
     // The engines and the lcores' contexts, made at set-up and fixed after
     // it: their counters are read with relaxed loads. lcores() is indexed
     // by lcore id (null: not one of the run's).
-    const std::vector<Sender*>& senders() const { return engine_ ? engine_->senders() : no_senders_; }
-    const std::vector<RxCtx*>& rxs() const { return engine_ ? engine_->rx_ctxs() : no_rxs_; }
-    const std::vector<Receiver*>& receivers() const { return engine_ ? engine_->receivers() : no_receivers_; }
+    const std::vector<Sender*>& senders() const { return node_.has_engine() ? engine().senders() : no_senders_; }
+    const std::vector<RxCtx*>& rxs() const { return node_.has_engine() ? engine().rx_ctxs() : no_rxs_; }
+    const std::vector<Receiver*>& receivers() const {
+        return node_.has_engine() ? engine().receivers() : no_receivers_;
+    }
     const std::vector<ConsCtx*>& conss() const; // the benchmark's consumers (none in --mode service)
     const std::vector<LcoreCtx*>& lcores() const { return lcores_; }
     bool senders_busy() const; // any Sender holds a message
-    int tx_port_id() const { return tx_port_ ? tx_port_->id() : -1; }
+    int tx_port_id() const { return ports().tx_port ? ports().tx_port->id() : -1; }
     // Port p's rail (--rails: 1, 2, ...), 0 when it is none.
     int rail_of(uint16_t p) const {
-        for (size_t i = 0; i < rails_.size(); i++)
-            if (rails_[i]->id() == p)
+        for (size_t i = 0; i < rails().size(); i++)
+            if (rails()[i]->id() == p)
                 return static_cast<int>(i + 1);
         return 0;
     }
-    int rx_port_id() const { return rx_port_ ? rx_port_->id() : -1; }
-    int tx_socket() const { return tx_socket_; }
+    int rx_port_id() const { return ports().rx_port ? ports().rx_port->id() : -1; }
+    int tx_socket() const { return ports().tx_socket; }
     const Service* service() const { return service_.get(); } // --mode service, else null
 
     // --- Sessions' flows (control thread) ---
@@ -174,8 +177,8 @@ public:
     // with the session table; the service and the benchmark open and close
     // their flows through it. The daemon's part of each flow (the consumer)
     // is added through its hooks (runtime_flows.cc).
-    engine::Sessions& flows() { return *flows_; }
-    const engine::Sessions& flows() const { return *flows_; }
+    engine::Sessions& flows() { return node_.sessions(); }
+    const engine::Sessions& flows() const { return node_.sessions(); }
     using SendOpen = engine::Sessions::SendOpen;
     // The daemon's own ops (kAddCons, kRemoveCons, kAddReplay) to an lcore.
     void post(unsigned lcore, const Request& r);
@@ -184,26 +187,26 @@ public:
     bool serve_before_launch();
     // A session of the table's, by id, and the other end of one with this
     // process (s.local_peer), as the daemon's records (null: none).
-    AppSession* app_session(uint16_t sid) { return static_cast<AppSession*>(flows_->session(sid)); }
-    AppSession* local_peer_session(const Session& s) { return static_cast<AppSession*>(flows_->local_peer(s)); }
+    AppSession* app_session(uint16_t sid) { return static_cast<AppSession*>(flows().session(sid)); }
+    AppSession* local_peer_session(const Session& s) { return static_cast<AppSession*>(flows().local_peer(s)); }
     // Every session the daemon tracks, in the order they came up (control
     // thread); app_of() gives the daemon's record.
     const std::vector<std::unique_ptr<engine::SessionRec>>& app_sessions() const {
-        return flows_ ? flows_->sessions() : no_sessions_;
+        return node_.has_sessions() ? flows().sessions() : no_sessions_;
     }
     // Frees what other threads may still be reading a second later.
     void later(uint64_t now, std::function<void()> fn);
     // Receive flows every Receiver can still take (engine::recv_room): a
     // session's flows may all land on one, so each needs room for all.
-    uint32_t recv_room() const { return engine_ ? engine_->min_recv_room() : 0; }
+    uint32_t recv_room() const { return node_.has_engine() ? engine().min_recv_room() : 0; }
     // What sessions are made with: the table, the secret every MAC is keyed
     // with, where flow state is allocated, the TSC rate, and the in-memory
     // loopback's port (-1: none).
-    SessionTable& sessions() { return *sessions_; }
+    SessionTable& sessions() { return node_.table(); }
     const SipKey& secret() const { return secret_; }
-    int rx_socket() const { return rx_socket_; }
+    int rx_socket() const { return ports().rx_socket; }
     uint64_t tsc_hz() const { return tsc_hz_; }
-    int local_port_id() const { return local_port_ ? local_port_->id() : -1; }
+    int local_port_id() const { return ports().local_port ? ports().local_port->id() : -1; }
     // The run's end: `reason` is the summary's exit reason (stop_run); the
     // peer refused the session (set_refused: exit code 2).
     void stop_run(uint64_t now, const char* reason);
@@ -214,13 +217,13 @@ public:
     TxCtx* tx_for(uint32_t si) const { return txs_[si % txs_.size()]; }
     const engine::EngineConfig& ecfg() const { return ecfg_; }
     uint32_t ntx() const { return static_cast<uint32_t>(txs_.size()); }
-    rte_mempool* tx_pool() const { return tx_pool_; }
+    rte_mempool* tx_pool() const { return ports().tx_pool; }
     const std::vector<unsigned>& rx_lcores() const { return rx_lcores_; }
     const rte_ether_addr& mac() const { return mac_; }
     // At set-up: lcore l's context, made on first use (null: not one of
     // the engine's lcores, or out of memory); the bench adds its consumers.
     LcoreCtx* lcore_ctx(unsigned lcore);
-    rte_ether_addr rx_mac() const { return rx_port_->mac(); }
+    rte_ether_addr rx_mac() const { return ports().rx_port->mac(); }
 
     // --- What the summary is made of (bench/results.cc), besides the above ---
     const engine::FlowRegistry<engine::SessionFlow>& registry() const { return reg_; }
@@ -229,7 +232,7 @@ public:
         uint64_t flows_failed = 0, messages_failed = 0, completed = 0, bytes = 0;
     };
     const Forgotten& forgotten() const { return forgotten_; }
-    uint64_t sessions_forgotten() const { return flows_ ? flows_->forgotten() : 0; } // sessions forgotten
+    uint64_t sessions_forgotten() const { return node_.has_sessions() ? flows().forgotten() : 0; }
     // The run's moments (TSC): the lcores launched, the work started (the
     // first session up), the loop ended, the work done (0: not yet).
     struct Times {
@@ -237,16 +240,18 @@ public:
     };
     Times times() const { return {launch_tsc_, start_tsc_, end_tsc_, work_end_tsc_}; }
     const std::string& exit_reason() const { return exit_reason_; }
-    const drivers::Port* tx_port() const { return tx_port_.get(); }
-    const drivers::Port* rx_port() const { return rx_port_; }
-    const std::vector<std::unique_ptr<drivers::Port>>& rails() const { return rails_; }
-    const engine::Engine& engine() const { return *engine_; }
-    const SessionTable* session_table() const { return sessions_.get(); }
-    uint64_t ids_reused() const { return flows_ ? flows_->ids_reused() : 0; }
-    bool handoff() const { return handoff_; }
+    const drivers::Port* tx_port() const { return ports().tx_port.get(); }
+    const drivers::Port* rx_port() const { return ports().rx_port; }
+    const std::vector<std::unique_ptr<drivers::Port>>& rails() const { return ports().rails; }
+    const engine::Engine& engine() const { return node_.engine(); }
+    const SessionTable* session_table() const { return node_.has_sessions() ? &node_.table() : nullptr; }
+    uint64_t ids_reused() const { return node_.has_sessions() ? flows().ids_reused() : 0; }
+    bool handoff() const { return ports().handoff; }
     const Bench* bench() const { return bench_.get(); }
 
 private:
+    const drivers::PortSet& ports() const { return node_.ports(); }
+    engine::Engine& eng() { return node_.engine(); }
     bool plan_lcores(SetupError& e);
     bool open_ports(SetupError& e);
     bool make_engines(SetupError& e);
@@ -282,52 +287,30 @@ private:
     StopRequest& stop_;
     Plane plane_;
     SipKey secret_;
-    // ports and pools
-    std::vector<std::unique_ptr<drivers::Mempool>> pools_;
-    rte_mempool* tx_pool_ = nullptr;
-    rte_mempool* rx_pool_ = nullptr;
-    std::unique_ptr<drivers::Port> tx_port_;
-    std::unique_ptr<drivers::Port> rx_port_owned_; // when --rx-port != --tx-port
-    drivers::Port* rx_port_ = nullptr;
-    // --mode service: the in-memory loopback (net_ring: tx queue r arrives on
-    // rx queue r, polled by rx lcore r) for sessions between applications
-    // of this daemon; null elsewhere. Its Senders are the engine's after the port's.
-    std::unique_ptr<drivers::Port> local_port_;
-    std::vector<std::unique_ptr<drivers::Port>> rails_; // --rails, after tx_port_
-    int tx_socket_ = 0, rx_socket_ = 0;
-    bool steer_by_queue_ = false; // net_ring loopback: tx queue q arrives on rx queue q
-    bool rss_ = false;
-    bool handoff_ = false;        // several rx lcores, no computable hash: they pass each other data
+    // The ports and pools (--mode service: with the in-memory loopback for
+    // sessions between applications of this daemon), the engine on them,
+    // the session table and the sessions' flows (engine::Node); the fault
+    // shims in front of the rx queues (--fault, -i).
+    engine::Node node_;
     uint64_t next_flow_scan_ = 0; // the per-flow failure and congestion-floor look (control())
     uint64_t next_rates_ = 0, rates_tsc_ = 0; // update_rates: when next, and when last
-    uint16_t tx_nq_ = 1;          // tx queues: one Sender each
     rte_ether_addr mac_{};
     // lcores and engines
     std::vector<unsigned> tx_lcores_, rx_lcores_, cons_lcores_;
     std::vector<LcoreCtx*> lcores_ = std::vector<LcoreCtx*>(RTE_MAX_LCORE, nullptr);
-    // The engine (lib/tailmark-engine): the Senders (the port's, then the
-    // in-memory loopback's), the Receivers and their rx roles, the request
-    // rings, the ACK routes, the control ring (SESSION and ARP frames from
-    // the rx lcores), the moves between rx lcores, deferred free. The
-    // daemon's tx roles (txs_) and consumers are its own.
-    std::unique_ptr<engine::Engine> engine_;
+    // The daemon's tx roles and consumers are its own; the engine's
+    // Senders, Receivers and rx roles run them (lcore_main).
     inline static const std::vector<Sender*> no_senders_{};
     inline static const std::vector<RxCtx*> no_rxs_{};
     inline static const std::vector<Receiver*> no_receivers_{};
     std::vector<TxCtx*> txs_;
     inline static const std::vector<ConsCtx*> no_conss_{};
     inline static const std::vector<std::unique_ptr<engine::SessionRec>> no_sessions_{};
-    std::vector<drivers::FaultShim*> shims_;                 // one per rx queue
-    std::vector<const rte_eth_rxtx_callback*> shim_cbs_;
-    drivers::FaultSpec fault_spec_;
     // sessions and flows
-    std::unique_ptr<SessionTable> sessions_;
     std::unique_ptr<Service> service_; // --mode service
     std::unique_ptr<Bench> bench_;     // the other modes: the benchmark's sessions and flows
-    // The flows by number (other threads read it from set-up to teardown),
-    // and the sessions and their flows (made with the session table).
+    // The flows by number (other threads read it from set-up to teardown).
     engine::FlowRegistry<engine::SessionFlow> reg_{kMaxRegistry};
-    std::unique_ptr<engine::Sessions> flows_;
     engine::SessionHooks hooks(); // the daemon's part of each flow (runtime_flows.cc)
     // The registry's flows as the daemon's records (control thread).
     auto ctxs() const {

@@ -4,12 +4,8 @@
 #include "runtime.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <cstring>
-#include <new>
 
 #include <rte_cycles.h>
-#include <rte_errno.h>
 #include <rte_malloc.h>
 #include <rte_ring_elem.h>
 
@@ -33,7 +29,7 @@ bool oom(SetupError& e, const std::string& what) {
 // rings of that lcore (every lcore with a role has them).
 LcoreCtx* Runtime::lcore_ctx(unsigned l) {
     if (lcores_[l] == nullptr) {
-        const engine::Lcore* el = engine_->lcore(l);
+        const engine::Lcore* el = eng().lcore(l);
         if (el == nullptr)
             return nullptr;
         LcoreCtx* c = socket_new<LcoreCtx>(static_cast<int>(rte_lcore_to_socket_id(l)));
@@ -55,7 +51,7 @@ LcoreCtx* Runtime::lcore_ctx(unsigned l) {
 // rings, the ACK routes and the moves between rx lcores; the daemon brings
 // its tx roles (TxCtx) and its consumers. No flow yet: sessions bring them.
 bool Runtime::make_engines(SetupError& e) {
-    mac_ = opt_.src_mac_set ? opt_.src_mac : tx_port_->mac();
+    mac_ = opt_.src_mac_set ? opt_.src_mac : ports().tx_port->mac();
     ecfg_.cc.max_mbps = cc_max_mbps(); // --cc-max-mbps, else the port's link speed
     if (!make_senders(e) || (bench_ && !bench_->make_gen_bufs(e)) || !make_receivers(e) ||
         (bench_ && !bench_->make_consumers(cons_lcores_, e)))
@@ -74,7 +70,7 @@ bool Runtime::make_senders(SetupError& e) {
     const auto T = static_cast<uint32_t>(tx_lcores_.size());
     engine::EngineHost h;
     for (uint32_t t = 0; t < T; t++) {
-        TxCtx* c = socket_new<TxCtx>(tx_socket_);
+        TxCtx* c = socket_new<TxCtx>(tx_socket());
         if (c == nullptr)
             return oom(e, "tx context");
         txs_.push_back(c);
@@ -86,41 +82,18 @@ bool Runtime::make_senders(SetupError& e) {
         else
             bench_->attach_tx(*c);
     }
-    h.tx_port = tx_port_->id();
-    h.rx_port = rx_port_->id();
-    h.tx_queues = tx_nq_;
     h.tx_lcores = tx_lcores_;
     h.rx_lcores = rx_lcores_;
     h.app_lcores = cons_lcores_;
-    h.pool = tx_pool_;
-    h.socket = tx_socket_;
-    h.rx_socket = rx_socket_;
-    // The rails' packets are built by the same Senders: the UDP checksum in
-    // the NIC only where every rail's port fills it.
-    h.tx_udp_checksum_offload = tx_port_->tx_udp_checksum();
-    for (const auto& r : rails_) {
-        h.rail_ports.push_back(r->id());
-        h.tx_udp_checksum_offload = h.tx_udp_checksum_offload && r->tx_udp_checksum();
-    }
-    h.handoff = handoff_;
-    h.steer_by_id = steer_by_queue_;
-    h.rss_port = rss_ ? rx_port_ : nullptr;
     h.tsc_hz = tsc_hz_;
     h.plane = &plane_;
-    if (local_port_) {
-        h.local_port = local_port_->id();
-        h.local_queues = local_port_->nb_txq();
-    }
-    engine::EngineError err;
-    engine_ = engine::Engine::create(ecfg_, h, err);
-    if (engine_ == nullptr) {
-        if (err.out_of_memory)
-            return oom(e, err.what);
-        e = {1, err.message()};
+    engine::NodeError ne; // the port side of h is the node's
+    if (!node_.make_engine(ecfg_, h, ne)) {
+        e = {ne.exit_code, ne.message};
         return false;
     }
-    const auto& ss = engine_->senders();
-    const uint32_t port_senders = engine_->port_senders();
+    const auto& ss = eng().senders();
+    const uint32_t port_senders = eng().port_senders();
     for (uint32_t q = 0; q < ss.size(); q++) {
         TxCtx* c = txs_[q % T];
         Sender* s = ss[q];
@@ -141,24 +114,12 @@ bool Runtime::make_senders(SetupError& e) {
 // rx: the engine's Receiver per rx lcore (and with hand-off the moves
 // between them); the fault shims in front of their queues.
 bool Runtime::make_receivers(SetupError& e) {
-    for (uint32_t r = 0; r < rx_lcores_.size(); r++) {
-        RxCtx* c = engine_->rx_ctxs()[r];
-        if (opt_.fault_set || opt_.interactive) {
-            char name[RTE_RING_NAMESIZE];
-            snprintf(name, sizeof(name), "tm_fault_%u", r);
-            auto* shim = new (std::nothrow) drivers::FaultShim(opt_.fault, name);
-            if (shim == nullptr)
-                return oom(e, "fault shim");
-            shims_.push_back(shim);
-            const rte_eth_rxtx_callback* cb = shim->attach_rx(c->port, c->queue);
-            if (cb == nullptr) {
-                e = {1, "--fault: cannot attach the fault shim to port " + std::to_string(c->port) + " rx queue " +
-                            std::to_string(c->queue) + ": " + rte_strerror(rte_errno)};
-                return false;
-            }
-            shim_cbs_.push_back(cb);
-            fault_spec_ = opt_.fault;
-        }
+    engine::NodeError ne;
+    if ((opt_.fault_set || opt_.interactive) && !node_.attach_faults(opt_.fault, ne)) {
+        e = {ne.exit_code, ne.message};
+        return false;
+    }
+    for (RxCtx* c : eng().rx_ctxs()) {
         LcoreCtx* l = lcore_ctx(c->lcore);
         if (l == nullptr)
             return oom(e, "request rings");
@@ -171,9 +132,8 @@ bool Runtime::make_receivers(SetupError& e) {
 // it serves, and where its packets go.
 void Runtime::make_session_table() {
     SessionTable::Config tc;
-    tc.pool = tx_pool_;
     tc.mac = mac_;
-    tc.rx_mac = opt_.mode == Mode::Loopback && !opt_.dst_mac_set ? rx_port_->mac() : mac_;
+    tc.rx_mac = opt_.mode == Mode::Loopback && !opt_.dst_mac_set ? rx_mac() : mac_;
     if (opt_.mode == Mode::Loopback && opt_.dst_mac_set)
         tc.rx_mac = opt_.dst_mac;
     tc.self = {opt_.src_ip, opt_.udp_port};
@@ -188,21 +148,11 @@ void Runtime::make_session_table() {
     tc.max_version = static_cast<uint8_t>(opt_.data_version);
     tc.min_version = opt_.insecure || opt_.data_version == 1 ? kVersion : kVersion2;
     tc.data_auth = opt_.data_auth;
-    tc.nrails = static_cast<uint8_t>(rails_.size());
-    for (size_t i = 0; i < rails_.size(); i++) {
-        tc.rails[i].ip = opt_.rails[i].ip;
-        const rte_ether_addr mac = rails_[i]->mac();
-        memcpy(tc.rails[i].mac, mac.addr_bytes, 6);
-    }
+    for (size_t i = 0; i < opt_.rails.size(); i++)
+        tc.rails[i].ip = opt_.rails[i].ip; // their MACs: the rail ports' (the node's)
     if (tc.min_version == kVersion && opt_.mode != Mode::Loopback)
         TM_LOG(NOTICE, app, "data version 1 sessions are served (%s): their data packets carry no tag, so any "
                "host that reaches this port can place bytes in them", opt_.insecure ? "--insecure" : "--data-version 1");
-    // With the in-memory loopback, a session packet to this daemon's own
-    // address goes straight back to the control loop, as if received.
-    sessions_ = std::make_unique<SessionTable>(tc, engine_->control_sender(opt_.src_ip),
-        [this](Session& s) { on_session(s); });
-    // The engine's round takes the control frames and the lcores' answers.
-    engine_->set_control_taker([this](rte_mbuf* m, uint64_t now) { sessions_->on_frame(m, now); });
     // The sessions' flows on the engine: their specs from this end's
     // addresses, a per-packet ring with each receive half where packet
     // completion is or may be switched on, --replay's unacknowledged.
@@ -211,15 +161,16 @@ void Runtime::make_session_table() {
     sc.mac = mac_;
     sc.udp_port = opt_.udp_port;
     sc.paths = ecfg_.paths;
-    sc.tx_socket = tx_socket_;
-    sc.rx_socket = rx_socket_;
     sc.pkt_cq = opt_.completion == CompletionMode::Packet || switchable();
     sc.acknowledge = !opt_.replay;
     // A released flow id waits out the peer timeout (and a second) before
     // it names another flow: see flow_ids.h.
     sc.id_quarantine = tsc_hz_ * (opt_.peer_timeout_ms + 1000) / 1000;
-    flows_ = std::make_unique<engine::Sessions>(*engine_, *sessions_, reg_, sc, hooks());
-    engine_->set_answers([this](const Request& r, uint64_t now) { flows_->on_answer(r, now); });
+    // The node wires them: the table sends through the engine (with the
+    // in-memory loopback, a packet to this daemon's own address straight
+    // back to the control loop) and takes its control frames; the lcores'
+    // answers go to the sessions' flows.
+    node_.make_sessions(tc, sc, reg_, [this](Session& s) { on_session(s); }, hooks());
 }
 
 } // namespace tailmark::app

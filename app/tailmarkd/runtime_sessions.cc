@@ -28,7 +28,7 @@ bool Runtime::serve_before_launch() {
 void Runtime::post(unsigned lcore, const Request& r) {
     // Sized for every flow of several sessions at once; a full ring is a
     // bug of ours, not a condition to wait out on the control thread.
-    if (!engine_->post_app(lcore, r))
+    if (!eng().post_app(lcore, r))
         TM_LOG(ERR, app, "lcore %u: request ring full; request %d for flow %u lost", lcore, static_cast<int>(r.op),
                r.index);
 }
@@ -45,8 +45,8 @@ void Runtime::on_session(Session& s) {
 }
 
 void Runtime::later(uint64_t now, std::function<void()> fn) {
-    if (engine_ != nullptr) // torn down: nothing frees it any more (as before the engine)
-        engine_->later(now, std::move(fn));
+    if (node_.has_engine()) // torn down: nothing frees it any more (as before the engine)
+        eng().later(now, std::move(fn));
 }
 
 } // namespace tailmark::app

@@ -114,27 +114,11 @@ bool Runtime::open_ports(SetupError& e) {
     n.local_loop = opt_.mode == Mode::Service;
     for (const Options::Rail& r : opt_.rails)
         n.rails.push_back(r.port);
-    drivers::PortSet ps;
-    drivers::PortError pe;
-    const bool ok = drivers::open_ports(n, ps, pe);
-    // Kept, opened or not: teardown() closes the ports, then frees the pools.
-    pools_ = std::move(ps.pools);
-    tx_pool_ = ps.tx_pool;
-    rx_pool_ = ps.rx_pool;
-    tx_port_ = std::move(ps.tx_port);
-    rx_port_owned_ = std::move(ps.rx_port_owned);
-    rx_port_ = ps.rx_port;
-    local_port_ = std::move(ps.local_port);
-    rails_ = std::move(ps.rails);
-    tx_socket_ = ps.tx_socket;
-    rx_socket_ = ps.rx_socket;
-    tx_nq_ = ps.tx_nq;
-    steer_by_queue_ = ps.steer_by_queue;
-    rss_ = ps.rss;
-    handoff_ = ps.handoff;
-    if (!ok)
-        e = {pe.exit_code, pe.message};
-    return ok;
+    engine::NodeError ne;
+    if (node_.open_ports(n, ne)) // kept, opened or not: teardown() closes them
+        return true;
+    e = {ne.exit_code, ne.message};
+    return false;
 }
 
 // The flows this process configures itself (loopback, send): the shell's
@@ -145,7 +129,7 @@ bool Runtime::make_registry(SetupError& e) {
         return true; // flows come with sessions
     const GroupPlan plan = plan_group(opt_.msg_size, stride_for_mtu(opt_.mtu));
     for (uint32_t i = 0; i < opt_.flows; i++) {
-        FlowCtx* f = socket_new<FlowCtx>(rx_socket_);
+        FlowCtx* f = socket_new<FlowCtx>(rx_socket());
         if (f == nullptr) {
             e = {1, "out of memory: flow contexts"};
             return false;
@@ -233,34 +217,20 @@ void Runtime::teardown() {
     // 1. lcores: stopped and joined by run(); make sure of it.
     if (launched_) {
         plane_.phase.store(static_cast<int>(Phase::Stop));
-        if (engine_ != nullptr)
-            engine_->stop();
+        node_.stop();
         launched_ = false;
     }
     // 2. the fault shims (lcores joined: no callback in flight), then the
     //    ports: stop and close (their own rx callbacks go with them).
-    for (size_t q = 0; q < shim_cbs_.size(); q++)
-        if (rx_port_ != nullptr && rte_eth_remove_rx_callback(rx_port_->id(), static_cast<uint16_t>(q), shim_cbs_[q]) == 0)
-            rte_free(const_cast<void*>(static_cast<const void*>(shim_cbs_[q])));
-    shim_cbs_.clear();
-    for (drivers::FaultShim* s : shims_)
-        delete s;
-    shims_.clear();
-    local_port_.reset();
-    rails_.clear();
-    rx_port_owned_.reset();
-    tx_port_.reset();
-    rx_port_ = nullptr;
-    // 3. what the data plane used: the engine first (what was let go, its
-    //    Senders and Receivers: a Receiver's placer walks its installed
-    //    flows as it goes, they must still be there; then its rings,
-    //    routes, moves and rx roles), then the flows (the Senders' records
+    node_.close_ports();
+    // 3. what the data plane used: the engine first (and every flow still
+    //    installed: f->recv nulled), then the flows (the Senders' records
     //    let go of the generator's buffers), replay packets, contexts.
-    engine_.reset(); // and every flow still installed (f->recv nulled)
+    node_.free_engine();
     for (engine::SessionFlow* sf : reg_) {
         FlowCtx* f = static_cast<FlowCtx*>(sf);
         f->send = nullptr; // the engine's once installed (install_send)
-        flows_->free_recv(*f); // its receive half, consumer and rings (flows_ came before any flow)
+        flows().free_recv(*f); // its receive half, consumer and rings (the sessions came before any flow)
         rte_ring_free(f->send_q);
         f->send_q = nullptr;
         rte_free(f->sizes);
@@ -268,8 +238,7 @@ void Runtime::teardown() {
         socket_delete(f);
     }
     reg_.clear();
-    flows_.reset(); // the sessions' records
-    sessions_.reset(); // the session links
+    node_.free_sessions(); // the sessions' records, the session links
     // The applications' memory: the Senders and the ports let go of every
     // mbuf that referenced an arena.
     service_.reset();
@@ -284,8 +253,7 @@ void Runtime::teardown() {
     }
     bench_.reset(); // the generator's buffers and state, the replay's packets and their pools
     // 4. pools last: the closed ports returned their mbufs.
-    pools_.clear();
-    tx_pool_ = rx_pool_ = nullptr;
+    node_.free_pools();
 }
 
 } // namespace tailmark::app

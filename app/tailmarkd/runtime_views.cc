@@ -24,17 +24,17 @@ uint32_t Runtime::acked_of(const FlowCtx& f) const { return engine::Sessions::ac
 bool Runtime::send_only(const FlowCtx& f) const { return engine::Sessions::send_only(f); }
 
 DropCounters Runtime::drops() const {
-    DropCounters d = engine_ ? engine_->drops() : DropCounters{}; // the Senders' and Receivers'
-    if (sessions_)
+    DropCounters d = node_.has_engine() ? engine().drops() : DropCounters{}; // the Senders' and Receivers'
+    if (node_.has_sessions())
         for (size_t i = 0; i < kDropReasonCount; i++)
-            d[i] += peek(sessions_->counters().drops[i]);
+            d[i] += peek(node_.table().counters().drops[i]);
     return d;
 }
 
 Runtime::Stats Runtime::stats() const {
     Stats t;
-    if (engine_ != nullptr) { // the Senders', the rx roles' and the Receivers' counters
-        const engine::Engine::Stats e = engine_->stats();
+    if (node_.has_engine()) { // the Senders', the rx roles' and the Receivers' counters
+        const engine::Engine::Stats e = engine().stats();
         t.sent = e.msgs_sent;
         t.pkts_tx = e.pkts_tx;
         t.pkts_local = e.pkts_local;
@@ -168,21 +168,5 @@ std::vector<Results::RxLane> Runtime::rx_lanes() const {
 const std::vector<ConsCtx*>& Runtime::conss() const { return bench_ ? bench_->consumers() : no_conss_; }
 
 Results Runtime::results() const { return RunSummary(*this).make(); }
-
-drivers::FaultCounters Runtime::fault_counters() const {
-    drivers::FaultCounters t;
-    for (const drivers::FaultShim* s : shims_) {
-        const drivers::FaultCounters c = s->counters();
-        t.seen += c.seen;
-        t.dropped += c.dropped;
-        t.duplicated += c.duplicated;
-        t.reordered += c.reordered;
-        t.corrupted += c.corrupted;
-        t.arrived_retx += c.arrived_retx;
-        t.arrived_nack += c.arrived_nack;
-        t.passed += c.passed;
-    }
-    return t;
-}
 
 } // namespace tailmark::app
