@@ -259,7 +259,6 @@ private:
     bool make_senders(SetupError& e);
     bool make_receivers(SetupError& e);
     void make_session_table();
-    bool make_registry(SetupError& e);
 
     // Sessions (control loop).
     void on_session(Session& s);

@@ -121,29 +121,6 @@ bool Runtime::open_ports(SetupError& e) {
     return false;
 }
 
-// The flows this process configures itself (loopback, send): the shell's
-// and the summary's flows 0..N-1, filled in when the session is up. recv
-// adds flows as sessions arrive.
-bool Runtime::make_registry(SetupError& e) {
-    if (opt_.mode == Mode::Recv || opt_.mode == Mode::Service)
-        return true; // flows come with sessions
-    const GroupPlan plan = plan_group(opt_.msg_size, stride_for_mtu(opt_.mtu));
-    for (uint32_t i = 0; i < opt_.flows; i++) {
-        FlowCtx* f = socket_new<FlowCtx>(rx_socket());
-        if (f == nullptr) {
-            e = {1, "out of memory: flow contexts"};
-            return false;
-        }
-        engine::SessionFlow* none = nullptr;
-        reg_.add(f, f->index, none); // slot i: nothing was given back yet
-        f->gen_id = static_cast<uint16_t>(i);
-        f->ring_size = opt_.ring_size;
-        f->pkts_per_msg = plan.pkt_count;
-    }
-    reg_.publish();
-    return true;
-}
-
 bool Runtime::setup(SetupError& e) {
     tsc_hz_ = rte_get_tsc_hz();
     ecfg_ = engine_config(opt_);
@@ -172,7 +149,7 @@ bool Runtime::setup(SetupError& e) {
     }
     if (opt_.mode != Mode::Service) // before the engines: it gives the Senders their source
         bench_ = std::make_unique<Bench>(*this);
-    if (!plan_lcores(e) || !open_ports(e) || !make_engines(e) || !make_registry(e))
+    if (!plan_lcores(e) || !open_ports(e) || !make_engines(e) || (bench_ && !bench_->make_flows(e)))
         return false;
     if (opt_.mode == Mode::Service) {
         service_ = std::make_unique<Service>(*this);

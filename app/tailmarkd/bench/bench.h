@@ -50,6 +50,10 @@ public:
     void attach_tx(TxCtx& c);
     void attach_sender(uint32_t q, Sender& s, TxCtx& c);
     bool make_gen_bufs(SetupError& e);
+    // The flows the run configures itself (loopback, send), after the
+    // engine: the shell's and the summary's flows 0..N-1, filled in when
+    // the session is up. recv's come with its sessions.
+    bool make_flows(SetupError& e);
     // --flow-control off: the flows, installed before launch (false: `e` says why).
     bool make_unconnected(SetupError& e);
     // The run's sessions: listen (loopback, recv), connect (loopback, send).

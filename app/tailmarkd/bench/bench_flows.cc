@@ -1,5 +1,6 @@
-// The benchmark's flows (bench.h): the generator's send flows, --replay's
-// ready-made packets, and --flow-control off's flows, made before launch.
+// The benchmark's flows (bench.h): the ones loopback and send configure
+// (numbered at set-up), the generator's send flows, --replay's ready-made
+// packets, and --flow-control off's flows, made before launch.
 #include "bench/bench.h"
 
 #include <algorithm>
@@ -18,6 +19,25 @@ namespace tailmark::app {
 
 // The least distance, in bytes, between two consecutive ready-made groups.
 constexpr uint32_t kReplayGap = 4096;
+
+bool Bench::make_flows(SetupError& e) {
+    if (opt_.mode == Mode::Recv)
+        return true;
+    const GroupPlan plan = plan_group(opt_.msg_size, stride_for_mtu(opt_.mtu));
+    for (uint32_t i = 0; i < opt_.flows; i++) {
+        FlowCtx* f = socket_new<FlowCtx>(rt_.rx_socket());
+        if (f == nullptr || !rt_.flows().add_flow(f, 0)) { // slot i: nothing was given back yet
+            socket_delete(f);
+            e = {1, "out of memory: flow contexts"};
+            return false;
+        }
+        f->gen_id = static_cast<uint16_t>(i);
+        f->ring_size = opt_.ring_size;
+        f->pkts_per_msg = plan.pkt_count;
+    }
+    rt_.flows().publish();
+    return true;
+}
 
 // The connector's flows, once the session is up: the generator's messages
 // go to the peer's flow ids (open_send).
