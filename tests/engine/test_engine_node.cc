@@ -156,3 +156,264 @@ TEST_CASE("engine: Node wires ports, engine and session table, and tears down in
     // Every mbuf is back: the port's, the engine's, the table's.
     CHECK(pool.avail() == all);
 }
+
+namespace {
+
+constexpr uint64_t kMsg = 65536; // 45 packets at MTU 1500: the burst of 4 leaves it unfinished
+const SipKey kSecret{0x5E55'0001, 0x5E55'0002};
+
+// Two ports over a crossed pair of rings: what a's sends, b's receives, and back.
+struct Crossed {
+    std::string name = tmtest::unique_name("nodex");
+    rte_ring* r[2]{};
+    int id[2]{-1, -1};
+    Crossed() {
+        for (int i = 0; i < 2; i++) {
+            r[i] = rte_ring_create((name + "r" + std::to_string(i)).c_str(), 1024, SOCKET_ID_ANY,
+                                   RING_F_SP_ENQ | RING_F_SC_DEQ);
+            REQUIRE(r[i] != nullptr);
+        }
+        id[0] = rte_eth_from_rings((name + "a").c_str(), &r[1], 1, &r[0], 1, rte_socket_id());
+        id[1] = rte_eth_from_rings((name + "b").c_str(), &r[0], 1, &r[1], 1, rte_socket_id());
+        REQUIRE(id[0] >= 0);
+        REQUIRE(id[1] >= 0);
+    }
+    ~Crossed() {
+        rte_vdev_uninit(("net_ring_" + name + "a").c_str());
+        rte_vdev_uninit(("net_ring_" + name + "b").c_str());
+        for (rte_ring* q : r) {
+            rte_mbuf* m;
+            while (rte_ring_dequeue(q, reinterpret_cast<void**>(&m)) == 0)
+                rte_pktmbuf_free(m);
+            rte_ring_free(q);
+        }
+    }
+};
+
+// One end of the session: a node whose roles all run on the main lcore,
+// in its tick(), so the test says when each end moves. A burst of 4
+// packets a turn; no retransmission, NACK or keep-alive within the test.
+struct End {
+    uint32_t ip;
+    rte_ether_addr mac;
+    engine::Node node;
+    engine::FlowRegistry<engine::SessionFlow> reg{4};
+    std::vector<std::unique_ptr<engine::SessionFlow>> made;
+    engine::SessionRec* rec = nullptr;
+    engine::SessionFlow* flow = nullptr;
+
+    End(int port, rte_mempool* mp, uint32_t addr, uint8_t last) : ip(addr), mac{{2, 0, 0, 0, 0, last}} {
+        drivers::PortSetup s;
+        s.pool = mp;
+        std::string err;
+        drivers::PortSet ps;
+        ps.tx_port = drivers::Port::open(static_cast<uint16_t>(port), s, err);
+        INFO(err);
+        REQUIRE(ps.tx_port != nullptr);
+        ps.rx_port = ps.tx_port.get();
+        ps.tx_pool = ps.rx_pool = mp;
+        ps.tx_socket = ps.rx_socket = SOCKET_ID_ANY;
+        node.adopt_ports(std::move(ps));
+        engine::EngineConfig cfg;
+        cfg.cc.enabled = false;
+        cfg.burst = 4;
+        cfg.rto_us = cfg.rto_max_us = 10000000;
+        cfg.retry_limit = 8;
+        cfg.nack_delay_us = 10000000;
+        engine::EngineHost h;
+        h.tx_lcores = h.rx_lcores = {rte_get_main_lcore()};
+        engine::NodeError ne;
+        REQUIRE(node.make_engine(cfg, h, ne));
+    }
+    void wire(SessionTable::Notify notify) {
+        SessionTable::Config tc;
+        tc.mac = tc.rx_mac = mac;
+        tc.self = {ip, kService};
+        tc.keepalive_us = 10000000;
+        engine::SessionsConfig sc;
+        sc.src_ip = ip;
+        sc.mac = mac;
+        sc.udp_port = kService;
+        sc.id_quarantine = rte_get_tsc_hz();
+        node.make_sessions(tc, sc, reg, std::move(notify));
+    }
+    engine::Sessions& flows() { return node.sessions(); }
+    engine::SessionFlow* new_flow(uint64_t now) {
+        made.push_back(std::make_unique<engine::SessionFlow>());
+        return flows().add_flow(made.back().get(), now) ? made.back().get() : nullptr;
+    }
+    void ended(Session& s, uint64_t now) {
+        if (engine::SessionRec* a = flows().session(s.id); a != nullptr) {
+            a->end = s.end;
+            flows().detach(*a, now);
+        }
+    }
+    void close() {
+        node.stop();
+        node.close_ports();
+        node.free_engine();
+        node.free_sessions();
+        made.clear();
+    }
+};
+
+struct OneMessage {
+    std::vector<uint8_t> bytes = std::vector<uint8_t>(kMsg, 0x5A);
+    bool go = false;
+};
+bool one_message(void* ctx, void*, uint32_t msg_id, Message& m, uint64_t& cookie) {
+    auto& o = *static_cast<OneMessage*>(ctx);
+    if (!o.go || msg_id != 0)
+        return false;
+    m.bytes = {o.bytes.data(), o.bytes.size()};
+    m.shinfo = nullptr;
+    cookie = 0;
+    return true;
+}
+struct Told {
+    uint32_t delivered = 0, failed = 0, closed = 0;
+};
+void told(void* ctx, const SendCompletion* d, uint32_t n) {
+    auto& t = *static_cast<Told*>(ctx);
+    for (uint32_t i = 0; i < n; i++) {
+        (d[i].status == SendStatus::Delivered ? t.delivered : t.failed)++;
+        t.closed += d[i].reason == FailReason::Closed;
+    }
+}
+
+} // namespace
+
+// A session that ends while its one message is half across: the sender
+// reports it failed, once; the receiver never completes it; both ends' flows
+// are taken back, their records reach Gone, and every mbuf comes home.
+TEST_CASE("engine: a session ended mid-message, on two Nodes", "[engine]") {
+    tmtest::Pool pool;
+    const unsigned all = pool.avail();
+    Crossed x;
+    OneMessage msg;
+    Told out;
+    {
+        End a(x.id[0], pool.mp, RTE_IPV4(198, 18, 1, 1), 0xA);
+        End b(x.id[1], pool.mp, RTE_IPV4(198, 18, 1, 2), 0xB);
+        a.node.engine().sender(0).set_source(one_message, &msg);
+        a.node.engine().tx_role(0).set_sink(told, &out);
+        Session* sa = nullptr;
+        a.wire([&](Session& s) {
+            const uint64_t now = rte_rdtsc();
+            if (s.state == SessionState::Established && a.rec == nullptr) {
+                auto rec = std::make_unique<engine::SessionRec>();
+                rec->take(s, true);
+                engine::SessionFlow* f = a.new_flow(now);
+                if (f == nullptr)
+                    return;
+                f->session = f->send_session = rec.get();
+                rec->flows.push_back(f);
+                engine::Sessions::SendOpen o;
+                o.ring_size = s.params.ring_size;
+                o.report = true;
+                if (!a.flows().open_send(*f, *rec, s, 0, a.flows().send_queue_for(s, 0), o))
+                    return;
+                a.flows().publish();
+                a.flow = f;
+                a.rec = &a.flows().add_session(std::move(rec));
+            } else if (s.state == SessionState::Ended) {
+                a.ended(s, now);
+            }
+        });
+        b.wire([&](Session& s) {
+            if (s.state == SessionState::Ended)
+                b.ended(s, rte_rdtsc());
+        });
+        b.node.table().listen(kService, kSecret, [&](Session& s, const FlowParams& p) {
+            const uint64_t now = rte_rdtsc();
+            AcceptDecision d;
+            const int base = b.rec == nullptr ? b.flows().recv_ids().alloc(1, now) : -1;
+            if (p.nflows != 1 || base < 0) {
+                d.reason = RefuseReason::Flows;
+                return d;
+            }
+            d.agreed = p;
+            d.local_base = static_cast<uint16_t>(base);
+            d.defer = true; // ACCEPT once the flow is in
+            s.params = d.agreed;
+            s.local_base = d.local_base;
+            auto rec = std::make_unique<engine::SessionRec>();
+            rec->take(s, false);
+            engine::SessionFlow* f = b.new_flow(now);
+            if (f != nullptr) {
+                f->session = f->recv_session = rec.get();
+                rec->flows.push_back(f);
+            }
+            std::string err;
+            if (f == nullptr || !b.flows().make_recv(*f, *rec, s, d.local_base, 0, err)) {
+                d = AcceptDecision{};
+                d.reason = RefuseReason::NoRoom;
+                return d;
+            }
+            b.flows().post_recv(*f, *rec);
+            b.flows().publish();
+            b.flow = f;
+            b.rec = &b.flows().add_session(std::move(rec));
+            return d;
+        });
+        REQUIRE(a.node.engine().launch()); // nothing to start: every role is the main lcore's, run by tick()
+        REQUIRE(b.node.engine().launch());
+        auto round = [&] {
+            const uint64_t now = rte_rdtsc();
+            a.node.tick(now);
+            b.node.tick(now);
+        };
+        auto until = [&](auto&& done) {
+            const uint64_t end = rte_rdtsc() + 5 * rte_get_tsc_hz();
+            while (!done() && rte_rdtsc() < end)
+                round();
+            return done();
+        };
+        FlowParams proposal;
+        proposal.nflows = 1;
+        proposal.mtu = 1500;
+        proposal.ring_size = 8;
+        proposal.max_msg = static_cast<uint32_t>(kMsg);
+        proposal.key = 0xE11D;
+        const uint64_t t0 = rte_rdtsc();
+        const int base = a.flows().send_ids().alloc(1, t0);
+        REQUIRE(base >= 0);
+        sa = a.node.table().connect({b.ip, kService}, kService, kSecret, proposal, static_cast<uint16_t>(base), &b.mac, t0);
+        REQUIRE(sa != nullptr);
+        REQUIRE(until([&] {
+            return a.flow != nullptr && b.flow != nullptr &&
+                   a.node.engine().send_state(a.flow->send_id) == engine::FlowState::Open &&
+                   b.node.engine().recv_state(b.flow->recv_id) == engine::FlowState::Open;
+        }));
+        const uint64_t placed0 = b.node.engine().stats().placed;
+
+        // One turn of A's tx role (4 packets of the message's 45), one of B's rx.
+        msg.go = true;
+        a.node.tick(rte_rdtsc());
+        b.node.tick(rte_rdtsc());
+        CHECK(b.node.engine().stats().placed - placed0 == 4);
+        CHECK(b.node.engine().stats().completed == 0);
+
+        // A closes: its flow fails what it owed, B hears the CLOSE.
+        a.node.table().close(sa, rte_rdtsc());
+        REQUIRE(until([&] {
+            return a.rec->stage == engine::SessionRec::Stage::Gone && b.rec->stage == engine::SessionRec::Stage::Gone;
+        }));
+        CHECK(out.delivered == 0);
+        CHECK(out.failed == 1);
+        CHECK(out.closed == 1);
+        CHECK(b.node.engine().stats().placed - placed0 == 4); // nothing after the close
+        CHECK(b.node.engine().stats().completed == 0);
+        CHECK(a.rec->end == SessionEnd::Closed);
+        CHECK(b.rec->end == SessionEnd::PeerClosed);
+        CHECK(b.flow->recv == nullptr); // taken back out of its Receiver
+        uint64_t drops = 0;
+        for (const engine::Node* n : {&a.node, &b.node})
+            for (uint64_t d : n->engine().drops())
+                drops += d;
+        CHECK(drops == 0);
+        a.close();
+        b.close();
+    }
+    CHECK(pool.avail() == all);
+}
