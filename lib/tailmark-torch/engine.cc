@@ -161,6 +161,8 @@ bool Engine::activate() {
 }
 
 bool Engine::ready(const Op& op, const OutPart& part) const {
+    if (part.gate >= 0 && op.ins[part.gate].next < op.ins[part.gate].pieces.size())
+        return false;
     if (part.dep < 0 || part.next < part.lag)
         return true;
     return op.ins[part.dep].next > part.next - part.lag;
@@ -211,7 +213,8 @@ bool Engine::pump_out(Op& op, int pi) {
 
 bool Engine::in_ready(const Op& op, const InPart& part) const {
     const size_t j = part.next;
-    return (part.after_in < 0 || op.ins[part.after_in].next > j) &&
+    return (part.gate < 0 || op.ins[part.gate].next == op.ins[part.gate].pieces.size()) &&
+           (part.after_in < 0 || op.ins[part.after_in].next > j) &&
            (part.after_out < 0 || op.outs[part.after_out].next > j);
 }
 

@@ -40,6 +40,9 @@ public:
     tm_channel* channel() const { return ch_; }
     int rank() const { return rank_; }
     int size() const { return size_; }
+    // Rank p's daemon's address: ranks with the same one share that
+    // daemon, and their messages go through its memory.
+    std::string host(int p) const { return endpoints_[p].substr(0, endpoints_[p].rfind(':')); }
     tm_session out(int peer) const { return out_[peer]; }
     tm_session in(int peer) const { return in_[peer]; }
     // Bytes of tensor data a message carries (max_msg less the header).

@@ -34,7 +34,8 @@ PYBIND11_MODULE(_c, m) {
             }
         },
         py::arg("group"), py::arg("algorithm"),
-        "all_reduce's algorithm on this group from now on: 'ring', 'rd' (recursive doubling) or 'auto' (by size)");
+        "all_reduce's algorithm on this group from now on: 'ring', 'rd' (recursive doubling), 'hier' "
+        "(hierarchical: within each host, across hosts, within each host again) or 'auto' (by size)");
     m.def(
         "shutdown", [] { tailmark::torch_backend::Engine::shutdown_all(); },
         py::call_guard<py::gil_scoped_release>(),

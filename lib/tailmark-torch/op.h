@@ -35,6 +35,9 @@ struct OutPart {
     // what it just received). dep < 0: every piece is ready at once.
     int dep = -1;
     size_t lag = 0;
+    // And none goes before ins[gate] has taken every piece (< 0: no gate):
+    // a phase that starts where another ended (hierarchical all_reduce).
+    int gate = -1;
     // Engine state.
     uint64_t seq = 0;
     size_t next = 0;       // pieces handed to the daemon
@@ -52,6 +55,8 @@ struct InPart {
     // piece of the step to have gone (the bytes it overwrites).
     int after_in = -1;
     int after_out = -1;
+    // And none is taken before ins[gate] has taken every piece (< 0: none).
+    int gate = -1;
     // The received bytes are the left operand: dst = in (op) a. Every rank
     // of a pair then computes lower rank's (op) higher rank's, bit for bit
     // alike, even for NaNs' payloads and min/max of signed zeros.

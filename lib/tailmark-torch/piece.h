@@ -13,8 +13,9 @@ namespace tailmark::torch_backend {
 enum class Kind : uint8_t {
     Hello = 1, Send, Broadcast, AllReduce, AllGather, ReduceScatter, Barrier, Reduce, Gather, Scatter, AllToAll,
     AllReduceRd, // all_reduce by recursive doubling: ranks that chose different algorithms get an error
-    Abort        // a rank gave up on the group (engine_abort.cc): index names the rank that failed first,
+    Abort,       // a rank gave up on the group (engine_abort.cc): index names the rank that failed first,
                  // the payload (bytes long) says why
+    AllReduceHier // all_reduce within each host, across hosts, within each host again
 };
 
 inline const char* kind_name(Kind k) {
@@ -32,6 +33,7 @@ inline const char* kind_name(Kind k) {
     case Kind::AllToAll: return "all_to_all";
     case Kind::AllReduceRd: return "all_reduce (recursive doubling)";
     case Kind::Abort: return "abort";
+    case Kind::AllReduceHier: return "all_reduce (hierarchical)";
     }
     return "?";
 }

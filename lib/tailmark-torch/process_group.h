@@ -20,10 +20,13 @@
 
 namespace tailmark::torch_backend {
 
-// all_reduce's algorithm: the ring, recursive doubling, or by size (auto:
-// recursive doubling up to rd_max_bytes(n), the ring above).
-enum class AllreduceAlgo : uint8_t { Auto, Ring, Rd };
-// "ring", "rd", "auto"; anything else throws std::invalid_argument naming it.
+// all_reduce's algorithm: the ring, recursive doubling, hierarchical
+// (within each host, across hosts, within each host again), or by size
+// (auto: recursive doubling up to rd_max_bytes(n); above it hierarchical
+// where ranks share a host's daemon and there are several hosts, else the
+// ring).
+enum class AllreduceAlgo : uint8_t { Auto, Ring, Rd, Hier };
+// "ring", "rd", "hier", "auto"; anything else throws std::invalid_argument naming it.
 AllreduceAlgo allreduce_algo_of(const std::string& name);
 const char* allreduce_algo_name(AllreduceAlgo a);
 // auto's threshold at n ranks, in bytes of tensor (docs/torch.md has the
@@ -104,6 +107,15 @@ private:
     // all_reduce by recursive doubling (process_group_collectives.cc), in
     // place over base's N elements of es bytes.
     void rd_all_reduce(Op& op, unsigned char* base, size_t N, size_t es) const;
+    // The ring over `ring` (ranks in ring order, this rank at ring[me]), in
+    // place; returns the index of its in part in op.ins (-1: a ring of one).
+    int ring_all_reduce(Op& op, const std::vector<int>& ring, int me, unsigned char* base, size_t N,
+                        size_t es) const;
+    // Hierarchical: a chain to each host's first rank, the ring between
+    // those, a chain back (process_group_collectives.cc).
+    void hier_all_reduce(Op& op, unsigned char* base, size_t N, size_t es) const;
+    // Whether some ranks share a daemon and there are several daemons.
+    bool hosts_shared() const;
     void ring_all_gather(Op& op, const std::vector<unsigned char*>& chunks, size_t N, size_t es) const;
     void ring_reduce_scatter(Op& op, const std::vector<const unsigned char*>& in, unsigned char* y, size_t N,
                              size_t es, const at::Tensor& like, std::vector<at::Tensor>& keep) const;

@@ -19,7 +19,10 @@ AllreduceAlgo allreduce_algo_of(const std::string& name) {
         return AllreduceAlgo::Ring;
     if (name == "rd")
         return AllreduceAlgo::Rd;
-    throw std::invalid_argument("all_reduce's algorithm is ring, rd (recursive doubling) or auto, not '" + name + "'");
+    if (name == "hier")
+        return AllreduceAlgo::Hier;
+    throw std::invalid_argument("all_reduce's algorithm is ring, rd (recursive doubling), hier (hierarchical) or "
+                                "auto, not '" + name + "'");
 }
 
 const char* allreduce_algo_name(AllreduceAlgo a) {
@@ -27,6 +30,7 @@ const char* allreduce_algo_name(AllreduceAlgo a) {
     case AllreduceAlgo::Auto: return "auto";
     case AllreduceAlgo::Ring: return "ring";
     case AllreduceAlgo::Rd: return "rd";
+    case AllreduceAlgo::Hier: return "hier";
     }
     return "?";
 }
@@ -79,45 +83,142 @@ void ProcessGroupTailmark::rd_all_reduce(Op& op, unsigned char* base, size_t N, 
         op.outs.push_back(OutPart{r + m, out_pieces(base, N, es, P), prev, 0});
 }
 
+int ProcessGroupTailmark::ring_all_reduce(Op& op, const std::vector<int>& ring, int me, unsigned char* base,
+                                          size_t N, size_t es) const {
+    const int n = static_cast<int>(ring.size()), r = me;
+    if (n < 2)
+        return -1;
+    // 2(n-1) steps; in step s this rank sends chunk r-s and takes chunk
+    // r-s-1 (summed in the first n-1 steps, copied after). Each chunk goes
+    // as P pieces of at most a message's payload, and piece k of a step
+    // goes once piece k of the step before arrived.
+    const size_t P = pieces_for(split_at(N, n, 1) + 1, es);
+    const int in_at = static_cast<int>(op.ins.size());
+    OutPart out{ring[(r + 1) % n], {}, in_at, P};
+    InPart in{ring[(r - 1 + n) % n], {}};
+    auto piece = [&](int c, size_t k, size_t* off, size_t* len) {
+        const size_t c0 = split_at(N, n, c), m = split_at(N, n, c + 1) - c0;
+        const size_t a = split_at(m, P, k), b = split_at(m, P, k + 1);
+        *off = (c0 + a) * es;
+        *len = (b - a) * es;
+    };
+    for (int s = 0; s < 2 * (n - 1); s++) {
+        const int cs = ((r - s) % n + n) % n, cr = ((r - s - 1) % n + n) % n;
+        for (size_t k = 0; k < P; k++) {
+            size_t off, len;
+            piece(cs, k, &off, &len);
+            out.pieces.push_back({base + off, len});
+            piece(cr, k, &off, &len);
+            // The gather half's pieces are copies (a == nullptr).
+            in.pieces.push_back({base + off, s < n - 1 ? base + off : nullptr, len});
+        }
+    }
+    op.outs.push_back(std::move(out));
+    op.ins.push_back(std::move(in));
+    return in_at;
+}
+
+// The hosts as the mesh sees them: ranks whose daemon has the same address.
+// `local`: this rank's host's ranks, in rank order; `firsts`: each host's
+// first rank, in order.
+namespace {
+void hosts_of(const Mesh& mesh, std::vector<int>& local, std::vector<int>& firsts) {
+    const int n = mesh.size();
+    const std::string mine = mesh.host(mesh.rank());
+    std::vector<std::string> seen;
+    for (int p = 0; p < n; p++) {
+        const std::string h = mesh.host(p);
+        if (h == mine)
+            local.push_back(p);
+        if (std::find(seen.begin(), seen.end(), h) == seen.end()) {
+            seen.push_back(h);
+            firsts.push_back(p);
+        }
+    }
+}
+} // namespace
+
+bool ProcessGroupTailmark::hosts_shared() const {
+    std::vector<int> local, firsts;
+    hosts_of(engine_->mesh(), local, firsts);
+    return firsts.size() > 1 && static_cast<int>(firsts.size()) < getSize();
+}
+
+void ProcessGroupTailmark::hier_all_reduce(Op& op, unsigned char* base, size_t N, size_t es) const {
+    // 1. Within the host, through the daemon's memory: a chain from its
+    //    last rank to its first (local[0]), each adding what arrives into
+    //    its own tensor and passing it on, piece by piece.
+    // 2. Across hosts: the ring between the hosts' first ranks, over the
+    //    host sums, once the chain's every piece has arrived.
+    // 3. Within the host again: a chain from local[0] back down, each rank
+    //    copying what arrives over its tensor (once it has sent that piece
+    //    up) and passing it on. Every rank ends with local[0]'s bits, and
+    //    local[0] with the ring's, alike on every host.
+    std::vector<int> local, firsts;
+    hosts_of(engine_->mesh(), local, firsts);
+    const int L = static_cast<int>(local.size());
+    const int li = static_cast<int>(std::find(local.begin(), local.end(), getRank()) - local.begin());
+    const size_t P = pieces_for(N, es);
+    int up_in = -1, up_out = -1, down_in = -1;
+    if (li + 1 < L) {
+        InPart in{local[li + 1], in_pieces(base, N, es, P)};
+        for (auto& p : in.pieces)
+            p.a = p.dst; // dst = dst (op) in, in place
+        op.ins.push_back(std::move(in));
+        up_in = static_cast<int>(op.ins.size()) - 1;
+    }
+    if (li > 0) {
+        op.outs.push_back(OutPart{local[li - 1], out_pieces(base, N, es, P), up_in, 0});
+        up_out = static_cast<int>(op.outs.size()) - 1;
+        InPart in{local[li - 1], in_pieces(base, N, es, P)};
+        in.after_out = up_out; // a piece is overwritten once it went up
+        op.ins.push_back(std::move(in));
+        down_in = static_cast<int>(op.ins.size()) - 1;
+    } else {
+        const size_t outs0 = op.outs.size();
+        const int me = static_cast<int>(std::find(firsts.begin(), firsts.end(), getRank()) - firsts.begin());
+        const int ring_in = ring_all_reduce(op, firsts, me, base, N, es);
+        if (ring_in >= 0) { // the host's sum first
+            op.outs[outs0].gate = up_in;
+            op.ins[ring_in].gate = up_in;
+        }
+        down_in = ring_in >= 0 ? ring_in : up_in; // complete: the whole result is here
+    }
+    if (li + 1 < L) {
+        OutPart down{local[li + 1], out_pieces(base, N, es, P)};
+        if (li > 0) {
+            down.dep = down_in; // forwarded as it arrives
+        } else {
+            down.gate = down_in;
+        }
+        op.outs.push_back(std::move(down));
+    }
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupTailmark::allreduce(std::vector<at::Tensor>& tensors,
                                                                const c10d::AllreduceOptions& opts) {
     const at::Tensor& t = single(tensors, "all_reduce");
     const int n = getSize(), r = getRank();
     const size_t es = t.element_size(), N = static_cast<size_t>(t.numel());
-    const AllreduceAlgo algo = allreduce_algo();
-    const bool rd = algo == AllreduceAlgo::Rd || (algo == AllreduceAlgo::Auto && N * es <= rd_max_bytes(n));
-    auto op = make_op(rd ? Kind::AllReduceRd : Kind::AllReduce, t, "all_reduce");
+    AllreduceAlgo algo = allreduce_algo();
+    if (algo == AllreduceAlgo::Auto)
+        algo = N * es <= rd_max_bytes(n) ? AllreduceAlgo::Rd : hosts_shared() ? AllreduceAlgo::Hier
+                                                                                : AllreduceAlgo::Ring;
+    const Kind kind = algo == AllreduceAlgo::Rd     ? Kind::AllReduceRd
+                      : algo == AllreduceAlgo::Hier ? Kind::AllReduceHier
+                                                    : Kind::AllReduce;
+    auto op = make_op(kind, t, "all_reduce");
     op->red = red_of(opts.reduceOp, "all_reduce");
     unsigned char* base = bytes(t);
-    if (n > 1 && rd) {
+    if (n > 1 && algo == AllreduceAlgo::Rd) {
         rd_all_reduce(*op, base, N, es);
+    } else if (n > 1 && algo == AllreduceAlgo::Hier) {
+        hier_all_reduce(*op, base, N, es);
     } else if (n > 1) {
-        // The ring: 2(n-1) steps; in step s this rank sends chunk r-s and
-        // takes chunk r-s-1 (summed in the first n-1 steps, copied after).
-        // Each chunk goes as P pieces of at most a message's payload, and
-        // piece k of a step goes once piece k of the step before arrived.
-        const size_t P = pieces_for(split_at(N, n, 1) + 1, es);
-        OutPart out{(r + 1) % n, {}, 0, P};
-        InPart in{(r - 1 + n) % n, {}};
-        auto piece = [&](int c, size_t k, size_t* off, size_t* len) {
-            const size_t c0 = split_at(N, n, c), m = split_at(N, n, c + 1) - c0;
-            const size_t a = split_at(m, P, k), b = split_at(m, P, k + 1);
-            *off = (c0 + a) * es;
-            *len = (b - a) * es;
-        };
-        for (int s = 0; s < 2 * (n - 1); s++) {
-            const int cs = ((r - s) % n + n) % n, cr = ((r - s - 1) % n + n) % n;
-            for (size_t k = 0; k < P; k++) {
-                size_t off, len;
-                piece(cs, k, &off, &len);
-                out.pieces.push_back({base + off, len});
-                piece(cr, k, &off, &len);
-                // The gather half's pieces are copies (a == nullptr).
-                in.pieces.push_back({base + off, s < n - 1 ? base + off : nullptr, len});
-            }
-        }
-        op->outs.push_back(std::move(out));
-        op->ins.push_back(std::move(in));
+        std::vector<int> ring(n);
+        for (int i = 0; i < n; i++)
+            ring[i] = i;
+        ring_all_reduce(*op, ring, r, base, N, es);
     }
     if (op->red == RedOp::Avg) {
         const DType d = op->dtype;

@@ -5,8 +5,11 @@ back-to-back all_reduces of float32 (steady state, as osu_allreduce times
 it) after a barrier; a batch's time is the slowest rank's. One JSON line
 per (round, size, algorithm) on rank 0:
 {"world", "round", "bytes", "algo", "runs", "us"} (us: per all_reduce).
-  allreduce_algo.py SIZES [ROUNDS [SECONDS_PER_BATCH]]"""
+  allreduce_algo.py SIZES [ROUNDS [SECONDS_PER_BATCH]]
+TT_ALGOS: the algorithms compared (default "ring,rd"; "ring,hier" for the
+hierarchical one, on ranks that share their hosts' daemons)."""
 import json
+import os
 import sys
 import time
 
@@ -32,7 +35,7 @@ def main():
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 5
     per = float(sys.argv[3]) if len(sys.argv) > 3 else 0.15
     rank, world = init("tailmark", timeout_s=300)
-    algos = ("ring", "rd")
+    algos = tuple(os.environ.get("TT_ALGOS", "ring,rd").split(","))  # the ring first: the ratios' base
     runs = {}
     for size in sizes:  # warm-up, and each size's batch length from the slower algorithm
         t = torch.ones(max(1, size // 4), dtype=torch.float32)

@@ -38,9 +38,9 @@ reference is gloo's nearest: all_reduce of the concatenated inputs, all_gather
 concatenated, all_to_all_single on the concatenation. gloo's all_gather of
 0 elements dies of SIGFPE: that case's reference is the inputs themselves.
 
-all_reduce runs pinned to each algorithm, the ring and recursive doubling
-(tailmark.torch.set_allreduce), and every rank's result is checked bit for
-bit against every other's.
+all_reduce runs pinned to each algorithm, the ring, recursive doubling and
+hierarchical (tailmark.torch.set_allreduce), and every rank's result is
+checked bit for bit against every other's.
 Also: every op with async_op=True, its future's value the output tensors
 themselves; reduce leaves non-root tensors unchanged (gloo leaves partial
 sums there: printed); batch_isend_irecv and tags; the error paths. Last,
@@ -211,7 +211,7 @@ def run_case(name, dt, n):
         dist.all_reduce(g, op=gop, group=gloo)
         # Each algorithm pinned (auto picks one of the two by size): the
         # ranks' results bit for bit alike, and against gloo's.
-        for algo in ("ring", "rd"):
+        for algo in ("ring", "rd", "hier"):
             tt.set_allreduce(algo)
             t = x.clone()
             check_future(f"all_reduce ({algo}) {red} {tag}", dist.all_reduce(t, op=REDS[red], async_op=True), [t])
@@ -408,12 +408,12 @@ def error_paths():
     expect_error("all_to_all_single, splits of the wrong sum",
                  lambda: dist.all_to_all_single(torch.zeros(2 * n), torch.zeros(2 * n), [2] * n, [1] * n),
                  "tailmark: all_to_all_single: the input split sizes add up to")
-    # all_reduce's algorithm: only ring, rd or auto
+    # all_reduce's algorithm: only ring, rd, hier or auto
     try:
         tt.set_allreduce("tree")
         fail("set_allreduce('tree'): no error")
     except ValueError as e:
-        if "ring, rd (recursive doubling) or auto, not 'tree'" not in str(e):
+        if "ring, rd (recursive doubling), hier (hierarchical) or auto, not 'tree'" not in str(e):
             fail(f"set_allreduce('tree'): the error does not name the choices: {e}")
         stats["errors"] = stats.get("errors", 0) + 1
     # the group lives on after all of them

@@ -10,7 +10,8 @@ job's session secret, through the c10d store; nothing else is configured.
 Optional: TAILMARK_TORCH_PORT (the first listener port tried, 7300),
 TAILMARK_TORCH_MSG (bytes per message, 1 MiB), TAILMARK_TORCH_RING
 (messages in flight per peer, 16), TAILMARK_ALLREDUCE (all_reduce's
-algorithm: ring, rd for recursive doubling, or auto, by size: the default).
+algorithm: ring, rd for recursive doubling, hier for hierarchical, or auto,
+by size and by how the ranks share their hosts' daemons: the default).
 """
 import atexit as _atexit
 
@@ -35,8 +36,10 @@ if BACKEND.upper() not in _dist.Backend._plugins:
 
 def set_allreduce(algorithm, group=None):
     """all_reduce's algorithm on `group` (default: the default group) from
-    now on: "ring", "rd" (recursive doubling) or "auto" (recursive doubling
-    for small tensors, the ring above; TAILMARK_ALLREDUCE's value when the
-    group was made). Every rank must set the same, between the same
+    now on: "ring", "rd" (recursive doubling), "hier" (hierarchical: a chain
+    within each host to its first rank, the ring between those, a chain
+    back) or "auto" (recursive doubling for small tensors; above, hier where
+    ranks share a daemon and there are several, else the ring;
+    TAILMARK_ALLREDUCE's value when the group was made). Every rank must set the same, between the same
     operations."""
     _c.set_allreduce(group if group is not None else _dist.distributed_c10d._get_default_group(), algorithm)
