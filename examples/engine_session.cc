@@ -34,8 +34,8 @@
 #include <rte_lcore.h>
 #include <rte_mbuf.h>
 
-#include "drivers/port.h"
 #include "example_messages.h"
+#include "one_flow_end.h"
 #include "tailmark/completion_ring.h"
 #include "tailmark/engine/node.h"
 #include "tailmark/session.h"
@@ -51,35 +51,20 @@ constexpr uint64_t kTimeoutS = 30;
 const SipKey kSecret{0x7A11'3A7C'0000'0001, 0x5E55'1011'0000'0002}; // both ends hold it; it never travels
 
 // One end: a node (its port, its engine with roles on `lcore`, its
-// session table and its sessions' flows), and its flow records.
-struct End {
+// session table and its sessions' flows), its flow records, and what it
+// does with its one flow (example::OneFlowEnd).
+struct End : example::OneFlowEnd {
     const char* name;
-    uint32_t ip;
-    rte_ether_addr mac;
-    engine::Node node;
-    engine::FlowRegistry<engine::SessionFlow> reg{16};
-    std::vector<std::unique_ptr<engine::SessionFlow>> made; // the flow records, ours
 
-    End(const char* n, uint32_t addr, rte_ether_addr m) : name(n), ip(addr), mac(m) {}
-    engine::Engine& e() { return node.engine(); }
-    SessionTable& table() { return node.table(); }
-    engine::Sessions& flows() { return node.sessions(); }
+    End(const char* n, uint32_t addr, rte_ether_addr m) : OneFlowEnd(addr, m), name(n) {}
 
     // The port is ours (one of the crossed pair), handed to the node.
     bool open(uint16_t port_id, rte_mempool* pool, unsigned lcore) {
-        drivers::PortSetup setup;
-        setup.pool = pool;
         std::string err;
-        drivers::PortSet ps;
-        ps.tx_port = drivers::Port::open(port_id, setup, err);
-        if (ps.tx_port == nullptr) {
+        if (!adopt(port_id, pool, err)) {
             fprintf(stderr, "engine_session: %s: %s\n", name, err.c_str());
             return false;
         }
-        ps.rx_port = ps.tx_port.get();
-        ps.tx_pool = ps.rx_pool = pool;
-        ps.tx_socket = ps.rx_socket = static_cast<int>(rte_socket_id());
-        node.adopt_ports(std::move(ps));
         engine::EngineConfig cfg;
         cfg.rto_us = 50000;
         cfg.rto_max_us = 1000000;
@@ -99,28 +84,8 @@ struct End {
     // ring; the engine's answers go to the sessions' flows.
     void make_table(SessionTable::Notify notify) {
         SessionTable::Config tc;
-        tc.mac = tc.rx_mac = mac;
-        tc.self = {ip, kService};
         tc.data_auth = true; // version 2's tag covers the payload too
-        engine::SessionsConfig sc;
-        sc.src_ip = ip;
-        sc.mac = mac;
-        sc.udp_port = kService;
-        sc.id_quarantine = rte_get_tsc_hz();
-        node.make_sessions(tc, sc, reg, std::move(notify));
-    }
-    // A record for flow `i` of session record a, numbered in the registry.
-    engine::SessionFlow* new_flow(uint64_t now) {
-        made.push_back(std::make_unique<engine::SessionFlow>());
-        engine::SessionFlow* f = made.back().get();
-        return flows().add_flow(f, now) ? f : nullptr;
-    }
-    // The session ended (either end's CLOSE): its flows taken back.
-    void ended(Session& s, uint64_t now) {
-        if (engine::SessionRec* a = flows().session(s.id); a != nullptr) {
-            a->end = s.end;
-            flows().detach(*a, now);
-        }
+        wire(tc, kService, std::move(notify));
     }
     uint64_t drops() const {
         uint64_t d = 0;
@@ -129,16 +94,6 @@ struct End {
         for (uint64_t x : node.table().counters().drops)
             d += x;
         return d;
-    }
-    // The node's order: the lcores joined, the port closed, the engine
-    // (its deferred frees reach the flows' ids), the sessions' records and
-    // the table; then our flow records.
-    void close() {
-        node.stop();
-        node.close_ports();
-        node.free_engine();
-        node.free_sessions();
-        made.clear();
     }
 };
 
@@ -180,34 +135,18 @@ int run(uint32_t messages, uint64_t size) {
     a.e().sender(0).set_source(example::source, &src);
     a.e().tx_role(0).set_sink(example::sink, &out);
 
-    // A: once the session is up, its send flow, to B's flow.
+    // A: once the session is up, its send flow, to B's flow; each
+    // message's outcome to the tx role's sink.
     Session* sa = nullptr;
-    engine::SessionRec* ra = nullptr;
     a.make_table([&](Session& s) {
         const uint64_t now = rte_rdtsc();
-        if (s.state == SessionState::Established && ra == nullptr) {
-            auto rec = std::make_unique<engine::SessionRec>();
-            rec->take(s, true);
-            engine::SessionFlow* f = a.new_flow(now);
-            if (f == nullptr)
-                return;
-            f->session = f->send_session = rec.get();
-            rec->flows.push_back(f);
-            engine::Sessions::SendOpen o;
-            o.ring_size = s.params.ring_size;
-            o.report = true; // each message's outcome to the tx role's sink
-            if (!a.flows().open_send(*f, *rec, s, 0, a.flows().send_queue_for(s, 0), o))
-                return;
-            a.flows().publish();
-            ra = &a.flows().add_session(std::move(rec));
-        } else if (s.state == SessionState::Ended) {
+        if (s.state == SessionState::Established && a.rec == nullptr)
+            a.open_send(s, true, now);
+        else if (s.state == SessionState::Ended)
             a.ended(s, now);
-        }
     });
     // B: a session like the proposal, its receive flow made and installed
     // before the ACCEPT (which engine::Sessions sends once it is in).
-    engine::SessionRec* rb = nullptr;
-    engine::SessionFlow* fb = nullptr;
     uint8_t version = 0;
     bool tagged = false;
     b.make_table([&](Session& s) {
@@ -215,38 +154,14 @@ int run(uint32_t messages, uint64_t size) {
             b.ended(s, rte_rdtsc());
     });
     b.table().listen(kService, kSecret, [&](Session& s, const FlowParams& p) {
-        const uint64_t now = rte_rdtsc();
-        AcceptDecision d;
-        const int base = rb == nullptr ? b.flows().recv_ids().alloc(1, now) : -1;
-        if (p.nflows != 1 || p.ring_size != kRing || p.max_msg < size || base < 0) {
-            d.reason = RefuseReason::Flows;
-            return d;
-        }
-        d.agreed = p;
-        d.local_base = static_cast<uint16_t>(base);
-        d.defer = true; // ACCEPT once the flow is in place
-        s.params = d.agreed;
-        s.local_base = d.local_base;
-        auto rec = std::make_unique<engine::SessionRec>();
-        rec->take(s, false);
-        engine::SessionFlow* f = b.new_flow(now);
         std::string err;
-        if (f != nullptr) {
-            f->session = f->recv_session = rec.get();
-            rec->flows.push_back(f);
-        }
-        if (f == nullptr || !b.flows().make_recv(*f, *rec, s, d.local_base, 0, err)) {
+        const AcceptDecision d = b.accept(s, p, p.ring_size == kRing && p.max_msg >= size, rte_rdtsc(), err);
+        if (d.reason == RefuseReason::NoRoom)
             fprintf(stderr, "engine_session: B: %s\n", err.c_str());
-            d = AcceptDecision{};
-            d.reason = RefuseReason::NoRoom;
-            return d;
+        if (d.reason == RefuseReason::None) {
+            version = s.link->data_version;
+            tagged = s.link->data_auth;
         }
-        b.flows().post_recv(*f, *rec);
-        b.flows().publish();
-        rb = &b.flows().add_session(std::move(rec));
-        fb = f;
-        version = s.link->data_version;
-        tagged = s.link->data_auth;
         return d;
     });
     if (!a.e().launch() || !b.e().launch()) {
@@ -274,7 +189,7 @@ int run(uint32_t messages, uint64_t size) {
     auto round = [&](uint64_t now) {
         a.node.tick(now); // its answers to its sessions' flows, its table's timers
         b.node.tick(now); // and B's roles (the main lcore's)
-        CompletionRing* ring = fb != nullptr ? fb->ring.get() : nullptr; // null once its session ended
+        CompletionRing* ring = b.flow != nullptr ? b.flow->ring.get() : nullptr; // null once its session ended
         for (const CompletionSlot* s; ring != nullptr && next < messages && (s = ring->poll(next)) != nullptr; next++) {
             const std::span<const uint8_t> got = ring->message(s);
             const bool ok = example::intact(next, size, got);
@@ -290,15 +205,15 @@ int run(uint32_t messages, uint64_t size) {
     // Both sessions over, their flows out and freed (Gone), the tables
     // done with them.
     auto over = [&] {
-        return closing && ra != nullptr && rb != nullptr && ra->stage == engine::SessionRec::Stage::Gone &&
-               rb->stage == engine::SessionRec::Stage::Gone && ra->s == nullptr && rb->s == nullptr;
+        return closing && a.rec != nullptr && b.rec != nullptr && a.rec->stage == engine::SessionRec::Stage::Gone &&
+               b.rec->stage == engine::SessionRec::Stage::Gone && a.rec->s == nullptr && b.rec->s == nullptr;
     };
     while (!over() && rte_rdtsc() < deadline)
         round(rte_rdtsc());
     const double secs = double(rte_rdtsc() - t0) / double(hz);
     a.e().stop();
     b.e().stop();
-    const SessionEnd b_end = rb != nullptr ? rb->end : SessionEnd::None;
+    const SessionEnd b_end = b.rec != nullptr ? b.rec->end : SessionEnd::None;
     const uint64_t drops = a.drops() + b.drops();
     const engine::Engine::Stats sta = a.e().stats(), stb = b.e().stats();
     const bool pass = over() && good == messages && bad == 0 && out.delivered.load() == messages &&

@@ -14,6 +14,7 @@
 
 #include "drivers/port.h"
 #include "fixtures.h"
+#include "one_flow_end.h"
 #include "tailmark/engine/node.h"
 
 using namespace tailmark;
@@ -190,30 +191,16 @@ struct Crossed {
     }
 };
 
-// One end of the session: a node whose roles all run on the main lcore,
-// in its tick(), so the test says when each end moves. A burst of 4
-// packets a turn; no retransmission, NACK or keep-alive within the test.
-struct End {
-    uint32_t ip;
-    rte_ether_addr mac;
-    engine::Node node;
-    engine::FlowRegistry<engine::SessionFlow> reg{4};
-    std::vector<std::unique_ptr<engine::SessionFlow>> made;
-    engine::SessionRec* rec = nullptr;
-    engine::SessionFlow* flow = nullptr;
-
-    End(int port, rte_mempool* mp, uint32_t addr, uint8_t last) : ip(addr), mac{{2, 0, 0, 0, 0, last}} {
-        drivers::PortSetup s;
-        s.pool = mp;
+// One end of the session (examples/one_flow_end.h, as engine_session's):
+// a node whose roles all run on the main lcore, in its tick(), so the test
+// says when each end moves. A burst of 4 packets a turn; no
+// retransmission, NACK or keep-alive within the test.
+struct End : example::OneFlowEnd {
+    End(int port, rte_mempool* mp, uint32_t addr, uint8_t last) : OneFlowEnd(addr, {{2, 0, 0, 0, 0, last}}) {
         std::string err;
-        drivers::PortSet ps;
-        ps.tx_port = drivers::Port::open(static_cast<uint16_t>(port), s, err);
+        const bool ok = adopt(static_cast<uint16_t>(port), mp, err);
         INFO(err);
-        REQUIRE(ps.tx_port != nullptr);
-        ps.rx_port = ps.tx_port.get();
-        ps.tx_pool = ps.rx_pool = mp;
-        ps.tx_socket = ps.rx_socket = SOCKET_ID_ANY;
-        node.adopt_ports(std::move(ps));
+        REQUIRE(ok);
         engine::EngineConfig cfg;
         cfg.cc.enabled = false;
         cfg.burst = 4;
@@ -227,33 +214,8 @@ struct End {
     }
     void wire(SessionTable::Notify notify) {
         SessionTable::Config tc;
-        tc.mac = tc.rx_mac = mac;
-        tc.self = {ip, kService};
         tc.keepalive_us = 10000000;
-        engine::SessionsConfig sc;
-        sc.src_ip = ip;
-        sc.mac = mac;
-        sc.udp_port = kService;
-        sc.id_quarantine = rte_get_tsc_hz();
-        node.make_sessions(tc, sc, reg, std::move(notify));
-    }
-    engine::Sessions& flows() { return node.sessions(); }
-    engine::SessionFlow* new_flow(uint64_t now) {
-        made.push_back(std::make_unique<engine::SessionFlow>());
-        return flows().add_flow(made.back().get(), now) ? made.back().get() : nullptr;
-    }
-    void ended(Session& s, uint64_t now) {
-        if (engine::SessionRec* a = flows().session(s.id); a != nullptr) {
-            a->end = s.end;
-            flows().detach(*a, now);
-        }
-    }
-    void close() {
-        node.stop();
-        node.close_ports();
-        node.free_engine();
-        node.free_sessions();
-        made.clear();
+        OneFlowEnd::wire(tc, kService, std::move(notify));
     }
 };
 
@@ -300,61 +262,18 @@ TEST_CASE("engine: a session ended mid-message, on two Nodes", "[engine]") {
         Session* sa = nullptr;
         a.wire([&](Session& s) {
             const uint64_t now = rte_rdtsc();
-            if (s.state == SessionState::Established && a.rec == nullptr) {
-                auto rec = std::make_unique<engine::SessionRec>();
-                rec->take(s, true);
-                engine::SessionFlow* f = a.new_flow(now);
-                if (f == nullptr)
-                    return;
-                f->session = f->send_session = rec.get();
-                rec->flows.push_back(f);
-                engine::Sessions::SendOpen o;
-                o.ring_size = s.params.ring_size;
-                o.report = true;
-                if (!a.flows().open_send(*f, *rec, s, 0, a.flows().send_queue_for(s, 0), o))
-                    return;
-                a.flows().publish();
-                a.flow = f;
-                a.rec = &a.flows().add_session(std::move(rec));
-            } else if (s.state == SessionState::Ended) {
+            if (s.state == SessionState::Established && a.rec == nullptr)
+                a.open_send(s, true, now);
+            else if (s.state == SessionState::Ended)
                 a.ended(s, now);
-            }
         });
         b.wire([&](Session& s) {
             if (s.state == SessionState::Ended)
                 b.ended(s, rte_rdtsc());
         });
         b.node.table().listen(kService, kSecret, [&](Session& s, const FlowParams& p) {
-            const uint64_t now = rte_rdtsc();
-            AcceptDecision d;
-            const int base = b.rec == nullptr ? b.flows().recv_ids().alloc(1, now) : -1;
-            if (p.nflows != 1 || base < 0) {
-                d.reason = RefuseReason::Flows;
-                return d;
-            }
-            d.agreed = p;
-            d.local_base = static_cast<uint16_t>(base);
-            d.defer = true; // ACCEPT once the flow is in
-            s.params = d.agreed;
-            s.local_base = d.local_base;
-            auto rec = std::make_unique<engine::SessionRec>();
-            rec->take(s, false);
-            engine::SessionFlow* f = b.new_flow(now);
-            if (f != nullptr) {
-                f->session = f->recv_session = rec.get();
-                rec->flows.push_back(f);
-            }
             std::string err;
-            if (f == nullptr || !b.flows().make_recv(*f, *rec, s, d.local_base, 0, err)) {
-                d = AcceptDecision{};
-                d.reason = RefuseReason::NoRoom;
-                return d;
-            }
-            b.flows().post_recv(*f, *rec);
-            b.flows().publish();
-            b.flow = f;
-            b.rec = &b.flows().add_session(std::move(rec));
-            return d;
+            return b.accept(s, p, true, rte_rdtsc(), err);
         });
         REQUIRE(a.node.engine().launch()); // nothing to start: every role is the main lcore's, run by tick()
         REQUIRE(b.node.engine().launch());
