@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <sys/random.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -174,10 +175,26 @@ Mesh::Mesh(int rank, int size, const Rendezvous& rv, const MeshOptions& opt)
                 fail("connect to rank " + std::to_string(p) + " at " + endpoints_[p]);
         }
         exchange_hellos(opt);
+        group_hosts();
     } catch (...) {
         tm_detach(ch_);
         ch_ = nullptr;
         throw;
+    }
+}
+
+void Mesh::group_hosts() {
+    auto host = [&](int p) { return endpoints_[p].substr(0, endpoints_[p].rfind(':')); };
+    const std::string mine = host(rank_);
+    std::vector<std::string> seen;
+    for (int p = 0; p < size_; p++) {
+        const std::string h = host(p);
+        if (h == mine)
+            local_.push_back(p);
+        if (std::find(seen.begin(), seen.end(), h) == seen.end()) {
+            seen.push_back(h);
+            firsts_.push_back(p);
+        }
     }
 }
 

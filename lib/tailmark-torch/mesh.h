@@ -40,9 +40,12 @@ public:
     tm_channel* channel() const { return ch_; }
     int rank() const { return rank_; }
     int size() const { return size_; }
-    // Rank p's daemon's address: ranks with the same one share that
-    // daemon, and their messages go through its memory.
-    std::string host(int p) const { return endpoints_[p].substr(0, endpoints_[p].rfind(':')); }
+    // The hosts: ranks whose daemon has the same address share it, and
+    // their messages go through its memory. local(): this rank's host's
+    // ranks, in rank order; firsts(): each host's first rank, in order.
+    // Fixed once the mesh is made.
+    const std::vector<int>& local() const { return local_; }
+    const std::vector<int>& firsts() const { return firsts_; }
     tm_session out(int peer) const { return out_[peer]; }
     tm_session in(int peer) const { return in_[peer]; }
     // Bytes of tensor data a message carries (max_msg less the header).
@@ -59,11 +62,13 @@ public:
 private:
     [[noreturn]] void fail(const std::string& what) const;
     void exchange_hellos(const MeshOptions& opt);
+    void group_hosts();
 
     int rank_, size_;
     tm_channel* ch_ = nullptr;
     std::vector<tm_session> out_, in_;
     std::vector<std::string> endpoints_;
+    std::vector<int> local_, firsts_;
     uint16_t port_ = 0;
     size_t payload_ = 0, slot_bytes_ = 0;
     int nslots_ = 0;

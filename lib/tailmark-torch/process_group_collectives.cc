@@ -118,30 +118,9 @@ int ProcessGroupTailmark::ring_all_reduce(Op& op, const std::vector<int>& ring, 
     return in_at;
 }
 
-// The hosts as the mesh sees them: ranks whose daemon has the same address.
-// `local`: this rank's host's ranks, in rank order; `firsts`: each host's
-// first rank, in order.
-namespace {
-void hosts_of(const Mesh& mesh, std::vector<int>& local, std::vector<int>& firsts) {
-    const int n = mesh.size();
-    const std::string mine = mesh.host(mesh.rank());
-    std::vector<std::string> seen;
-    for (int p = 0; p < n; p++) {
-        const std::string h = mesh.host(p);
-        if (h == mine)
-            local.push_back(p);
-        if (std::find(seen.begin(), seen.end(), h) == seen.end()) {
-            seen.push_back(h);
-            firsts.push_back(p);
-        }
-    }
-}
-} // namespace
-
 bool ProcessGroupTailmark::hosts_shared() const {
-    std::vector<int> local, firsts;
-    hosts_of(engine_->mesh(), local, firsts);
-    return firsts.size() > 1 && static_cast<int>(firsts.size()) < getSize();
+    const Mesh& m = engine_->mesh();
+    return m.firsts().size() > 1 && m.firsts().size() < static_cast<size_t>(m.size());
 }
 
 void ProcessGroupTailmark::hier_all_reduce(Op& op, unsigned char* base, size_t N, size_t es) const {
@@ -154,8 +133,8 @@ void ProcessGroupTailmark::hier_all_reduce(Op& op, unsigned char* base, size_t N
     //    copying what arrives over its tensor (once it has sent that piece
     //    up) and passing it on. Every rank ends with local[0]'s bits, and
     //    local[0] with the ring's, alike on every host.
-    std::vector<int> local, firsts;
-    hosts_of(engine_->mesh(), local, firsts);
+    const std::vector<int>& local = engine_->mesh().local();
+    const std::vector<int>& firsts = engine_->mesh().firsts();
     const int L = static_cast<int>(local.size());
     const int li = static_cast<int>(std::find(local.begin(), local.end(), getRank()) - local.begin());
     const size_t P = pieces_for(N, es);
