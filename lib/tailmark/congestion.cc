@@ -35,6 +35,7 @@ void Congestion::init(const CongestionConfig& cfg, unsigned shift, uint64_t now)
     deliv_best_ = deliv_prev_ = 0;
     deliv_roll_ = now + us_to_cycles(kBestWindowUs, cfg.tsc_hz);
     stall_ = us_to_cycles(kStallUs, cfg.tsc_hz);
+    silent_max_ = us_to_cycles(kSilentUs, cfg.tsc_hz);
     held_ = 0;
     held_start_ = now;
     held_delivered_ = held_stalled_ = 0;
@@ -43,6 +44,8 @@ void Congestion::init(const CongestionConfig& cfg, unsigned shift, uint64_t now)
     shaper_until_ = 0;
     span_ = us_to_cycles(kSpanUs, cfg.tsc_hz);
     slow_start_ = true;
+    draining_ = false;
+    drain_path_ = 0;
     steered_ = false;
     set_rate(cfg.start_bps);
 }
@@ -257,6 +260,7 @@ CcEvent Congestion::on_rtt(uint64_t now, uint64_t rtt, uint64_t sent) {
     // and the queue grows by the whole excess until the cut. Back to the
     // rate before that doubling, which the path was still carrying.
     if (slow_start_ && rtt > base_rtt() + target_ / 2) {
+        draining_ = true;
         cut_to(now, rate_ / 2, true);
         open_window(now);
         return CcEvent::Decrease;
@@ -271,6 +275,25 @@ CcEvent Congestion::on_rtt(uint64_t now, uint64_t rtt, uint64_t sent) {
     // feedback, 200 us on, echoes a packet that did not wait.
     const uint64_t len = srtt_ > interval_ ? srtt_ : interval_;
     return now - win_start_ >= len && now - win_first_ >= span_ ? update(now) : CcEvent::None;
+}
+
+// The drain after slow start (draining_), at a window's end with queue q:
+// a window whose feedback flowed and whose queue stood says what the path
+// delivers; the first such window with the queue gone (and nothing lost)
+// ends the drain, the rate back at that figure. True: the rate went up.
+bool Congestion::drained(uint64_t now, uint64_t q) {
+    if (q > target_ && win_gap_ <= stall_) {
+        if (const double d = window_delivery(now); d > 0)
+            drain_path_ = d;
+        return false;
+    }
+    if (q > target_ / 2 || win_loss_ || win_gap_ > stall_) // a late window's small queue may be the gap's
+        return false;
+    draining_ = false;
+    if (drain_path_ <= rate_)
+        return false;
+    set_rate(drain_path_);
+    return true;
 }
 
 CcEvent Congestion::update(uint64_t now) {
@@ -290,7 +313,9 @@ CcEvent Congestion::update(uint64_t now) {
         q = q > win_gap_ ? q - win_gap_ : 0;
     const double dt = static_cast<double>(now - win_start_) / static_cast<double>(cfg_.tsc_hz);
     CcEvent ev = CcEvent::None;
-    if (q > target_) {
+    if (draining_ && drained(now, q))
+        ev = CcEvent::Increase;
+    else if (q > target_) {
         double md = cfg_.beta * static_cast<double>(q - target_) / static_cast<double>(win_min_);
         if (md > cfg_.max_md)
             md = cfg_.max_md;
@@ -321,10 +346,23 @@ CcEvent Congestion::update(uint64_t now) {
     return ev;
 }
 
+// Slow start heard nothing for kSilentUs (silent): it starts over from
+// start_bps, as TCP's does after a timeout, and goes on sending: its
+// packets reach the receiver, whose ACKs (and NACKs of the gaps) bring
+// samples again. Another silence waits again.
+void Congestion::end_silence(uint64_t now) {
+    if (cfg_.start_bps < rate_)
+        set_rate(cfg_.start_bps);
+    cut_tsc_ = now;    // samples of packets sent before say nothing of it
+    unanswered_ = now; // the next silence counts from here
+    open_window(now);
+}
+
 bool Congestion::on_timeout(uint64_t now, uint64_t rto) {
     if (unanswered_ == 0 || now - unanswered_ < rto)
         return false;
     slow_start_ = false;
+    draining_ = false;
     if (undo_bps_ == 0)
         undo_bps_ = rate_; // the rate before this silence's first cut
     set_rate(rate_ / 2);

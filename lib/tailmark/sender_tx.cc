@@ -580,7 +580,9 @@ uint32_t Sender::new_data(uint32_t burst, uint32_t n, uint64_t now) {
         }
         if (f.turn != nullptr)
             f.turn->holder = &f; // the session's turn is this flow's, from now or when its pacer opens
-        if (paced(f, now)) { // its pacer holds the session: another session's flow meanwhile
+        // Its pacer holds the session, or its slow start waits for feedback
+        // (Congestion::silent; new data only): another session's flow meanwhile.
+        if (paced(f, now) || (f.cc != nullptr && f.cc->silent(now))) {
             next_turn();
             idle++;
             continue;

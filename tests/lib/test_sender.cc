@@ -2086,6 +2086,65 @@ TEST_CASE("congestion control: a session's packets leave paced at its rate, stam
     CHECK(v.cc_base_rtt == (((now + 200000) >> 9) - (now >> 9)) * 512 - 10000); // now - stamp (512-ns units) - hold
 }
 
+// Slow start heard a sample, then nothing (the receiver descheduled, or
+// every packet since lost): new data waits from 1 ms after the first send
+// unanswered until 5 ms (Congestion::silent), then goes on from start_bps,
+// so a message caught mid-way is still wholly sent (before the bound, a
+// 64 KiB message of congestion.sh case 3's first sender stopped after 19
+// packets for good: no timer is armed before a message's LAST).
+TEST_CASE("congestion control: slow start waits for feedback that stopped, and goes on without it", "[sender]") {
+    Opts o;
+    o.cc = true;
+    o.rto = o.rto_max = uint64_t(1) << 40; // no probes: the first copies alone
+    Rig r(o);
+    r.add(r.spec(8));
+    const auto b = tmtest::pattern(512 * 1024, 1);
+    REQUIRE(r.s->submit(kFlow, bytes_msg(b), 1) == 0);
+    const uint32_t total = plan_group(b.size(), kStride).pkt_count;
+    uint64_t now = 1000000; // 1 GHz: ns
+    REQUIRE(r.s->poll(now));
+    uint32_t got = static_cast<uint32_t>(take(r.port).size());
+    REQUIRE(got > 0);
+    // One ACK echoing that step, 100 us on: a sample, no queue in it.
+    Control c = r.ctl(0, 0);
+    c.echo = static_cast<uint16_t>(now >> 9);
+    c.hold_ns = 0;
+    now += 100000;
+    REQUIRE(r.s->on_control(c, now) == R::None);
+    REQUIRE(r.s->counters().cc_samples == 1);
+    // The first send after it is at `now` (the pacer is open): silent from
+    // now + 1 ms, until now + 5 ms. Meanwhile, at + 3 ms, a NACK (no echo)
+    // of packet 1: a retransmission is not held.
+    uint32_t before = 0, held = 0, after = 0, retx = 0;
+    for (uint64_t t = now; got < total && t < now + 400000000; t += 1000) {
+        if (t == now + 3000000)
+            REQUIRE(r.s->on_control(r.nack(0, {{1, 1}}, 0, 0), t) == R::None);
+        r.s->poll(t);
+        uint32_t k = 0;
+        for (const Pkt& p : take(r.port)) {
+            if (p.is(Flags::Retx)) {
+                CHECK(p.h.pkt_idx == 1);
+                retx++;
+            } else {
+                k++;
+            }
+        }
+        got += k;
+        if (t <= now + 1000000)
+            before += k;
+        else if (t < now + 5000000)
+            held += k;
+        else if (t < now + 6000000)
+            after += k;
+    }
+    INFO(before << " packets in the first ms, " << held << " in the next 4, " << after << " in the ms after");
+    CHECK(before > 0);
+    CHECK(held == 0);
+    CHECK(after > 0);
+    CHECK(got == total);
+    CHECK(retx == 1);
+}
+
 // A wire ACK carries where its Receiver put it, the earliest it may have
 // reached this host (SenderConfig::arrival_field). The wait since, an lcore
 // descheduled for 3-4 ms on 2 vCPUs, is this host's: it counts as hold, and
