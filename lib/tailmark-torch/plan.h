@@ -22,9 +22,10 @@ inline DType dtype_of(const at::Tensor& t, const char* op) {
     case at::kBFloat16: return DType::BF16;
     case at::kInt: return DType::I32;
     case at::kLong: return DType::I64;
+    case at::kByte: return DType::U8; // all_gather_object and the other *_object collectives
     default:
         TORCH_CHECK(false, "tailmark: ", op, ": dtype ", t.scalar_type(),
-                    " is not supported (float32, float64, bfloat16, int32, int64)");
+                    " is not supported (float32, float64, bfloat16, int32, int64, uint8)");
     }
 }
 
@@ -35,6 +36,7 @@ inline const char* dtype_name(DType d) {
     case DType::BF16: return "bfloat16";
     case DType::I32: return "int32";
     case DType::I64: return "int64";
+    case DType::U8: return "uint8";
     }
     return "?";
 }

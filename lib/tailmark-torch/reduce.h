@@ -12,7 +12,7 @@
 
 namespace tailmark::torch_backend {
 
-enum class DType : uint8_t { F32, F64, BF16, I32, I64 };
+enum class DType : uint8_t { F32, F64, BF16, I32, I64, U8 };
 enum class RedOp : uint8_t { Sum, Avg, Min, Max };
 
 inline size_t dtype_size(DType t) {
@@ -22,6 +22,7 @@ inline size_t dtype_size(DType t) {
     case DType::BF16: return 2;
     case DType::I32: return 4;
     case DType::I64: return 8;
+    case DType::U8: return 1;
     }
     return 1;
 }
@@ -81,6 +82,9 @@ void reduce_dispatch(DType t, RedOp op, void* dst, const void* a, const void* in
     case DType::I64:
         reduce_typed<InLeft>(op, static_cast<int64_t*>(dst), static_cast<const int64_t*>(a), src, bytes / 8);
         break;
+    case DType::U8: // torch's ByteTensor: the *_object collectives' bytes; sums wrap, as gloo's
+        reduce_typed<InLeft>(op, static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(a), src, bytes);
+        break;
     }
 }
 } // namespace detail
@@ -104,6 +108,7 @@ inline void divide(DType t, void* dst, size_t bytes, int by) {
     case DType::BF16: detail::divide_typed(static_cast<c10::BFloat16*>(dst), bytes / 2, by); break;
     case DType::I32: detail::divide_typed(static_cast<int32_t*>(dst), bytes / 4, by); break;
     case DType::I64: detail::divide_typed(static_cast<int64_t*>(dst), bytes / 8, by); break;
+    case DType::U8: detail::divide_typed(static_cast<uint8_t*>(dst), bytes, by); break;
     }
 }
 

@@ -1,6 +1,7 @@
 #include "tailmark/packet_parser.h"
 
 #include "tailmark/data_tag.h"
+#include "tailmark/udp_cksum.h"
 
 #include <rte_ether.h>
 #include <rte_ip.h>
@@ -79,7 +80,7 @@ DropReason parse_packet(const rte_mbuf* m, const ParserConfig& cfg, ParsedPacket
         if (l4_ck == RTE_MBUF_F_RX_L4_CKSUM_BAD)
             return DropReason::UdpBadChecksum;
         if (l4_ck != RTE_MBUF_F_RX_L4_CKSUM_GOOD && cfg.verify_udp_checksum &&
-            rte_ipv4_udptcp_cksum_mbuf_verify(m, &ip, kEthLen + kIpLen) != 0)
+            !udp4_cksum_ok(m, &ip, kEthLen + kIpLen))
             return DropReason::UdpBadChecksum;
     }
 

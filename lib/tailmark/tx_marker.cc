@@ -10,6 +10,7 @@
 
 #include "tailmark/data_tag.h"
 #include "tailmark/mbuf_pieces.h"
+#include "tailmark/udp_cksum.h"
 
 #include "tailmark/crc32c.h"
 
@@ -140,7 +141,7 @@ inline void fill_udp_checksum(rte_mbuf* m, rte_ipv4_hdr* ip, rte_udp_hdr* udp, b
         m->ol_flags |= RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_UDP_CKSUM;
         udp->dgram_cksum = rte_ipv4_phdr_cksum(ip, m->ol_flags);
     } else {
-        udp->dgram_cksum = rte_ipv4_udptcp_cksum_mbuf(m, ip, kEthLen + kIpLen);
+        udp->dgram_cksum = udp4_cksum(m, ip, kEthLen + kIpLen);
     }
 }
 

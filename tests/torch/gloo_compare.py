@@ -9,7 +9,9 @@ Inputs: rank r's tensors for a case come from torch.Generator seeded with
 (SEED, r, the case), so every rank can also make every other rank's inputs
 (for the bound below). Floats are uniform in (-1, 1) scaled by 2^k, k in [-6, 6]:
 negative values, no period, magnitudes that cancel. Integers are uniform in
-+-2^20 (int32) and +-2^40 (int64): sums of 4 ranks cannot overflow.
++-2^20 (int32) and +-2^40 (int64): sums of 4 ranks cannot overflow; uint8
+takes every byte value, and its sums wrap, in gloo alike. Then the *_object
+collectives (torch pickles into uint8 tensors), against gloo's.
 
 How results compare with gloo's:
   * integers, min, max, and everything that only moves bytes (broadcast,
@@ -59,7 +61,7 @@ import tailmark.torch as tt
 from common import init
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16,
-          "int32": torch.int32, "int64": torch.int64}
+          "int32": torch.int32, "int64": torch.int64, "uint8": torch.uint8}
 BITS = {torch.float32: torch.int32, torch.float64: torch.int64, torch.bfloat16: torch.int16}
 SEED = 3916
 REDS = {"sum": dist.ReduceOp.SUM, "avg": dist.ReduceOp.AVG, "min": dist.ReduceOp.MIN, "max": dist.ReduceOp.MAX}
@@ -89,6 +91,8 @@ def data(r, key, count, dt):
             x = torch.rand(count, generator=g, dtype=wide) * 2 - 1
             x *= SCALES[wide][torch.randint(0, 13, (count,), generator=g)]
             _made[k] = x.to(dt)
+        elif dt == torch.uint8:  # every byte value: sums wrap, in gloo too
+            _made[k] = torch.randint(0, 256, (count,), generator=g, dtype=dt)
         else:
             lim = 1 << 20 if dt == torch.int32 else 1 << 40
             _made[k] = torch.randint(-lim, lim, (count,), generator=g, dtype=dt)
@@ -378,7 +382,7 @@ def error_paths():
             "send": lambda: dist.send(make(2), (rank + 1) % n),
             "recv": lambda: dist.recv(make(2), (rank - 1) % n),
         }
-    for dt in (torch.float16, torch.uint8):
+    for dt in (torch.float16, torch.int8):
         for op, fn in calls(lambda k: torch.zeros(k, dtype=dt)).items():
             expect_error(f"{op} of {dt}", fn, f"tailmark: {op}: dtype", "is not supported")
     for op, fn in calls(lambda k: torch.zeros(2 * k)[::2]).items():
@@ -450,6 +454,36 @@ def tags_out_of_order():
     dist.barrier(group=gloo)
 
 
+def objects():
+    """The *_object collectives (pickled into uint8 tensors by torch), on
+    tailmark and on gloo: the same Python objects on every rank."""
+    mine = {"rank": rank, "text": "r" * (rank * 37 % 101), "data": list(range(rank * 50))}
+    for group, name in ((None, "tailmark"), (gloo, "gloo")):
+        out = [None] * world
+        dist.all_gather_object(out, mine, group=group)
+        if name == "tailmark":
+            got = out
+        elif out != got:
+            fail(f"all_gather_object: tailmark's {got!r:.200} against gloo's {out!r:.200}")
+    want = [{"rank": r, "text": "r" * (r * 37 % 101), "data": list(range(r * 50))} for r in range(world)]
+    if got != want:
+        fail(f"all_gather_object: {got!r:.200}")
+    root = world - 1
+    lst = [{"from": root, "n": list(range(300))}, "two", 3] if rank == root else [None, None, None]
+    dist.broadcast_object_list(lst, src=root)
+    if lst != [{"from": root, "n": list(range(300))}, "two", 3]:
+        fail(f"broadcast_object_list from {root}: {lst!r:.200}")
+    out = [None] * world if rank == 0 else None
+    dist.gather_object(mine, out, dst=0)
+    if rank == 0 and out != want:
+        fail(f"gather_object to 0: {out!r:.200}")
+    got = [None]
+    dist.scatter_object_list(got, [("to", r, "x" * r) for r in range(world)] if rank == root else None, src=root)
+    if got != [("to", rank, "x" * rank)]:
+        fail(f"scatter_object_list from {root}: {got!r:.200}")
+    stats["objects"] = 4
+
+
 def main():
     global rank, world, gloo
     counts = [int(c) for c in sys.argv[1].split(",")]
@@ -465,12 +499,14 @@ def main():
             t1 = time.perf_counter()
             run_case(name, DTYPES[name], n)
             print(f"ok {name} x {n} ({time.perf_counter() - t1:.2f} s)", flush=True)
+    objects()
     error_paths()
     if "nobreak" not in sys.argv[4:]:
         tags_out_of_order()
     print(f"ok gloo_compare: {stats['cases']} comparisons ({stats['bitwise']} bit for bit, {stats['bounded']} within "
           f"the bound, {stats['differ']} elements not bit-equal; {stats.get('identical', 0)} all_reduce results alike on every "
-          f"rank, bit for bit), {stats.get('errors', 0)} refusals; gloo left partial "
+          f"rank, bit for bit), {stats.get('objects', 0)} *_object collectives equal to gloo's, "
+          f"{stats.get('errors', 0)} refusals; gloo left partial "
           f"sums in {stats.get('gloo_clobbered', 0)} of this rank's non-root reduce tensors, which tailmark left unchanged "
           f"({time.perf_counter() - t0:.1f} s)", flush=True)
     dist.destroy_process_group()

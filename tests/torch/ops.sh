@@ -68,7 +68,8 @@ for spec in ${TT_WORLDS:-2 3 4x2}; do
     fi
     if [[ " $parts " == *" gloo "* ]]; then
         start=$SECONDS
-        tt_run gc$spec 300 "$TT_DIR/gloo_compare.py" "$gc_counts" "$DTYPES" "${TT_GC_BIG:-float32}" "${gc_extra[@]}"
+        tt_run gc$spec 300 "$TT_DIR/gloo_compare.py" "$gc_counts" "${TT_GC_DTYPES:-$DTYPES,uint8}" "${TT_GC_BIG:-float32}" \
+            "${gc_extra[@]}"
         if tt_all_ok; then
             tm_log "ok: $what, tailmark against gloo: $(tail -1 "$TM_WORK/gc$spec.0.out") ($((SECONDS - start)) s)"
             grep -h "^rank 1: tailmark, tags" "$TM_WORK/gc$spec.1.out" | sed 's/^/    /'
