@@ -33,20 +33,23 @@ inline uint16_t raw_cksum_chain(const rte_mbuf* m, uint32_t off, uint32_t len) {
     return __rte_raw_cksum_reduce(sum);
 }
 
-// ~(the pseudo-header's sum + the UDP header's and payload's), as the field
-// holds it (0 is sent as 0xffff), for the UDP header at l4_off.
-inline uint16_t udp4_cksum(const rte_mbuf* m, const rte_ipv4_hdr* ip, uint32_t l4_off) {
+// The pseudo-header's sum plus the UDP header's and payload's (the field as
+// it is), for the UDP header at l4_off, folded to 16 bits.
+inline uint16_t udp4_sum(const rte_mbuf* m, const rte_ipv4_hdr* ip, uint32_t l4_off) {
     const uint32_t l4_len = rte_be_to_cpu_16(ip->total_length) - rte_ipv4_hdr_len(ip);
-    uint32_t c = uint32_t(raw_cksum_chain(m, l4_off, l4_len)) + rte_ipv4_phdr_cksum(ip, 0);
-    c = (~((c & 0xffff) + (c >> 16))) & 0xffff;
-    return c == 0 ? 0xffff : static_cast<uint16_t>(c);
+    const uint32_t c = uint32_t(raw_cksum_chain(m, l4_off, l4_len)) + rte_ipv4_phdr_cksum(ip, 0);
+    return static_cast<uint16_t>((c & 0xffff) + (c >> 16)); // two 16-bit terms: one fold
 }
 
-// The field (as received) checks out: the sum with it is all ones.
+// The field's value to send, summed with the field 0 (0 goes as 0xffff).
+inline uint16_t udp4_cksum(const rte_mbuf* m, const rte_ipv4_hdr* ip, uint32_t l4_off) {
+    const uint16_t c = static_cast<uint16_t>(~udp4_sum(m, ip, l4_off));
+    return c == 0 ? 0xffff : c;
+}
+
+// The field as received checks out: the sum with it is all ones.
 inline bool udp4_cksum_ok(const rte_mbuf* m, const rte_ipv4_hdr* ip, uint32_t l4_off) {
-    const uint32_t l4_len = rte_be_to_cpu_16(ip->total_length) - rte_ipv4_hdr_len(ip);
-    uint32_t c = uint32_t(raw_cksum_chain(m, l4_off, l4_len)) + rte_ipv4_phdr_cksum(ip, 0);
-    return ((c & 0xffff) + (c >> 16)) == 0xffff;
+    return udp4_sum(m, ip, l4_off) == 0xffff;
 }
 
 } // namespace tailmark
