@@ -24,14 +24,6 @@
 
 namespace tailmark::app {
 
-// --- requests: control plane -> lcore ---------------------------------------------
-
-// The daemon's own requests (engine::Request's application ops): its
-// consumer's flows and the replay's.
-inline constexpr Request::Op kAddCons = Request::Op::AppFirst;
-inline constexpr Request::Op kRemoveCons = Request::Op::App1;
-inline constexpr Request::Op kAddReplay = Request::Op::App2;
-
 // Everything one lcore runs: its roles, its request rings, its cycles.
 struct alignas(64) LcoreCtx {
     Plane* plane = nullptr;
@@ -56,7 +48,7 @@ struct alignas(64) LcoreCtx {
 // idle lcore can rte_pause(). `now` is the lcore's latest TSC reading.
 bool tx_step(TxCtx& c, uint64_t now);
 bool consume_step(ConsCtx& c);
-// Applies the control plane's requests (the engine's, and the daemon's
+// Applies the control plane's requests (the engine's, and the benchmark's
 // own: kAddCons, kRemoveCons, kAddReplay). True when it took any.
 bool serve_requests(LcoreCtx& l);
 // Runs the roles until Phase::Stop (rte_eal_remote_launch entry point;

@@ -92,11 +92,6 @@ struct FlowCtx : engine::SessionFlow {
     alignas(64) std::atomic<uint64_t> sends_sent{0};   // tx lcore: shell messages started
     std::atomic<uint64_t> sends_requested{0};          // shell thread: messages asked for with `send`
     uint64_t cons_completed = 0, cons_verified = 0, cons_errors = 0; // the consumer's, once it let go
-    // Messages per second over the last second, for the shell and telemetry
-    // (the control loop's, once a second): sent, and done (send: delivered;
-    // otherwise consumed). A starved flow shows as a zero beside its peers.
-    std::atomic<double> rate_sent{0}, rate_done{0};
-    uint32_t rate_sent_seen = 0, rate_done_seen = 0; // the cursors a second ago (control loop)
     // Its latency samples: the consumer's completion latency, or in send
     // mode the delivery latency (submit to the peer's release). One writer
     // (that lcore), read once the lcores stopped.

@@ -24,7 +24,7 @@
 #include "runtime.h"
 #include "shell/shell.h"
 #include "signals.h"
-#include "telemetry.h"
+#include "telemetry/telemetry.h"
 #include "tailmark/log.h"
 
 using namespace tailmark::app;

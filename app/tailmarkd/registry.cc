@@ -21,13 +21,7 @@ void Runtime::forget_ended(uint64_t now) {
 
 // Slot i serves a new flow: what was kept beside it starts over.
 void Runtime::slot_taken(uint32_t i) {
-    if (i < failed_logged_.size())
-        failed_logged_[i] = false;
-    if (i < floor_since_.size())
-        floor_since_[i] = 0;
-    if (i < seen_released_.size())
-        seen_released_[i] = moved_tsc_[i] = 0;
-    stalled_[i].store(false, std::memory_order_relaxed);
+    watch_.slot_taken(i);
 }
 
 // A forgotten session's flow: its failure, and with an external consumer

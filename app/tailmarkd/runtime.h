@@ -27,11 +27,13 @@
 #include "drivers/port_plan.h"
 #include "drivers/replay_pool.h"
 #include "options/options.h"
+#include "shell/results_mailbox.h"
 #include "stop_request.h"
 #include "tailmark/engine/config.h"
 #include "tailmark/engine/deferred_free.h"
 #include "tailmark/engine/engine.h"
 #include "tailmark/engine/flow_registry.h"
+#include "tailmark/engine/flow_watch.h"
 #include "tailmark/engine/node.h"
 #include "tailmark/engine/rx_moves.h"
 #include "tailmark/flow_ids.h"
@@ -40,6 +42,7 @@ namespace tailmark::app {
 
 class Bench;
 class Service;
+class StatsLine;
 
 inline constexpr size_t kMaxRegistry = 65536; // flows one run tracks
 
@@ -53,7 +56,6 @@ struct SetupError {
 // daemon's. Its flows are FlowCtx.
 struct AppSession : engine::SessionRec {
     bool complete = false;       // recv: every flow consumed --messages
-    bool floor_said = false;     // send: the congestion-control floor warning was logged
 
     // The daemon's record of a session of the table, as it comes up.
     static std::unique_ptr<AppSession> of(Session& s, bool connector) {
@@ -144,8 +146,8 @@ public:
     uint32_t acked_of(const FlowCtx& f) const;
     // --consumer-lcores none: flow i (< flow_count()) has not moved its
     // cursor for a while; how many such flows there are.
-    bool stalled(uint32_t i) const { return stalled_[i].load(std::memory_order_relaxed); }
-    uint32_t flows_stalled() const { return nstalled_.load(std::memory_order_relaxed); }
+    bool stalled(uint32_t i) const { return watch_.stalled(i); }
+    uint32_t flows_stalled() const { return watch_.stalled_count(); }
     const char* steering_name() const {
         return ports().steer_by_queue ? "queue" : ports().rss ? "rss" : ports().handoff ? "handoff" : "single";
     }
@@ -268,7 +270,6 @@ private:
     uint64_t bytes_released(uint32_t released) const; // the payload of a flow's first `released` messages
 
     void control(uint64_t now);
-    void scan_flows(uint64_t now); // control(): every 10 ms, failed flows and the congestion floor
     void check_done(uint64_t now); // control(): done, drained, closed: what comes next
     bool done() const;
     bool drained() const;
@@ -276,9 +277,6 @@ private:
     void stop(uint64_t now, const char* reason);
     void close_and_stop(uint64_t now, const char* reason);
     void close_sessions(uint64_t now);
-    void print_stats(uint64_t now);
-    void watch_flows(uint64_t now); // --consumer-lcores none: cursors in, stalls out
-    void update_rates(uint64_t now); // each flow's rate_sent and rate_done, once a second
 
 
     Options opt_;
@@ -291,8 +289,7 @@ private:
     // the session table and the sessions' flows (engine::Node); the fault
     // shims in front of the rx queues (--fault, -i).
     engine::Node node_;
-    uint64_t next_flow_scan_ = 0; // the per-flow failure and congestion-floor look (control())
-    uint64_t next_rates_ = 0, rates_tsc_ = 0; // update_rates: when next, and when last
+    uint64_t next_forget_ = 0; // forget_ended: once a second
     rte_ether_addr mac_{};
     // lcores and engines
     std::vector<unsigned> tx_lcores_, rx_lcores_, cons_lcores_;
@@ -319,31 +316,20 @@ private:
     bool refused_ = false;
     // run
     bool launched_ = false;
-    // results_from_shell's mailbox: the loop's state (0 not started, 1
-    // running, 2 ended) and the request's (0 none, 1 asked, 2 answered).
-    std::atomic<int> loop_state_{0};
-    std::atomic<int> results_asked_{0};
-    Results results_box_;
-    void answer_results(); // the control thread: an asked results() into the box
+    ResultsMailbox<Results> results_mail_; // results_from_shell's
     uint64_t tsc_hz_ = 1;
     uint64_t cc_max_mbps() const;
     uint64_t launch_tsc_ = 0, start_tsc_ = 0, end_tsc_ = 0, work_end_tsc_ = 0;
     uint64_t deadline_tsc_ = 0, drain_deadline_ = 0, drain_start_ = 0, close_deadline_ = 0;
-    uint64_t next_stats_ = 0, last_stats_tsc_ = 0;
-    Stats last_stats_{};
+    uint64_t next_stats_ = 0;
+    std::unique_ptr<StatsLine> stats_line_; // --stats-period's (telemetry/stats_line.h)
     std::string exit_reason_;
     std::atomic<double> stats_period_{opt_.stats_period};
     bool lingering_ = false;
     bool closing_ = false;
-    std::vector<bool> failed_logged_;
-    std::vector<uint64_t> floor_since_; // per flow: its controller at the floor since (0: not)
-    // --consumer-lcores none: per flow, the released cursor last seen, when
-    // it last moved, and whether the flow is stalled.
-    std::vector<uint32_t> seen_released_;
-    std::vector<uint64_t> moved_tsc_;
-    // One per possible flow, made once: the telemetry thread reads it.
-    std::unique_ptr<std::atomic<bool>[]> stalled_ = std::make_unique<std::atomic<bool>[]>(kMaxRegistry);
-    std::atomic<uint32_t> nstalled_{0};
+    // Failed flows and the congestion floor logged, a consumer process's
+    // stalls, each flow's rates (lib/tailmark-engine/flow_watch.h).
+    engine::FlowWatch watch_{kMaxRegistry};
 };
 
 } // namespace tailmark::app

@@ -15,6 +15,7 @@
 
 #include "bench/bench.h"
 #include "service/service.h"
+#include "telemetry/stats_line.h"
 #include "tailmark/log.h"
 
 namespace tailmark::app {
@@ -158,7 +159,14 @@ bool Runtime::setup(SetupError& e) {
     }
     if (!opt_.flow_control && !bench_->make_unconnected(e))
         return false;
-    failed_logged_.assign(reg_.size(), false);
+    stats_line_ = std::make_unique<StatsLine>(*this);
+    engine::FlowWatchConfig wc;
+    wc.hz = tsc_hz_;
+    wc.send_side = opt_.mode != Mode::Recv;
+    wc.consumer_process = opt_.external_consumer && opt_.mode != Mode::Send;
+    wc.cc_max_mbps = cc_max_mbps();
+    wc.cc_target_us = opt_.cc_target_us;
+    watch_.configure(wc);
     std::string lc;
     for (unsigned l = 0; l < RTE_MAX_LCORE; l++) {
         const LcoreCtx* c = lcores_[l];

@@ -97,58 +97,6 @@ uint64_t Runtime::bytes_released(uint32_t rel) const {
     return b;
 }
 
-void Runtime::print_stats(uint64_t now) {
-    const Stats t = stats();
-    const double dt = double(now - last_stats_tsc_) / double(tsc_hz_);
-    const double el = double(now - launch_tsc_) / double(tsc_hz_);
-    // Service mode's totals are its live flows': a session that ended takes
-    // its counts with it, and a period's difference would wrap (a line read
-    // msgs_per_s=18445782852671762432). Such a period counts nothing.
-    auto since = [](uint64_t now_v, uint64_t then_v) { return now_v > then_v ? now_v - then_v : 0; };
-    const uint64_t dmsg = opt_.mode == Mode::Send ? since(t.sent, last_stats_.sent) : since(t.completed, last_stats_.completed);
-    const uint64_t dpkt = opt_.mode == Mode::Recv ? since(t.pkts_rx, last_stats_.pkts_rx) : since(t.pkts_tx, last_stats_.pkts_tx);
-    const double gbps = double(since(t.bytes, last_stats_.bytes)) * 8 / dt / 1e9;
-    printf("stats t=%.2f", el);
-    // The service verifies nothing (its applications' bytes are theirs),
-    // and it counts its attached applications.
-    if (service_ != nullptr)
-        printf(" apps=%u sent=%" PRIu64 " completed=%" PRIu64, service_->apps(), t.sent, t.completed);
-    else
-        printf(" sent=%" PRIu64 " completed=%" PRIu64 " verified=%" PRIu64 " verify_errors=%" PRIu64, t.sent,
-               t.completed, t.verified, t.verify_errors);
-    printf(" msgs_per_s=%.0f gbps=%.3f mpps=%.3f packets_tx=%" PRIu64 " packets_rx=%" PRIu64 " drops=%" PRIu64
-           " tx_dropped=%" PRIu64,
-           double(dmsg) / dt, gbps, double(dpkt) / dt / 1e6, t.pkts_tx, t.pkts_rx, t.drops, t.tx_dropped);
-    const uint64_t base = opt_.mode == Mode::Recv ? t.completion_writes : t.sent;
-    const uint64_t in_flight = base > t.completed ? base - t.completed : 0;
-    uint32_t up = 0;
-    for (const auto& a : app_sessions())
-        up += a->stage == AppSession::Stage::Live;
-    printf(" in_flight=%" PRIu64 " retransmits=%" PRIu64 " stalled=%u", in_flight, t.retx,
-           nstalled_.load(std::memory_order_relaxed));
-    if (opt_.exit_when_done && opt_.messages != 0)
-        printf(" done_pct=%.1f", 100.0 * double(t.completed) /
-                                     double(opt_.messages * opt_.flows * (opt_.mode == Mode::Recv ? opt_.sessions : 1)));
-    printf(" sessions=%u", up);
-    // The fastest session's congestion controller: what paces the sender now.
-    double cc_bps = 0, srtt_us = 0;
-    for (const FlowCtx* f : ctxs()) {
-        if (f->forgotten || (f->send == nullptr && !f->detached && opt_.mode == Mode::Recv))
-            continue;
-        const Sender::FlowView v = send_view(*f);
-        if (v.cc_rate_bps > cc_bps) {
-            cc_bps = v.cc_rate_bps;
-            srtt_us = double(v.cc_srtt) * 1e6 / double(tsc_hz_);
-        }
-    }
-    if (cc_bps > 0)
-        printf(" cc_mbps=%.1f srtt_us=%.0f", cc_bps / 1e6, srtt_us);
-    printf("\n");
-    fflush(stdout);
-    last_stats_ = t;
-    last_stats_tsc_ = now;
-}
-
 // --- results ----------------------------------------------------------------
 
 // Per rx lcore: its queue, what the queue brought, what it placed, what it

@@ -23,6 +23,7 @@
 #include "tailmark/sender.h"
 #include "tailmark/session.h"
 #include "tailmark/tx_marker.h"
+#include "tailmark/engine/sessions.h"
 
 namespace tailmark::app {
 
@@ -73,6 +74,9 @@ public:
     // `err` says why; none without consumers).
     bool make_consumers(const std::vector<unsigned>& lcores, SetupError& e);
     bool attach_consumer(FlowCtx& f, const Session& s, std::string& err);
+    // Their part of each receive half (bench_consumers.cc): made, posted,
+    // taken back and freed with it. Wraps h's recv_made.
+    void consumer_hooks(engine::SessionHooks& h);
     const std::vector<ConsCtx*>& consumers() const { return conss_; }
     const std::vector<std::unique_ptr<SlowTrace>>& traces() const { return traces_; }
 

@@ -77,4 +77,48 @@ bool Bench::attach_consumer(FlowCtx& f, const Session& s, std::string& err) {
     return true;
 }
 
+// The consumer's part of each receive half (engine::SessionHooks): made
+// with it, posted to its lcore with it as the daemon's own op (kAddCons),
+// taken back at its end (kRemoveCons) and freed with it.
+void Bench::consumer_hooks(engine::SessionHooks& h) {
+    h.recv_made = [this, made = std::move(h.recv_made)](engine::SessionFlow& sf, engine::SessionRec& a,
+                                                         const Session& s, std::string& err) {
+        return (!made || made(sf, a, s, err)) && attach_consumer(ctx_of(sf), s, err);
+    };
+    h.recv_posted = [this](engine::SessionFlow& sf, engine::SessionRec& a) -> uint32_t {
+        FlowCtx& f = ctx_of(sf);
+        if (f.cons == nullptr)
+            return 0;
+        rt_.post(f.cons_ctx->lcore, {kAddCons, false, FailReason::None, f.recv_id, f.index, f.cons_ctx, f.cons, &a});
+        return 1;
+    };
+    h.recv_closing = [this](engine::SessionFlow& sf, engine::SessionRec& a, FailReason why) -> uint32_t {
+        FlowCtx& f = ctx_of(sf);
+        if (f.cons == nullptr)
+            return 0;
+        rt_.post(f.cons_ctx->lcore, {kRemoveCons, false, why, f.recv_id, f.index, f.cons_ctx, f.cons, &a});
+        return 1;
+    };
+    h.ends_recv = [](const Request& r) { return r.op == kRemoveCons; };
+    // The consumer let go: its counts kept for the summary, its state freed
+    // a second later (the shell and telemetry may be reading it).
+    h.recv_released = [](engine::SessionFlow& sf, engine::DeferredFree& later, uint64_t now) {
+        FlowCtx& f = ctx_of(sf);
+        ConsFlow* cf = f.cons;
+        if (cf == nullptr)
+            return;
+        f.cons_completed = cf->completed;
+        f.cons_verified = cf->verified;
+        f.cons_errors = cf->verify_errors;
+        f.cons = nullptr;
+        later.later(now, [cf] { socket_delete(cf); });
+    };
+    h.recv_freed = [](engine::SessionFlow& sf) {
+        FlowCtx& f = ctx_of(sf);
+        socket_delete(f.cons);
+        f.cons = nullptr;
+    };
+    h.holds = [](const engine::SessionFlow& f) { return ctx_of(f).cons != nullptr; };
+}
+
 } // namespace tailmark::app

@@ -4,7 +4,7 @@
 // message's msg_id, flag and slot, once every packet of the group's last use
 // was freed and the receiver's credits allow it.
 //
-// Included by tx_lcore.cc only, with internal linkage as when it lived
+// Included by tx_step.cc only, with internal linkage as when it lived
 // there: tx_step inlines all of it (the replay loops were tuned for it).
 // Fast path: no heap allocation, no lock, no log.
 #pragma once

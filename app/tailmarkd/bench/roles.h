@@ -101,6 +101,15 @@ struct alignas(64) TxCtx : engine::TxRole {
     LatencyHist hist;                   // TSC cycles, submit to delivered
 };
 
+// --- the benchmark's requests to its lcores (lcore_ops.cc) ------------------------
+
+// engine::Request's application ops: a flow's consumer added or taken
+// back, a flow's ready-made packets added; anything else refused.
+inline constexpr Request::Op kAddCons = Request::Op::AppFirst;
+inline constexpr Request::Op kRemoveCons = Request::Op::App1;
+inline constexpr Request::Op kAddReplay = Request::Op::App2;
+void apply_bench_op(Request& r);
+
 // --- consumer role ----------------------------------------------------------------
 
 struct PktSlot { // packet mode: per-packet completions seen for one slot

@@ -4,7 +4,7 @@
 namespace tailmark::app {
 
 // The daemon as operators see it (status.h). On the control loop: reads the
-// flows as update_rates() does, and the counters as the summary does.
+// flows as FlowWatch (lib/tailmark-engine) keeps them, and the counters as the summary does.
 StatusSnapshot Service::status_snapshot(uint64_t now) const {
     const Options& o = rt_.options();
     const double hz = static_cast<double>(rt_.tsc_hz());

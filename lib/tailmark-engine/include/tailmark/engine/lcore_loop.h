@@ -95,4 +95,27 @@ inline int run_lcore(L& l, AppOps&& app) {
     return 0;
 }
 
+// The main lcore: its own roles where it holds any, the requests between
+// rounds, and the application's control round `control(now)` every
+// `period` cycles, until Phase::Stop. Without roles it sleeps `idle_us`
+// between rounds: the control thread then needs no CPU of its own.
+template <class L, class AppOps, class Control>
+inline void run_main_lcore(L& l, AppOps&& app, uint64_t period, uint32_t idle_us, Control&& control) {
+    uint64_t next = 0;
+    uint64_t prev = rte_rdtsc();
+    while (l.plane->phase_now() != Phase::Stop) {
+        serve_requests(l.req, l.resp, app);
+        const bool roles = l.tx || l.rx || l.cons;
+        if (roles)
+            run_roles_timed(l, prev); // prev: the TSC it ended at
+        else
+            rte_delay_us_sleep(idle_us);
+        const uint64_t now = roles ? prev : rte_rdtsc();
+        if (now >= next) {
+            control(now);
+            next = now + period;
+        }
+    }
+}
+
 } // namespace tailmark::engine

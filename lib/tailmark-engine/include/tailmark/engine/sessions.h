@@ -13,6 +13,8 @@
 // taken back at its end, and freed with it.
 #pragma once
 
+#include <atomic>
+
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -55,6 +57,11 @@ struct SessionFlow : RecvPlace {
     bool forgotten = false;             // its session was forgotten: the slot serves another flow
     Sender::FlowView last_send{};
     uint32_t last_acked = 0, last_released = 0, last_gave_up = 0;
+    // Messages per second over the last second (FlowWatch, once a second),
+    // for status views: sent, and done (send: delivered; otherwise
+    // released). A starved flow shows as a zero beside its peers.
+    std::atomic<double> rate_sent{0}, rate_done{0};
+    uint32_t rate_sent_seen = 0, rate_done_seen = 0; // the cursors a second ago (control thread)
 };
 
 // A session as the application tracks it (the control thread's only).
@@ -71,6 +78,7 @@ struct SessionRec {
     enum class Stage : uint8_t { Installing, Live, Detaching, Gone } stage = Stage::Installing;
     SessionEnd end = SessionEnd::None;
     uint64_t up_tsc = 0, down_tsc = 0;
+    bool floor_said = false;      // the congestion-control floor warning was logged (FlowWatch)
     void* user = nullptr;         // the application's own record of it: not forgotten while set
 
     SessionRec() = default;
