@@ -5,6 +5,11 @@
 # the applications reach each other by the daemon's own address or by a
 # loopback address: their messages go through memory, never the port.
 #
+#  0. idle, with no application attached, the daemon takes under half a
+#     CPU over 2 s: --mode service's lcores nap when idle (--idle-sleep-us'
+#     service default, 50 us; it shares the host's CPUs with the ranks it
+#     serves). Measured: 6-7% of a CPU; 100% when it polled (the default
+#     until 2026-12-06, and --idle-sleep-us 0 now).
 #  1. 5 MB of random bytes through tailmark-cat, by the daemon's address.
 #  2. the same by 127.0.0.1, 3 flows of 7 KiB messages, ring 4.
 #  3. the README's hello_send / hello_recv, by 127.0.0.1.
@@ -43,6 +48,24 @@ up() { grep -q "applications attach on" "$TM_WORK/d.err" 2>/dev/null && [ -S "$S
 tm_await d "$PID" 30 up "the daemon never listened on its socket"
 grep -q "sessions between applications of this daemon: in memory" "$TM_WORK/d.err" ||
     tm_fail "the daemon did not say it carries its applications' sessions in memory"
+
+# 0. The idle daemon's CPU time (utime + stime, in clock ticks) over 2 s.
+DPID=$(pgrep -P "$PID" tailmarkd | head -1)
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$DPID/stat"; }
+if [ -z "$DPID" ]; then
+    tm_fail "0: the daemon's process (a child of $PID) not found"
+else
+    HZ=$(getconf CLK_TCK)
+    t0=$(cpu_ticks)
+    sleep 2
+    t1=$(cpu_ticks)
+    # Half a CPU; a sanitizer build's idle turns cost more (TM_SAN_SLOW):
+    # three quarters there, still below a polling lcore's whole CPU.
+    limit=$((TM_SAN_SLOW > 1 ? HZ * 3 / 2 : HZ))
+    tm_log "0: idle, the daemon took $((t1 - t0)) of $((2 * HZ)) clock ticks in 2 s (limit $limit)"
+    [ $((t1 - t0)) -lt "$limit" ] ||
+        tm_fail "0: the idle daemon took $((t1 - t0)) clock ticks of $((2 * HZ)) in 2 s: it polls while idle"
+fi
 
 listens() { [ "$(grep -c "listens on port $1\$" "$TM_WORK/d.err")" -ge 1 ]; }
 # transfer NAME ADDR PORT FILE ARGS...: a listening and a connecting

@@ -59,6 +59,13 @@ Err validate(Options& o) {
         if (o.completion != CompletionMode::Message)
             return "--completion: service mode delivers whole messages (message)";
         o.external_consumer = true; // the applications consume
+        // The service shares its host's CPUs with the applications it
+        // serves (torchrun's ranks): an lcore that polls while idle takes a
+        // CPU from them. One host, 4 ranks of examples/torch/train_lm.py on
+        // 2 vCPUs: 5184-6211 tokens/s polling, 6698-7474 napping (50 us),
+        // and the idle daemon 100% of a CPU against 6-7% (docs/tailmarkd.md).
+        if (!o.idle_sleep_set)
+            o.idle_sleep_us = kServiceIdleSleepUs;
     }
     if (o.replay && (o.mode != Mode::Loopback || !o.msg_sizes.empty() || o.interactive))
         return "--replay: loopback mode only, with one --msg-size and without -i";

@@ -22,6 +22,10 @@ namespace tailmark::app {
 // Service: no generator; applications open sessions and flows at run time
 // through the control socket (libtailmark-client, app/tailmarkd/service/).
 enum class Mode : uint8_t { Loopback, Send, Recv, Service };
+
+// --mode service's --idle-sleep-us unless given: its lcores nap when idle,
+// since it shares the host's CPUs with the applications it serves.
+inline constexpr uint64_t kServiceIdleSleepUs = 50;
 const char* to_string(Mode m);
 const char* to_string(CompletionMode m);
 
@@ -113,6 +117,7 @@ struct Options {
     uint64_t keepalive_ms = 1000;    // a connector's liveness probe, per session
     uint64_t keep_ended = 256;       // ended sessions the summary, shell and telemetry keep (registry.cc)
     uint64_t idle_sleep_us = 0;      // an idle lcore's sleep per turn, after 1 ms idle (0: poll only)
+    bool idle_sleep_set = false;     // given: --mode service's default (kServiceIdleSleepUs) does not apply
     uint64_t trace_slow_ns = 0;      // diagnostic: timelines of completions later than this (0: off)
     uint64_t peer_timeout_ms = 5000; // nothing authentic from a peer for this long: the session ends
     uint64_t connect_timeout_ms = 5000; // no ACCEPT or REFUSE within this: give up

@@ -369,8 +369,17 @@ const OptDef kOpts[] = {
      U64_OPT(keep_ended, 0, 65536, false)},
     {"keepalive-ms", "MS", "a sender's liveness probe per session while connected (default 1000)",
      U64_OPT(keepalive_ms, 10, 3600000, false)},
-    {"idle-sleep-us", "US", "an lcore idle for 1 ms sleeps this long per idle turn (0 = always poll, the default)",
-     U64_OPT(idle_sleep_us, 0, 10000, false)},
+    {"idle-sleep-us", "US",
+     "an lcore idle for 1 ms sleeps this long per idle turn (0 = always poll; default 0, in --mode service 50)",
+     [](Options& o, std::string_view v) -> Err {
+         uint64_t x;
+         Err e = parse_range(v, 0, 10000, x);
+         if (e.empty()) {
+             o.idle_sleep_us = x;
+             o.idle_sleep_set = true;
+         }
+         return e;
+     }},
     {"trace-slow-ns", "NS", "diagnostic: keep a timeline of the lcore's last iterations for each message whose "
      "completion latency exceeds NS, in the summary JSON's slow_messages (0 = off, the default)",
      U64_OPT(trace_slow_ns, 0, 1000000000, false)},
