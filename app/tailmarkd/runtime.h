@@ -148,6 +148,10 @@ public:
     // cursor for a while; how many such flows there are.
     bool stalled(uint32_t i) const { return watch_.stalled(i); }
     uint32_t flows_stalled() const { return watch_.stalled_count(); }
+    // Flow i's messages per second over the last second: sent, and done
+    // (send: delivered; otherwise consumed).
+    double rate_sent(uint32_t i) const { return watch_.rate_sent(i); }
+    double rate_done(uint32_t i) const { return watch_.rate_done(i); }
     const char* steering_name() const {
         return ports().steer_by_queue ? "queue" : ports().rss ? "rss" : ports().handoff ? "handoff" : "single";
     }

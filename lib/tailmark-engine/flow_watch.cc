@@ -8,7 +8,9 @@
 
 namespace tailmark::engine {
 
-FlowWatch::FlowWatch(size_t max_flows) : cap_(max_flows), stalled_(std::make_unique<std::atomic<bool>[]>(max_flows)) {}
+FlowWatch::FlowWatch(size_t max_flows)
+    : cap_(max_flows), stalled_(std::make_unique<std::atomic<bool>[]>(max_flows)),
+      rates_(std::make_unique<Rates[]>(max_flows)) {}
 
 void FlowWatch::tick(const FlowRegistry<SessionFlow>& reg, uint64_t now, const Released& released) {
     if (failed_logged_.size() < reg.size()) {
@@ -16,6 +18,8 @@ void FlowWatch::tick(const FlowRegistry<SessionFlow>& reg, uint64_t now, const R
         floor_since_.resize(reg.size(), 0);
         seen_released_.resize(reg.size(), 0);
         moved_tsc_.resize(reg.size(), 0);
+        sent_seen_.resize(reg.size(), 0);
+        done_seen_.resize(reg.size(), 0);
     }
     if (cfg_.consumer_process)
         watch_consumers(reg, now, released);
@@ -33,9 +37,14 @@ void FlowWatch::slot_taken(uint32_t i) {
         floor_since_[i] = 0;
         seen_released_[i] = 0;
         moved_tsc_[i] = 0;
+        sent_seen_[i] = 0;
+        done_seen_[i] = 0;
     }
-    if (i < cap_)
+    if (i < cap_) {
         stalled_[i].store(false, std::memory_order_relaxed);
+        rates_[i].sent.store(0, std::memory_order_relaxed);
+        rates_[i].done.store(0, std::memory_order_relaxed);
+    }
 }
 
 // A failed flow, logged once; a session held at the congestion floor for a
@@ -108,15 +117,16 @@ void FlowWatch::watch_consumers(const FlowRegistry<SessionFlow>& reg, uint64_t n
 // done: delivered (send), else released.
 void FlowWatch::rates(const FlowRegistry<SessionFlow>& reg, uint64_t now) {
     const double dt = rates_tsc_ != 0 ? double(now - rates_tsc_) / double(cfg_.hz) : 0;
-    for (SessionFlow* f : reg) {
+    for (size_t i = 0; i < reg.size() && i < cap_; i++) {
+        const SessionFlow* f = reg[i];
         const uint32_t sent = f->send != nullptr || f->detached || cfg_.send_side ? Sessions::send_view(*f).sent : 0;
         const uint32_t done = Sessions::released_of(*f);
         if (dt > 0) {
-            f->rate_sent.store(double(sent - f->rate_sent_seen) / dt, std::memory_order_relaxed);
-            f->rate_done.store(double(done - f->rate_done_seen) / dt, std::memory_order_relaxed);
+            rates_[i].sent.store(double(sent - sent_seen_[i]) / dt, std::memory_order_relaxed);
+            rates_[i].done.store(double(done - done_seen_[i]) / dt, std::memory_order_relaxed);
         }
-        f->rate_sent_seen = sent;
-        f->rate_done_seen = done;
+        sent_seen_[i] = sent;
+        done_seen_[i] = done;
     }
     rates_tsc_ = now;
     next_rates_ = now + cfg_.hz;

@@ -95,19 +95,21 @@ TEST_CASE("FlowWatch: a flow's rates are its messages over the last second", "[e
     c.send_side = false;
     w.configure(c);
     w.tick(fl.reg, 1000); // the first look: no interval yet
-    CHECK(a.rate_done.load() == 0);
+    CHECK(w.rate_done(0) == 0);
     for (uint32_t m = 0; m < 5; m++) {
         complete(*a.ring, m);
         REQUIRE(a.ring->release(m));
     }
     w.tick(fl.reg, 1999); // not a second yet: the last figure stands
-    CHECK(a.rate_done.load() == 0);
+    CHECK(w.rate_done(0) == 0);
     w.tick(fl.reg, 2000);
-    CHECK(a.rate_done.load() == 5.0);
-    CHECK(a.rate_sent.load() == 0); // no send half on a receiver
+    CHECK(w.rate_done(0) == 5.0);
+    CHECK(w.rate_sent(0) == 0); // no send half on a receiver
     REQUIRE(a.ring->release(5));
     w.tick(fl.reg, 3000);
-    CHECK(a.rate_done.load() == 1.0);
+    CHECK(w.rate_done(0) == 1.0);
+    w.slot_taken(0); // a new flow in the slot: no rate of the old one
+    CHECK(w.rate_done(0) == 0);
 }
 
 TEST_CASE("FlowWatch: a session held at the congestion floor for a second is said once, not when its ceiling is the floor",

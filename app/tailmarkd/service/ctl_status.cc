@@ -100,11 +100,11 @@ StatusSnapshot Service::status_snapshot(uint64_t now) const {
                     x.rate_mbps = std::max(x.rate_mbps, v.cc_rate_bps / 1e6);
                     x.srtt_us = std::max(x.srtt_us, double(v.cc_srtt) * 1e6 / hz);
                     x.base_rtt_us = std::max(x.base_rtt_us, double(v.cc_base_rtt) * 1e6 / hz);
-                    x.msgs_per_s += f->rate_sent.load(std::memory_order_relaxed);
+                    x.msgs_per_s += rt_.rate_sent(f->index);
                 } else {
                     x.released += rt_.released_of(*f);
                     x.acked += rt_.acked_of(*f);
-                    x.msgs_per_s += f->rate_done.load(std::memory_order_relaxed);
+                    x.msgs_per_s += rt_.rate_done(f->index);
                 }
             }
         }

@@ -197,7 +197,7 @@ void cmd_show_flow_parsed(void* res, cmdline* cl, void*) {
         OUT("flow %u: sent=%u completed=%u consumed=%u in_flight=%u retransmits=%" PRIu64 " send_requested=%" PRIu64
             " send_queued=%" PRIu64 " rate_sent=%.0f/s rate_done=%.0f/s\n",
             i, sent, completed, consumed, in_flight, retx, requested, requested - ss,
-            f.rate_sent.load(std::memory_order_relaxed), f.rate_done.load(std::memory_order_relaxed));
+            rt().rate_sent(i), rt().rate_done(i));
     }
 }
 cmdline_parse_inst_t cmd_show_flow = {

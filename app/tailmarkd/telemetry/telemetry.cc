@@ -100,8 +100,8 @@ struct TelemetryViews {
             ok = ok && put_str(d, "memzone", ring_name(f.recv_id).c_str());
         }
         // Messages per second over the last second (sent; done: delivered or consumed).
-        ok = ok && put(d, "rate_sent_msgs", static_cast<uint64_t>(f.rate_sent.load(std::memory_order_relaxed) + 0.5));
-        ok = ok && put(d, "rate_done_msgs", static_cast<uint64_t>(f.rate_done.load(std::memory_order_relaxed) + 0.5));
+        ok = ok && put(d, "rate_sent_msgs", static_cast<uint64_t>(rt.rate_sent(static_cast<uint32_t>(id)) + 0.5));
+        ok = ok && put(d, "rate_done_msgs", static_cast<uint64_t>(rt.rate_done(static_cast<uint32_t>(id)) + 0.5));
         ok = ok && put_str(d, "consumer", ext ? "external" : "lcore");
         ok = ok && put(d, "stalled", ext ? rt.stalled(static_cast<uint32_t>(id)) : 0);
         return ok ? 0 : -ENOSPC;
@@ -117,8 +117,7 @@ struct TelemetryViews {
             rte_tel_data* a = rte_tel_data_alloc();
             ok = ok && a != nullptr && rte_tel_data_start_array(a, RTE_TEL_U64_VAL) == 0;
             for (uint32_t i = 0; ok && i < n; i++) {
-                const FlowCtx& f = rt.flow_at(i);
-                const double r = (sent ? f.rate_sent : f.rate_done).load(std::memory_order_relaxed);
+                const double r = sent ? rt.rate_sent(i) : rt.rate_done(i);
                 ok = rte_tel_data_add_array_u64(a, static_cast<uint64_t>(r + 0.5)) == 0;
             }
             if (!ok || rte_tel_data_add_dict_container(d, sent ? "sent_msgs" : "done_msgs", a, 0) != 0) {

@@ -9,7 +9,10 @@
 //     reported, never overwritten (the placer's window ends at released +
 //     ring size);
 //   - each flow's messages per second over the last second, sent and done
-//     (SessionFlow::rate_sent, rate_done), for status views.
+//     (send: delivered; otherwise released), for status views: a starved
+//     flow shows as a zero beside its peers. Kept here by slot, not in the
+//     flow records, whose lines the lcores read per message (in a flow
+//     record they cost the tx-only benchmark 7%: a changed layout).
 // Each look reads the flows' Sender state, lines their tx lcores write per
 // message, which then come back to those lcores as misses: failures and the
 // floor every 10 ms, rates once a second (64 flows of 64 B messages in
@@ -53,6 +56,8 @@ public:
 
     // Any thread.
     bool stalled(uint32_t i) const { return i < cap_ && stalled_[i].load(std::memory_order_relaxed); }
+    double rate_sent(uint32_t i) const { return i < cap_ ? rates_[i].sent.load(std::memory_order_relaxed) : 0; }
+    double rate_done(uint32_t i) const { return i < cap_ ? rates_[i].done.load(std::memory_order_relaxed) : 0; }
     uint32_t stalled_count() const { return nstalled_.load(std::memory_order_relaxed); }
 
 private:
@@ -68,9 +73,14 @@ private:
     std::vector<uint64_t> floor_since_; // its controller at the floor since (0: not)
     std::vector<uint32_t> seen_released_;
     std::vector<uint64_t> moved_tsc_;
+    std::vector<uint32_t> sent_seen_, done_seen_; // the cursors a second ago
     // Per slot, made once: other threads read it.
     std::unique_ptr<std::atomic<bool>[]> stalled_;
     std::atomic<uint32_t> nstalled_{0};
+    struct Rates {
+        std::atomic<double> sent{0}, done{0};
+    };
+    std::unique_ptr<Rates[]> rates_;
 };
 
 } // namespace tailmark::engine

@@ -57,11 +57,6 @@ struct SessionFlow : RecvPlace {
     bool forgotten = false;             // its session was forgotten: the slot serves another flow
     Sender::FlowView last_send{};
     uint32_t last_acked = 0, last_released = 0, last_gave_up = 0;
-    // Messages per second over the last second (FlowWatch, once a second),
-    // for status views: sent, and done (send: delivered; otherwise
-    // released). A starved flow shows as a zero beside its peers.
-    std::atomic<double> rate_sent{0}, rate_done{0};
-    uint32_t rate_sent_seen = 0, rate_done_seen = 0; // the cursors a second ago (control thread)
 };
 
 // A session as the application tracks it (the control thread's only).
