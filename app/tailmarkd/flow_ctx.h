@@ -51,6 +51,19 @@ struct DataPlaneConfig {
 
     // The generator's length of message msg_id (every flow alike).
     uint64_t generator_length(uint32_t msg_id) const { return nsizes ? sizes[msg_id % nsizes] : msg_size; }
+    // The payload of a flow's first n messages: message i has the i-th size
+    // of the list, in turn (not the largest times the count).
+    uint64_t bytes_of(uint32_t n) const {
+        if (nsizes == 0)
+            return uint64_t(n) * msg_size;
+        uint64_t cycle = 0;
+        for (uint32_t k = 0; k < nsizes; k++)
+            cycle += sizes[k];
+        uint64_t b = uint64_t(n / nsizes) * cycle;
+        for (uint32_t k = 0; k < n % nsizes; k++)
+            b += sizes[k];
+        return b;
+    }
 };
 
 // Shared by every lcore of the run: the configuration and the control

@@ -34,7 +34,7 @@ void Runtime::forgetting(const FlowCtx& f) {
     }
     if (opt_.external_consumer) { // the totals count its released messages
         forgotten_.completed += x.released;
-        forgotten_.bytes += bytes_released(static_cast<uint32_t>(x.released));
+        forgotten_.bytes += plane_.cfg.bytes_of(static_cast<uint32_t>(x.released));
     }
 }
 

@@ -113,16 +113,9 @@ void Runtime::close_and_stop(uint64_t now, const char* reason) {
 }
 
 void Runtime::close_sessions(uint64_t now) {
-    if (service_) { // the applications are told, and every session is closed
+    if (service_) // the applications are told, and every session is closed
         service_->shutdown(now);
-        for (Session* s : sessions().sessions())
-            if (s->state != SessionState::Ended)
-                sessions().close(s, now);
-        return;
-    }
-    for (Session* s : sessions().sessions())
-        if (s->connector && s->state == SessionState::Established)
-            sessions().close(s, now);
+    node_.close_sessions(now, service_ != nullptr);
 }
 
 // Congestion control's ceiling: --cc-max-mbps, else the tx port's link speed.
@@ -215,10 +208,8 @@ void Runtime::check_done(uint64_t now) {
             stop(drain_start_, exit_reason_.c_str()); // rates: no traffic after the drain began
     }
     if (closing_) { // the CLOSE packets are out (loopback: and in), or it is time
-        bool out = true;
-        for (const Sender* s : senders())
-            out = out && rte_ring_empty(s->ctl_out()) && s->busy() == 0;
-        if (opt_.mode == Mode::Loopback)
+        bool out = node_.closes_out();
+        if (opt_.mode == Mode::Loopback) // and in: the session with itself ended
             for (Session* s : sessions().sessions())
                 out = out && (s->state == SessionState::Ended || !s->local_peer);
         if (out || now >= close_deadline_)

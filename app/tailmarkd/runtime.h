@@ -271,7 +271,6 @@ private:
     void forget_ended(uint64_t now); // beyond --keep-ended, the oldest ended sessions go
     void slot_taken(uint32_t i);           // registry slot i serves a new flow
     void forgetting(const FlowCtx& f);     // a forgotten session's flow: into the totals
-    uint64_t bytes_released(uint32_t released) const; // the payload of a flow's first `released` messages
 
     void control(uint64_t now);
     void check_done(uint64_t now); // control(): done, drained, closed: what comes next

@@ -125,19 +125,6 @@ bool Runtime::open_ports(SetupError& e) {
 bool Runtime::setup(SetupError& e) {
     tsc_hz_ = rte_get_tsc_hz();
     ecfg_ = engine_config(opt_);
-    DataPlaneConfig& dp = plane_.cfg;
-    dp.mode = opt_.mode;
-    dp.msg_size = opt_.msg_size;
-    dp.sizes = opt_.msg_sizes.empty() ? nullptr : opt_.msg_sizes.data();
-    dp.nsizes = static_cast<uint32_t>(opt_.msg_sizes.size());
-    dp.messages = opt_.messages;
-    dp.ring_size = opt_.ring_size;
-    dp.flows = opt_.flows;
-    dp.verify = opt_.verify;
-    dp.fixed_payload = opt_.fixed_payload;
-    dp.replay = opt_.replay;
-    dp.pace_cycles = opt_.rate > 0 ? static_cast<uint64_t>(double(tsc_hz_) * opt_.flows / opt_.rate) : 0;
-    dp.late_cycles = tsc_hz_ / 1000000;
     plane_.burst.store(opt_.burst);
     plane_.completion.store(static_cast<uint8_t>(opt_.completion));
     if (opt_.secret_set) {

@@ -77,24 +77,10 @@ Runtime::Stats Runtime::stats() const {
             const uint32_t rel = released_of(*f);
             t.completed += rel;
             if (sizes_known)
-                t.bytes += bytes_released(rel);
+                t.bytes += plane_.cfg.bytes_of(rel);
         }
     }
     return t;
-}
-
-// Message i of a flow has the i-th size of the list, in turn (not the
-// largest times the count).
-uint64_t Runtime::bytes_released(uint32_t rel) const {
-    if (plane_.cfg.nsizes == 0)
-        return uint64_t(rel) * opt_.msg_size;
-    uint64_t cycle = 0, b = 0;
-    for (uint32_t k = 0; k < plane_.cfg.nsizes; k++)
-        cycle += plane_.cfg.sizes[k];
-    b += uint64_t(rel / plane_.cfg.nsizes) * cycle;
-    for (uint32_t k = 0; k < rel % plane_.cfg.nsizes; k++)
-        b += plane_.cfg.sizes[k];
-    return b;
 }
 
 // --- results ----------------------------------------------------------------

@@ -130,6 +130,23 @@ void Node::tick(uint64_t now) {
     sessions_->reap(now);
 }
 
+void Node::close_sessions(uint64_t now, bool all) {
+    if (table_ == nullptr)
+        return;
+    for (Session* s : table_->sessions())
+        if (all ? s->state != SessionState::Ended : s->connector && s->state == SessionState::Established)
+            table_->close(s, now);
+}
+
+bool Node::closes_out() const {
+    if (engine_ == nullptr)
+        return true;
+    for (const Sender* s : engine_->senders())
+        if (!rte_ring_empty(s->ctl_out()) || s->busy() != 0)
+            return false;
+    return true;
+}
+
 void Node::stop() {
     if (engine_ != nullptr)
         engine_->stop();

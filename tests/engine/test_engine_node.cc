@@ -140,6 +140,25 @@ TEST_CASE("engine: Node wires ports, engine and session table, and tears down in
     CHECK(node.engine().stats().pkts_tx == 5);
     CHECK(node.engine().stats().pkts_rx == 5);
 
+    // The end of the work: the session this end opened is closed, its one
+    // CLOSE out of the port and back, which ends the acceptor's end too;
+    // then closing every session left sends nothing (none is left).
+    CHECK(node.closes_out());
+    node.close_sessions(rte_rdtsc(), false);
+    for (const uint64_t settle = rte_rdtsc() + rte_get_tsc_hz() / 20; rte_rdtsc() < settle;)
+        node.tick(rte_rdtsc());
+    CHECK(node.table().counters().tx == 6);
+    CHECK(node.table().counters().rx == 6);
+    size_t alive = 0; // ended sessions are reaped from the table by the tick
+    for (Session* s : node.table().sessions())
+        alive += s->state != SessionState::Ended;
+    CHECK(alive == 0);
+    node.close_sessions(rte_rdtsc(), true);
+    for (const uint64_t settle = rte_rdtsc() + rte_get_tsc_hz() / 50; rte_rdtsc() < settle;)
+        node.tick(rte_rdtsc());
+    CHECK(node.table().counters().tx == 6);
+    CHECK(node.closes_out());
+
     // Teardown in stages; each again changes nothing.
     node.stop();
     CHECK_FALSE(node.engine().launched());

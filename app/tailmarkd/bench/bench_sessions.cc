@@ -15,7 +15,24 @@
 
 namespace tailmark::app {
 
-Bench::Bench(Runtime& rt) : rt_(rt), opt_(rt.options()) {}
+// The generator's and the consumers' settings, which every lcore reads
+// (the Plane's cfg: --mode service has no generator and leaves them unset).
+Bench::Bench(Runtime& rt) : rt_(rt), opt_(rt.options()) {
+    const uint64_t hz = rt.tsc_hz();
+    DataPlaneConfig& dp = rt.plane().cfg;
+    dp.mode = opt_.mode;
+    dp.msg_size = opt_.msg_size;
+    dp.sizes = opt_.msg_sizes.empty() ? nullptr : opt_.msg_sizes.data();
+    dp.nsizes = static_cast<uint32_t>(opt_.msg_sizes.size());
+    dp.messages = opt_.messages;
+    dp.ring_size = opt_.ring_size;
+    dp.flows = opt_.flows;
+    dp.verify = opt_.verify;
+    dp.fixed_payload = opt_.fixed_payload;
+    dp.replay = opt_.replay;
+    dp.pace_cycles = opt_.rate > 0 ? static_cast<uint64_t>(double(hz) * opt_.flows / opt_.rate) : 0;
+    dp.late_cycles = hz / 1000000;
+}
 
 Bench::~Bench() {
     for (rte_mbuf** pkts : replay_pkts_) // the packets are their pool's, freed with it below

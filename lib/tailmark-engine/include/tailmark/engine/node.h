@@ -79,6 +79,13 @@ public:
     // moves, deferred free), the table's timers, ended sessions whose flows
     // are out forgotten by the table.
     void tick(uint64_t now);
+    // The end of the work: the sessions this end opened and established
+    // closed (all: every session not ended yet, whoever opened it), each
+    // with a CLOSE to its peer, sent through the engine.
+    void close_sessions(uint64_t now, bool all);
+    // Every CLOSE (and every control packet) is out: no Sender holds one,
+    // nor a message. Then the lcores may stop.
+    bool closes_out() const;
 
     // --- teardown, in this order (see above) ---
     void stop();          // Phase::Stop, the engine's lcores joined
