@@ -1,7 +1,6 @@
 // The daemon's part of the flow registry (engine::FlowRegistry, kept
-// through engine::Sessions): what it keeps beside each slot (a flow's
-// failure logged, its congestion floor, its stall), and a forgotten
-// session's flows' counts folded into the summary's totals. A daemon that
+// through engine::Sessions; what is kept beside each slot is FlowWatch's):
+// a forgotten session's flows' counts folded into the summary's totals. A daemon that
 // serves sessions for months (--mode service, or recv with --sessions)
 // keeps the last --keep-ended ended sessions; an older one's flows' slots
 // serve new flows.
@@ -17,11 +16,6 @@ void Runtime::forget_ended(uint64_t now) {
     if (opt_.mode != Mode::Recv && opt_.mode != Mode::Service)
         return;
     flows().forget_ended(now, opt_.keep_ended);
-}
-
-// Slot i serves a new flow: what was kept beside it starts over.
-void Runtime::slot_taken(uint32_t i) {
-    watch_.slot_taken(i);
 }
 
 // A forgotten session's flow: its failure, and with an external consumer

@@ -7,7 +7,6 @@
 
 #include <rte_cycles.h>
 #include <rte_launch.h>
-#include <rte_ring.h>
 
 #include "bench/bench.h"
 #include "service/service.h"

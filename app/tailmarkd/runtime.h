@@ -269,7 +269,6 @@ private:
     // Sessions (control loop).
     void on_session(Session& s);
     void forget_ended(uint64_t now); // beyond --keep-ended, the oldest ended sessions go
-    void slot_taken(uint32_t i);           // registry slot i serves a new flow
     void forgetting(const FlowCtx& f);     // a forgotten session's flow: into the totals
 
     void control(uint64_t now);

@@ -26,7 +26,7 @@ engine::SessionHooks Runtime::hooks() {
             service_->on_stage(app_of(a), now);
     };
     h.free_flow = [](engine::SessionFlow* f) { socket_delete(static_cast<FlowCtx*>(f)); };
-    h.slot_taken = [this](uint32_t i) { slot_taken(i); };
+    h.slot_taken = [this](uint32_t i) { watch_.slot_taken(i); }; // what FlowWatch kept for the slot starts over
     h.forgetting = [this](engine::SessionFlow& f) { forgetting(ctx_of(f)); };
     return h;
 }

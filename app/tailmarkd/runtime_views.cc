@@ -1,19 +1,10 @@
-// Read-only views of the run for any thread: per-flow cursors, counters
-// summed over the engines, and the stats line. The summary is made of them
-// (bench/results.cc).
+// Read-only views of the run for any thread: per-flow cursors and counters
+// summed over the engines. The summary (bench/results.cc), the stats line
+// and telemetry (telemetry/) are made of them.
 #include "runtime.h"
-
-#include <cinttypes>
-#include <cstdio>
-#include <cstring>
-
-#include <rte_cycles.h>
-#include <rte_ethdev.h>
-#include <rte_malloc.h>
 
 #include "bench/bench.h"
 #include "bench/results.h"
-#include "service/service.h"
 
 namespace tailmark::app {
 

@@ -13,8 +13,6 @@
 // taken back at its end, and freed with it.
 #pragma once
 
-#include <atomic>
-
 #include <cstdint>
 #include <functional>
 #include <memory>
