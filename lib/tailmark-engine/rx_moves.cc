@@ -68,6 +68,7 @@ void RxMoves::release() {
 void RxMoves::place(RecvPlace& p, uint16_t id, uint8_t owner, const FlowAuth& auth) {
     auth_[id].key = auth.key; // the keys first, then the version that makes them read
     auth_[id].data_auth = auth.data_auth;
+    auth_[id].loopback = auth.loopback;
     memcpy(auth_[id].auth_h, auth.auth_h, sizeof(auth.auth_h));
     __atomic_store_n(&auth_[id].version, auth.version, __ATOMIC_RELEASE);
     __atomic_store_n(&arrived_[id], RxPlacer::kNoOwner, __ATOMIC_RELAXED);

@@ -55,7 +55,7 @@ bool rx_step(RxCtx& c, uint64_t now) {
             bump(c.pkts_rx, k);
             if (c.rx_tsc_field >= 0)
                 now = drivers::rx_tsc(pkts[0], c.rx_tsc_field);
-            c.receiver->rx_burst(pkts, k, now);
+            c.receiver->rx_loopback_burst(pkts, k, now);
             n += k;
         }
     }

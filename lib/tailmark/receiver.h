@@ -134,6 +134,13 @@ public:
     // since: the earliest the burst may have arrived, the last poll that
     // left the queue empty (RxPlacer::set_arrival_floor; 0: none known).
     void rx_burst(rte_mbuf** pkts, uint16_t n, uint64_t now, uint64_t since = 0);
+    // The same, for a burst of the in-memory loopback between applications
+    // of this process: the only frames its flows take (FlowAuth::loopback).
+    void rx_loopback_burst(rte_mbuf** pkts, uint16_t n, uint64_t now) {
+        placer_.from_loopback(true);
+        rx_burst(pkts, n, now);
+        placer_.from_loopback(false);
+    }
     // Data frames other Receivers handed over (placed as if received
     // here), NACKs (the placer's gap scan), then ACKs where the cursors
     // moved by a batch, or at all ack_min ago, or a retransmission asked for

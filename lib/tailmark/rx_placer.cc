@@ -43,7 +43,7 @@ static inline void request_ack(uint32_t& req) {
         __atomic_store_n(&req, 1, __ATOMIC_RELEASE);
 }
 
-static inline void reset_slot(SlotRx& s, uint32_t msg_id, uint64_t now_tsc) {
+static inline void reset_slot(SlotRx& s, uint32_t msg_id, uint64_t now_tsc, uint32_t crc_from) {
     // One word (a message of up to 64 packets) by a plain store: memset's
     // narrower or overlapping stores cannot be forwarded to the 64-bit load
     // of the same word that follows at once in claim(), a stall of about 200
@@ -66,7 +66,7 @@ static inline void reset_slot(SlotRx& s, uint32_t msg_id, uint64_t now_tsc) {
     s.nacks = 0;
     s.discarded = false;
     s.crc_state = kCrc32cInit;
-    s.crc_upto = 0;
+    s.crc_upto = crc_from;
 }
 
 // First index in [i, end) whose bit is `want`, or end.
@@ -184,10 +184,12 @@ static inline bool routed(DropReason r, const ParsedPacket& p, const rte_mbuf* m
 
 // A flow's entry in the hand-off table against a packet of it: version 2
 // and the tag verifies, or (version 1) nothing to prove.
-static inline bool authentic_arrival(const FlowAuth& a, const ParsedPacket& p, const rte_mbuf* m) {
+static inline bool authentic_arrival(const FlowAuth& a, const ParsedPacket& p, const rte_mbuf* m, bool loopback) {
     const uint8_t v = __atomic_load_n(&a.version, __ATOMIC_ACQUIRE); // written after the keys
     if (v == 0 || v != p.hdr.version)
         return false;
+    if (a.loopback) // its proof is the way it came
+        return loopback;
     if (v == kVersion)
         return true;
     if (!a.data_auth)
@@ -208,7 +210,7 @@ inline DropReason RxPlacer::process_as(const rte_mbuf* m, uint64_t now_tsc, bool
             // Where a flow's data arrives, learnt only from a packet of it
             // that is authentic (version 2; a version 1 flow has no proof).
             if (learn_ != nullptr && unlikely(__atomic_load_n(&learn_[p.hdr.flow], __ATOMIC_RELAXED) != self_) &&
-                (auth_of_ == nullptr || authentic_arrival(auth_of_[p.hdr.flow], p, m)))
+                (auth_of_ == nullptr || authentic_arrival(auth_of_[p.hdr.flow], p, m, from_loopback_)))
                 __atomic_store_n(&learn_[p.hdr.flow], self_, __ATOMIC_RELAXED); // written only when it changes
             if (unlikely(table_[p.hdr.flow] == nullptr)) {
                 const uint8_t o = __atomic_load_n(&owner_of_[p.hdr.flow], __ATOMIC_RELAXED);
@@ -225,6 +227,9 @@ inline DropReason RxPlacer::process_as(const rte_mbuf* m, uint64_t now_tsc, bool
             if (has(p.hdr.flags, Flags::Retx))
                 ctr_.retx++;
             FlowRx* f = table_[p.hdr.flow];
+            // A flow of the in-memory loopback from a port: no flow of the wire.
+            if (f != nullptr && unlikely(f->loopback > from_loopback_))
+                f = nullptr;
             r = f == nullptr ? DropReason::UnknownFlow : place<kMode>(*f, m, p, now_tsc);
             if (r == DropReason::None) { // congestion control's RTT sample: echoed by the next ACK
                 f->echo = p.ip_id;
@@ -374,7 +379,7 @@ TM_STAGE_INLINE DropReason RxPlacer::claim(FlowRx& f, const ParsedPacket& p, uin
     // Any other message in this slot is older than the window, so it was
     // completed and released: the slot is free for this one.
     if (s.msg_id != h.msg_id || s.state == SlotState::Idle)
-        reset_slot(s, h.msg_id, now_tsc);
+        reset_slot(s, h.msg_id, now_tsc, f.crc_from);
     if (s.state == SlotState::Completed) {
         if (retx)
             request_ack(f.ack_req);
@@ -397,14 +402,14 @@ TM_STAGE_INLINE DropReason RxPlacer::claim(FlowRx& f, const ParsedPacket& p, uin
             // A retransmitted LAST is the sender's word: the state built on
             // the other one (a corrupted copy) was not this message's.
             ctr_.discarded += s.received;
-            reset_slot(s, h.msg_id, now_tsc);
+            reset_slot(s, h.msg_id, now_tsc, f.crc_from);
         }
         // Earlier packets that do not fit this LAST's geometry: the state is
         // not this message's. Discard it; retransmission rebuilds it.
         if (s.hi_idx > p.trailer.pkt_count || s.max_end > p.trailer.msg_len ||
             (s.seen[h.pkt_idx >> 6] & (1ull << (h.pkt_idx & 63)))) {
             ctr_.discarded += s.received;
-            reset_slot(s, h.msg_id, now_tsc);
+            reset_slot(s, h.msg_id, now_tsc, f.crc_from);
         }
     } else if (s.have_last) {
         if (h.pkt_idx >= s.pkt_count)
@@ -483,7 +488,7 @@ DropReason RxPlacer::place(FlowRx& f, const rte_mbuf* m, const ParsedPacket& p, 
         if (h.pay_len)
             crc = copy_payload_crc(f.ring->region(slot_idx) + h.offset, m, p.payload_off, h.pay_len, crc);
         s.hi_idx = 1;
-        if (likely(crc32c_finish(crc) == p.trailer.crc32c)) {
+        if (likely(crc32c_finish(crc) == p.trailer.crc32c) || f.loopback) {
             ctr_.placed++;
             ctr_.bytes += h.pay_len;
             s.state = SlotState::Completed;
@@ -547,7 +552,7 @@ TM_STAGE void RxPlacer::complete(FlowRx& f, uint32_t slot_idx, uint64_t now_tsc)
     DropReason bad = DropReason::None;
     if (s.bytes != t.msg_len) {
         bad = DropReason::LengthMismatch;
-    } else {
+    } else if (!f.loopback) {
         uint32_t crc = s.crc_state; // the prefix checksummed on arrival, then the rest from the region
         if (s.crc_upto < t.msg_len)
             crc = crc32c_update(crc, {f.ring->region(slot_idx) + s.crc_upto, t.msg_len - s.crc_upto});
@@ -556,7 +561,7 @@ TM_STAGE void RxPlacer::complete(FlowRx& f, uint32_t slot_idx, uint64_t now_tsc)
     }
     if (bad != DropReason::None) { // discarded: all of it again
         ctr_.drops[index(bad)]++;
-        reset_slot(s, s.msg_id, now_tsc);
+        reset_slot(s, s.msg_id, now_tsc, f.crc_from);
         s.discarded = true; // the scan asks again if this NACK is lost or postponed
         nack(f, slot_idx, now_tsc, true);
         return;
@@ -677,7 +682,7 @@ void RxPlacer::scan(uint64_t now_tsc) {
             if (s.msg_id == m && s.state == SlotState::Completed)
                 continue;
             if (s.msg_id != m || s.state == SlotState::Idle) {
-                reset_slot(s, m, now_tsc); // inside the window: its slot is free
+                reset_slot(s, m, now_tsc, f->crc_from); // inside the window: its slot is free
                 continue;
             }
             const bool newest = m + 1 == f->hi_msg;

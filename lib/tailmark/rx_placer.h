@@ -28,6 +28,12 @@ struct FlowAuth {
     uint8_t version = 0;
     bool data_auth = false;
     uint8_t auth_h[16]{};
+    // A flow whose frames never leave this process: they come only over the
+    // in-memory loopback between two of its applications. Nothing to prove,
+    // as for its version 1: no CRC32C is checked (nor made while copying).
+    // A frame of it from a port is no flow's (unknown_flow), and does not
+    // move it (set_handoff's arrivals).
+    bool loopback = false;
 };
 
 enum class CompletionMode : uint8_t {
@@ -187,6 +193,9 @@ public:
     // Off while the caller processes frames another placer handed over:
     // where those arrived was learned there.
     void learn_arrivals(bool on) { learn_ = on ? arrived_at_ : nullptr; }
+    // The bursts that follow came over the in-memory loopback (true) or a
+    // port (false, the default): FlowAuth::loopback's flows take only the former.
+    void from_loopback(bool on) { from_loopback_ = on; }
 
     // Processes one packet and leaves it to the caller. Returns None when the
     // payload was placed (whether or not it completed a message).
@@ -235,6 +244,7 @@ private:
     FlowRx** table_ = nullptr; // indexed by flow id, 65536 entries
     const uint8_t* owner_of_ = nullptr; // set_handoff
     const FlowAuth* auth_of_ = nullptr; // set_handoff
+    bool from_loopback_ = false;        // from_loopback
     uint8_t* arrived_at_ = nullptr;
     uint8_t* learn_ = nullptr; // arrived_at_, or null while processing handed-over frames
     uint64_t floor_ = 0;       // set_arrival_floor

@@ -73,6 +73,10 @@ struct RxPlacer::FlowRx {
     uint16_t echo_port; // the port it came in on (rails: the ACK goes back by its rail)
     uint8_t version;   // its session's data version: 2, every packet tagged under tag_key
     bool data_auth;    // --data-auth: the tag covers the payload, through auth_key
+    bool loopback;     // FlowAuth::loopback: no CRC32C checked; frames from a port are not its
+    // A slot's crc_upto when it starts: 0, or (no CRC) past any offset, so
+    // that no packet takes the copy that checksums.
+    uint32_t crc_from;
     SipKey tag_key;
     alignas(64) uint32_t acked;   // cum, published (atomic) for the ACK sender
     uint32_t ack_req;             // atomic: a RETX came for a completed message

@@ -72,6 +72,8 @@ RxPlacer::FlowRx* RxPlacer::prepare_flow(uint16_t flow, CompletionRing* ring, ui
     f->version = auth.version;
     f->tag_key = auth.key;
     f->data_auth = auth.data_auth && auth.version == kVersion2;
+    f->loopback = auth.loopback;
+    f->crc_from = auth.loopback ? UINT32_MAX : 0;
     if (f->data_auth)
         polyval_key(f->auth_key, auth.auth_h);
     return f;

@@ -45,6 +45,10 @@ struct TxFlow {
     // packet (data_tag.h). Only the general build path makes version 2's.
     uint8_t version = kVersion;
     bool data_auth = false; // --data-auth: the tag covers the payload too, through auth_key
+    // Its frames go only over the in-memory loopback to another end of this
+    // process: a long message's CRC32C is not made, its trailer carries 0
+    // (the receiver checks none: FlowAuth::loopback).
+    bool loopback = false;
     SipKey tag_key{};
     alignas(8) uint8_t l2l4[kEthLen + kIpLen + kUdpLen]{};
     PolyvalKey auth_key{};  // data_auth: the POLYVAL key (polyval.h)

@@ -25,6 +25,8 @@
 # rail carries is its veth's counters alone. No kernel address on a rail
 # (the daemon's data, and nothing of the kernel's, goes out of it); the
 # daemons learn each other's rails from the handshake, not by ARP.
+# TT_DAEMON_EXTRA: more options for every daemon, word-split (an A/B by
+# hand: TT_DAEMON_EXTRA="--cc off"); none in the suites.
 # shellcheck shell=bash
 TT_PY=${TAILMARK_PYTHON:-/usr/bin/python3}
 # TT_PYRUN: TT_PY as the command for a script that imports tailmark.torch
@@ -138,7 +140,7 @@ tt_mesh() {
             --mode service --src-ip "${TT_IP[r]}" "${rail_opt[@]}" --control-socket "${TT_SOCK[r]}" \
             --secret "$TM_SECRET" "${mtu_opt[@]}" \
             --stats-period 0 --peer-timeout-ms "$TT_PEER_TIMEOUT_MS" --idle-sleep-us ${TT_IDLE_SLEEP_US:-50} \
-            ${TT_CC_TARGET_US:+--cc-target-us $TT_CC_TARGET_US} ${TT_RETRY_LIMIT:+--retry-limit $TT_RETRY_LIMIT} "${nack_opt[@]}"
+            ${TT_CC_TARGET_US:+--cc-target-us $TT_CC_TARGET_US} ${TT_RETRY_LIMIT:+--retry-limit $TT_RETRY_LIMIT} "${nack_opt[@]}" ${TT_DAEMON_EXTRA:-}
         TT_PID[r]=$TM_PID
     done
     for ((r = 0; r < n; r++)); do

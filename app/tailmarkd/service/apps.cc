@@ -201,7 +201,8 @@ void Service::on_connect(SvcApp& app, const tm_msg_connect& m, uint64_t now) {
     ss->max_msg = m.max_msg;
     FlowParams p;
     p.nflows = m.nflows;
-    p.mtu = o.mtu;
+    // To another application of this daemon: the in-memory loopback's MTU.
+    p.mtu = ss->peer.ip == o.src_ip && zero_copy_ ? engine::kLoopbackMtu : o.mtu;
     p.ring_size = m.ring_size;
     p.max_msg = m.max_msg;
     p.key = static_cast<uint32_t>(rte_rand());

@@ -27,7 +27,9 @@ AcceptDecision Service::decide(uint16_t port, Session& s, const FlowParams& p) {
         return refuse(RefuseReason::Flows, kMaxFlowsPerSession, p.nflows);
     if (p.ring_size < 2 || p.ring_size > kMaxRing || (p.ring_size & (p.ring_size - 1)) != 0)
         return refuse(RefuseReason::RingSize, kMaxRing, p.ring_size);
-    const uint32_t mtu = std::min(p.mtu, o.mtu);
+    // Between two applications of this daemon, the in-memory loopback's
+    // (the connector proposed it, apps.cc), else the port's.
+    const uint32_t mtu = std::min(p.mtu, s.local_peer && zero_copy_ ? engine::kLoopbackMtu : o.mtu);
     const uint32_t stride = stride_for_mtu(mtu, p.version);
     const GroupPlan plan = plan_group(p.max_msg, stride);
     if (!plan.ok())

@@ -42,6 +42,19 @@ inline constexpr uint64_t kAckMinUs = 20;      // rx: ACK a moved cursor within 
 // 0.1-0.35 ms at 3-11 k cycles a packet, a nap 50 us (RxCtx::away).
 inline constexpr uint64_t kAwayUs = 500;
 
+// Sessions between two applications of this process go through the
+// in-memory loopback, which has no wire and so no MTU of its own: at a
+// port's 1500 bytes a 1 MiB message is 725 packets, each one parsed,
+// checked and placed by the one lcore that serves every application of the
+// host. Their packets carry a 60 KiB stride instead (whole pages; the IPv4
+// length's 64 KiB bounds it): 18 packets. Only for zero-copy sends, whose
+// payload is one extbuf segment; a copied packet takes at most
+// TxMarker::kMaxSegs mbufs.
+inline constexpr uint32_t kLoopbackStride = 60u << 10;
+inline constexpr uint32_t kLoopbackMtu = kLoopbackStride + kIpLen + kUdpLen + header_len(kVersion);
+static_assert(stride_for_mtu(kLoopbackMtu, kVersion) == kLoopbackStride);
+static_assert(kLoopbackMtu + kTrailerLen <= UINT16_MAX);
+
 inline uint64_t us_to_tsc(uint64_t tsc_hz, uint64_t us) { return tsc_hz * us / 1000000; }
 
 // The Sender of one tx queue. `local`: the in-memory loopback between
