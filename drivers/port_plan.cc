@@ -319,9 +319,10 @@ namespace {
 // memory, never the wire. An in-process loopback ethdev carries them:
 // net_ring, whose tx queue r arrives on rx queue r, one queue per rx lcore,
 // which that lcore polls beside its port queue. The protocol is the same
-// (placement, CRC, completion, the cursors in memory instead of ACKs): only
-// the port differs. Without the vdev bus (no rte_vdev_init), they go out of
-// the port as before, which only a port that loops back carries.
+// (placement, completion) but for what only a wire needs: the cursors are
+// read in memory instead of ACKs, no CRC32C, packets of 60 KiB (the
+// engine's kLoopbackMtu). Without the vdev bus (no rte_vdev_init), they go
+// out of the port as before, which only a port that loops back carries.
 bool open_local_loop(const PortNeeds& n, PortSet& out, PortError& e) {
 #ifdef TAILMARK_HAVE_VDEV_INIT
     static constexpr const char* kName = "net_ring_tmlocal";

@@ -29,10 +29,6 @@ RecvFlowSpec recv_spec(const Session& s, uint16_t i, uint16_t id, CompletionRing
     } else {
         rs.auth = {SipKey{}, kVersion};
     }
-    // Between two ends of this process its frames never leave it: they come
-    // only over the in-memory loopback, with no CRC32C to check (tx_flow
-    // below makes none).
-    rs.auth.loopback = s.local_peer;
     rs.peer_flow = static_cast<uint16_t>(s.peer_base + i);
     rs.link = acknowledge ? s.link : nullptr;
     rs.pkt_cq = pkt_cq;
@@ -40,11 +36,8 @@ RecvFlowSpec recv_spec(const Session& s, uint16_t i, uint16_t id, CompletionRing
 }
 
 bool tx_flow(const Session& s, uint16_t i, uint32_t ring_size, const Addressing& a, TxFlow& out) {
-    if (!TxFlow::make(out, static_cast<uint16_t>(s.peer_base + i), s.params.key_of(i), ring_size, s.params.mtu, a,
-                      s.link->data_version, s.link->tx_data_key, s.link->data_auth ? s.link->tx_auth_h : nullptr))
-        return false;
-    out.loopback = s.local_peer;
-    return true;
+    return TxFlow::make(out, static_cast<uint16_t>(s.peer_base + i), s.params.key_of(i), ring_size, s.params.mtu, a,
+                        s.link->data_version, s.link->tx_data_key, s.link->data_auth ? s.link->tx_auth_h : nullptr);
 }
 
 bool send_spec(const Session& s, uint16_t i, uint32_t ring_size, const Addressing& a, uint32_t paths,

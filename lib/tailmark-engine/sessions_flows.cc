@@ -60,7 +60,10 @@ bool Sessions::make_recv(SessionFlow& f, SessionRec& a, const Session& s, uint16
         err = "flow " + std::to_string(f.index) + ": RSS queue unknown";
         return false;
     }
-    const RecvFlowSpec rs = recv_spec(s, i, id, f.ring.get(), f.pkt_cq, cfg_.acknowledge);
+    RecvFlowSpec rs = recv_spec(s, i, id, f.ring.get(), f.pkt_cq, cfg_.acknowledge);
+    // Between two ends of this process, by the in-memory loopback: its
+    // frames never leave it, and come by no port (FlowAuth::loopback).
+    rs.auth.loopback = s.local_peer && e_.has_loopback();
     f.receiver = &e_.receiver(static_cast<uint32_t>(owner)); // where post_recv installs it
     f.recv_lcore = e_.rx_ctxs()[static_cast<uint32_t>(owner)]->lcore;
     f.recv_auth = rs.auth;
@@ -110,6 +113,7 @@ uint32_t Sessions::send_queue_for(const Session& s, uint16_t i) {
 bool Sessions::open_send(SessionFlow& f, SessionRec& a, const Session& s, uint16_t i, uint32_t si, const SendOpen& o) {
     SendFlowSpec sp;
     send_spec(s, i, o.ring_size, address_to(s), cfg_.paths, sp); // the session's MTU fits
+    sp.tx.loopback = s.local_peer && e_.has_loopback(); // no CRC32C: as make_recv's
     f.send_id = sp.id;
     sp.report = o.report;
     sp.payload = o.payload;

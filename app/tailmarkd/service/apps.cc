@@ -202,7 +202,7 @@ void Service::on_connect(SvcApp& app, const tm_msg_connect& m, uint64_t now) {
     FlowParams p;
     p.nflows = m.nflows;
     // To another application of this daemon: the in-memory loopback's MTU.
-    p.mtu = ss->peer.ip == o.src_ip && zero_copy_ ? engine::kLoopbackMtu : o.mtu;
+    p.mtu = ss->peer.ip == o.src_ip ? local_mtu() : o.mtu;
     p.ring_size = m.ring_size;
     p.max_msg = m.max_msg;
     p.key = static_cast<uint32_t>(rte_rand());

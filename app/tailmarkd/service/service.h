@@ -89,6 +89,9 @@ public:
     void on_session(Session& s, uint64_t now); // the session table's news for our sessions
     void on_stage(AppSession& a, uint64_t now); // a session's flows went in (Live) or out (Gone)
     AcceptDecision decide(uint16_t port, Session& s, const FlowParams& p);
+    // The MTU of a session between two of its applications: the in-memory
+    // loopback's when it carries them (zero copy), else the port's.
+    uint32_t local_mtu() const;
     void shutdown(uint64_t now);   // closes every application (the daemon stops)
     
     uint32_t apps() const { return static_cast<uint32_t>(apps_.size()); }

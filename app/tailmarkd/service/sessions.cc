@@ -5,6 +5,12 @@
 
 namespace tailmark::app {
 
+// A copied packet takes at most TxMarker::kMaxSegs mbufs: only zero copy
+// (one extbuf segment a packet) takes the loopback's 60 KiB.
+uint32_t Service::local_mtu() const {
+    return zero_copy_ && rt_.engine().has_loopback() ? engine::kLoopbackMtu : rt_.options().mtu;
+}
+
 // A listener's acceptance: the receive rings in a memfd the app will map,
 // one CompletionRing per flow, installed before the ACCEPT goes out.
 AcceptDecision Service::decide(uint16_t port, Session& s, const FlowParams& p) {
@@ -27,9 +33,9 @@ AcceptDecision Service::decide(uint16_t port, Session& s, const FlowParams& p) {
         return refuse(RefuseReason::Flows, kMaxFlowsPerSession, p.nflows);
     if (p.ring_size < 2 || p.ring_size > kMaxRing || (p.ring_size & (p.ring_size - 1)) != 0)
         return refuse(RefuseReason::RingSize, kMaxRing, p.ring_size);
-    // Between two applications of this daemon, the in-memory loopback's
-    // (the connector proposed it, apps.cc), else the port's.
-    const uint32_t mtu = std::min(p.mtu, s.local_peer && zero_copy_ ? engine::kLoopbackMtu : o.mtu);
+    // Between two applications of this daemon, local_mtu() (the connector
+    // proposed it, apps.cc), else the port's.
+    const uint32_t mtu = std::min(p.mtu, s.local_peer ? local_mtu() : o.mtu);
     const uint32_t stride = stride_for_mtu(mtu, p.version);
     const GroupPlan plan = plan_group(p.max_msg, stride);
     if (!plan.ok())

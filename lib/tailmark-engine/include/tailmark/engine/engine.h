@@ -252,6 +252,9 @@ public:
     uint32_t nsenders() const { return static_cast<uint32_t>(senders_.size()); }
     // The port's Senders come first, then the in-memory loopback's.
     uint32_t port_senders() const { return port_senders_; }
+    // Sessions between applications of this process go by the in-memory
+    // loopback (EngineHost::local_port; local_sender), not out of the port.
+    bool has_loopback() const { return host_.local_port >= 0; }
     const std::vector<Sender*>& senders() const { return senders_; }
     const std::vector<Receiver*>& receivers() const { return receivers_; }
     unsigned sender_lcore(uint32_t q) const { return sender_lcore_[q]; }
