@@ -136,6 +136,7 @@ public:
         uint64_t acked = 0;
         uint64_t retx = 0; // packets retransmitted
         uint64_t pkts_local = 0; // of pkts_tx, through the in-memory loopback
+        uint64_t bytes_local = 0; // of the payload sent, through the in-memory loopback
     };
     Stats stats() const;
     DropCounters drops() const; // every engine's, by reason

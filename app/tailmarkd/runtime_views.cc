@@ -29,6 +29,7 @@ Runtime::Stats Runtime::stats() const {
         t.sent = e.msgs_sent;
         t.pkts_tx = e.pkts_tx;
         t.pkts_local = e.pkts_local;
+        t.bytes_local = e.bytes_local;
         t.tx_dropped = e.tx_dropped;
         t.retx = e.retx_pkts;
         if (opt_.mode == Mode::Send || opt_.mode == Mode::Service) // service: the applications' payload sent

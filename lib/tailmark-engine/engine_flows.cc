@@ -385,8 +385,10 @@ Engine::Stats Engine::stats() const {
     for (uint32_t q = 0; q < senders_.size(); q++) {
         const Sender* s = senders_[q];
         const SenderCounters& c = s->counters();
-        if (q >= port_senders_)
+        if (q >= port_senders_) {
             t.pkts_local += s->pkts_tx();
+            t.bytes_local += peek(c.bytes_sent);
+        }
         t.msgs_sent += peek(c.msgs_sent);
         t.bytes_sent += peek(c.bytes_sent);
         t.delivered += peek(c.delivered);

@@ -17,7 +17,8 @@
 #     (port.tx == 0) and the veth's other end received nothing (its kernel
 #     counter); every packet its senders sent went through the in-memory
 #     loopback (packets_local == packets_tx) and was placed once
-#     (packets_placed == packets_local, nothing retransmitted), and was the
+#     (packets_placed == packets_local, nothing retransmitted), their
+#     payload exactly the two streams' and hello's (bytes_local), and was the
 #     zero-copy marker's (referencing the sender's arena, packets_zero_copy)
 #     but for the three messages at or under 512 B, copied: the two
 #     streams' 0-byte end markers and hello's 16 bytes. Nothing is
@@ -130,7 +131,7 @@ tm_log "zero copy: $(python3 -c "import json; d = json.load(open('$TM_WORK/d.jso
 tm_expect_rc d 0 &&
     tm_check d "d['port']['tx'] == 0" "d['packets_local'] > 0" "d['packets_local'] == d['packets_tx']" \
         "d['packets_placed'] == d['packets_local']" "d['reliability']['retx_pkts'] == 0" \
-        "d['packets_zero_copy'] == $ZC" "d['packets_local'] == $ZC + 3" \
+        "d['packets_zero_copy'] == $ZC" "d['packets_local'] == $ZC + 3" "d['bytes_local'] == 2 * 5000000 + 16" \
         "d['drops_total'] == 0" "d['session']['tx'] == d['session']['rx'] > 0" \
         "d['tx_dropped'] == 0" "d['service']['failed'] == 0" "d['service']['delivered'] == d['service']['taken'] > 0"
 # The summary's per_flow after the sessions ended: every message counted on

@@ -81,6 +81,7 @@ Results RunSummary::make() const {
     r.packets_rx = t.pkts_rx;
     ports(r);
     r.bytes_payload = t.bytes;
+    r.bytes_local = t.bytes_local;
     r.tx_dropped = t.tx_dropped;
     r.fault_shim = rt_.has_fault_shim();
     r.fault = rt_.fault_counters();

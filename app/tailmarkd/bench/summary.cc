@@ -26,8 +26,8 @@ void print_summary(const Results& r, FILE* out) {
             r.messages_failed, r.elapsed_s, r.msgs_per_s, r.mpps, r.gbps,
             r.latency_samples, r.lat_p50_ns, r.lat_p99_ns, r.lat_p999_ns, r.lat_max_ns);
     if (r.packets_local != 0)
-        fprintf(out, "  in memory (between applications of this daemon): %lu packets; the port's own tx %lu, rx %lu\n",
-                r.packets_local, r.port_tx, r.port_rx);
+        fprintf(out, "  in memory (between applications of this daemon): %lu packets, %lu payload bytes; the port's own tx %lu, rx %lu\n",
+                r.packets_local, r.bytes_local, r.port_tx, r.port_rx);
     for (size_t i = 0; i < kDropReasonCount; i++)
         if (r.drops[i] != 0)
             fprintf(out, "  drop %-22s %lu\n", std::string(kDropReasonNames[i]).c_str(), r.drops[i]);
@@ -56,6 +56,7 @@ void write_counts(FILE* f, const Results& r) {
     fprintf(f, "  \"packets_tx\": %lu,\n", r.packets_tx);
     fprintf(f, "  \"packets_rx\": %lu,\n", r.packets_rx);
     fprintf(f, "  \"packets_local\": %lu,\n", r.packets_local);
+    fprintf(f, "  \"bytes_local\": %lu,\n", r.bytes_local);
     fprintf(f, "  \"packets_zero_copy\": %lu,\n", r.packets_zero_copy);
     fprintf(f, "  \"port\": {\"tx\": %lu, \"rx\": %lu, \"missed\": %lu},\n", r.port_tx, r.port_rx, r.port_missed);
     fprintf(f, "  \"acks_tx\": %lu,\n", r.acks_tx);

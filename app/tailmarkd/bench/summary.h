@@ -33,6 +33,7 @@ struct Results {
     // between applications of this daemon); and what the port itself
     // counted (rte_eth_stats): frames that really went out and came in.
     uint64_t packets_local = 0;
+    uint64_t bytes_local = 0; // the payload of those packets
     uint64_t packets_zero_copy = 0; // data packets whose payload was referenced in place (service: the arena), not copied
     uint64_t port_tx = 0, port_rx = 0, port_missed = 0; // missed: frames the port dropped for want of room
     uint64_t acks_tx = 0;

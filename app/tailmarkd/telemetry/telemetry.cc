@@ -58,6 +58,7 @@ struct TelemetryViews {
         ok = ok && put(d, "packets_tx", t.pkts_tx);
         ok = ok && put(d, "packets_rx", t.pkts_rx);
         ok = ok && put(d, "packets_local", t.pkts_local); // in memory: between applications of this daemon
+        ok = ok && put(d, "bytes_local", t.bytes_local);
         ok = ok && put(d, "bytes_payload", t.bytes);
         ok = ok && put(d, "drops_total", t.drops);
         ok = ok && put(d, "tx_dropped", t.tx_dropped);

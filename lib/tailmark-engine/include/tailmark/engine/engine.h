@@ -235,6 +235,7 @@ public:
         uint64_t retx_pkts = 0;
         uint64_t pkts_tx = 0, tx_dropped = 0, pkts_rx = 0;
         uint64_t pkts_local = 0;                // of pkts_tx, the in-memory loopback's Senders'
+        uint64_t bytes_local = 0;               // of bytes_sent, theirs (their packets carry 60 KiB)
         uint64_t placed = 0, completed = 0;     // Receivers: packets placed, messages completed
         uint64_t packet_completions = 0;        // Receivers: per-packet completions (CompletionMode::Packet)
         uint64_t acks_tx = 0, nacks_tx = 0;
