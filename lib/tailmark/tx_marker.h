@@ -237,9 +237,11 @@ public:
     // test_tx_marker.cc checks the two agree).
     bool one_max(const TxFlow& flow, uint64_t& max_len) const {
         if (mode_ != PayloadMode::Copy || flow.version != kVersion || flow.stride <= kTrailerLen ||
-            flow.stride > UINT16_MAX || kFrameOverhead + flow.stride > room_)
+            flow.stride > UINT16_MAX || kFrameOverhead + kTrailerLen > room_)
             return false;
-        max_len = std::min<uint64_t>(flow.stride - kTrailerLen, kStreamMin - 1);
+        // A one-packet message: its frame in one mbuf, whatever the stride.
+        max_len = std::min<uint64_t>(std::min<uint64_t>(flow.stride - kTrailerLen, kStreamMin - 1),
+                                     room_ - kFrameOverhead - kTrailerLen);
         return true;
     }
 
@@ -251,7 +253,7 @@ public:
     bool prepare_one(const TxFlow& flow, TxMessage& msg) const {
         msg.plan = plan_group(msg.bytes.size(), flow.stride);
         if (msg.plan.pkt_count != 1 || msg.plan.msg_len >= kStreamMin || mode_ != PayloadMode::Copy ||
-            flow.version != kVersion || kFrameOverhead + msg.plan.stride > room_)
+            flow.version != kVersion || kFrameOverhead + msg.plan.msg_len + kTrailerLen > room_)
             return false;
         msg.crc_pending = false;
         msg.crc32c = crc32c_finish(crc32c_inline(kCrc32cInit, msg.bytes));
@@ -323,8 +325,12 @@ private:
                        Flags extra) const;
     static void checksum(TxMessage& msg); // msg.crc32c over the whole message
     uint32_t segs_for(const TxFlow& flow, const TxMessage& msg, uint32_t idx) const;
+    // Every packet of the message fits one mbuf: a full stride's, or (one
+    // packet) the message and its trailer, whatever the stride (the
+    // in-memory loopback's is 60 KiB).
     bool single_segment(const TxFlow& flow, const TxMessage& msg) const {
-        return mode_ == PayloadMode::Copy && msg.chain == nullptr && flow.overhead() + msg.plan.stride <= room_;
+        const uint32_t biggest = msg.plan.pkt_count == 1 ? msg.plan.msg_len + kTrailerLen : msg.plan.stride;
+        return mode_ == PayloadMode::Copy && msg.chain == nullptr && flow.overhead() + biggest <= room_;
     }
     rte_mempool* pool_;
     uint32_t room_; // data room per mbuf, after the headroom (read once: it is in the pool's private area)

@@ -609,6 +609,19 @@ TEST_CASE("a loopback flow: 60 KiB packets, no CRC32C, and no frame from a port"
         REQUIRE(tx.build(flow, m, 0, m.plan.pkt_count, out.data()) == static_cast<int>(m.plan.pkt_count));
         return out;
     };
+    // A short message of such a flow is still one mbuf, copied: the tx
+    // path's one-packet build (TxMarker::one_packet, one_max), whatever
+    // the stride.
+    {
+        TxMarker cm(pool.mp, PayloadMode::Copy);
+        TxMessage m;
+        m.bytes = std::span<const uint8_t>(data.data(), 64);
+        REQUIRE(cm.prepare_streamed(flow, m));
+        CHECK(cm.one_packet(flow, m));
+        uint64_t max_len = 0;
+        CHECK(cm.one_max(flow, max_len));
+        CHECK(max_len == TxMarker::kStreamMin - 1);
+    }
     auto pkts = build(0);
     REQUIRE(pkts.size() == 18);
     CHECK(pkts[0]->pkt_len == kFrameOverhead + 61440);
