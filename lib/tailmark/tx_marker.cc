@@ -63,10 +63,17 @@ bool TxFlow::make(TxFlow& out, uint16_t id, uint32_t key, uint32_t ring_size, ui
     return true;
 }
 
+namespace {
+// A loopback flow's message (TxFlow::loopback): no CRC32C, the trailer's 0.
+inline void no_checksum(TxMessage& msg) {
+    msg.crc_pending = false;
+    msg.crc32c = 0;
+}
+} // namespace
+
 bool TxMarker::prepare_long(const TxFlow& flow, TxMessage& msg) const {
     if (flow.loopback) [[unlikely]] {
-        msg.crc_pending = false;
-        msg.crc32c = 0;
+        no_checksum(msg);
         return true;
     }
     // Only the single-segment path streams, and a short message gains nothing:
@@ -86,10 +93,10 @@ bool TxMarker::prepare(const TxFlow& flow, TxMessage& msg) const {
     msg.plan = plan_group(msg.length(), flow.stride);
     if (!msg.plan.ok())
         return false;
-    if (!flow.loopback)
-        checksum(msg);
+    if (flow.loopback)
+        no_checksum(msg);
     else
-        msg.crc_pending = false, msg.crc32c = 0;
+        checksum(msg);
     return true;
 }
 
