@@ -21,7 +21,7 @@
 #include "eal_files.h"
 #include "options/options.h"
 #include "preflight/preflight.h"
-#include "runtime.h"
+#include "run/runtime.h"
 #include "shell/shell.h"
 #include "signals.h"
 #include "telemetry/telemetry.h"

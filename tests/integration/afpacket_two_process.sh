@@ -185,7 +185,7 @@ fi
 # Jumbo frames: both veths at MTU 9000, --mtu 9000, af_packet socket ring
 # frames of 9216 B. DPDK 22.11's af_packet reports a 1518-byte maximum frame
 # (ethdev refuses a larger MTU) but moves frames up to its ring's; tailmarkd
-# leaves ethdev's MTU alone there (runtime.cc, af_packet_frame). Exact, as
+# leaves ethdev's MTU alone there (drivers/port_plan.cc, af_packet_frame). Exact, as
 # above: 2 flows x 16 x 1 MiB in 117 packets each (1500: 721). And a ring
 # frame too small for --mtu is a configuration error naming both.
 ip -n "$NA" link set vethA mtu 9000 && ip -n "$NB" link set vethB mtu 9000 || tm_fail "veth MTU 9000"

@@ -17,7 +17,7 @@
 # TT_MTU (default 1500): the veths' and the bridge's MTU, both backends'
 # link; above 1500 the daemons take --mtu TT_MTU and af_packet socket ring
 # frames large enough for it (framesz; the PMD's reported 1518-byte maximum
-# is left aside, see runtime.cc's af_packet_frame).
+# is left aside, see drivers/port_plan.cc's af_packet_frame).
 # TT_RAILS (default 1, at most 4): each node's links (rails, issue 38). Rail
 # i > 0 is a veth eth<i> into a bridge br<i> of its own (in TT_BR), with the
 # same MTU, the daemon's port i (net_af_packet<i>, the same ring) and
@@ -91,7 +91,7 @@ tt_mesh() {
     local vdev_extra="" mtu_opt=()
     if [ "${TT_MTU:-1500}" -gt 1500 ]; then
         # A ring frame: the frame, the tpacket header and sockaddr (80 B),
-        # in 512-byte steps (runtime.cc checks both), 8 per block, 1024 frames.
+        # in 512-byte steps (drivers/port_plan.cc checks both), 8 per block, 1024 frames.
         local fs=$(((TT_MTU + 14 + 80 + 511) / 512 * 512))
         vdev_extra=",framesz=$fs,blocksz=$((fs * 8)),framecnt=1024"
         mtu_opt=(--mtu "$TT_MTU")

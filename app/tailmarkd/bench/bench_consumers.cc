@@ -10,7 +10,7 @@
 #include <rte_malloc.h>
 
 #include "bench/generator.h"
-#include "runtime.h"
+#include "run/runtime.h"
 
 namespace tailmark::app {
 

@@ -2,7 +2,7 @@
 // when nothing it sent is in flight any more (Runtime::check_done).
 #include "bench/bench.h"
 
-#include "runtime.h"
+#include "run/runtime.h"
 
 namespace tailmark::app {
 

@@ -11,7 +11,7 @@
 
 #include "bench/generator.h"
 #include "bench/source.h"
-#include "runtime.h"
+#include "run/runtime.h"
 #include "tailmark/engine/session_flows.h"
 #include "tailmark/log.h"
 

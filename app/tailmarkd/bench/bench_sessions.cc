@@ -10,7 +10,7 @@
 #include <rte_cycles.h>
 #include <rte_random.h>
 
-#include "runtime.h"
+#include "run/runtime.h"
 #include "tailmark/log.h"
 
 namespace tailmark::app {

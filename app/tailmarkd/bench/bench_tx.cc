@@ -9,7 +9,7 @@
 #include <rte_malloc.h>
 
 #include "bench/source.h"
-#include "runtime.h"
+#include "run/runtime.h"
 
 namespace tailmark::app {
 

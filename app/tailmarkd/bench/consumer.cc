@@ -18,7 +18,7 @@
 #include <rte_ring.h>
 #include <rte_ring_elem.h>
 
-#include "context.h"
+#include "run/context.h"
 #include "generator.h"
 
 namespace tailmark::app {

@@ -16,7 +16,7 @@
 #include <rte_byteorder.h>
 #include <rte_mbuf.h>
 
-#include "context.h"
+#include "run/context.h"
 #include "drivers/replay_pool.h"
 
 namespace tailmark::app {

@@ -8,7 +8,7 @@
 #include <rte_malloc.h>
 
 #include "bench.h"
-#include "runtime.h"
+#include "run/runtime.h"
 #include "service/service.h"
 
 namespace tailmark::app {

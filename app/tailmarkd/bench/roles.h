@@ -16,7 +16,7 @@
 #include "bench/latency_hist.h"
 #include "bench/slow_trace.h"
 #include "drivers/replay_pool.h"
-#include "flow_ctx.h"
+#include "run/flow_ctx.h"
 #include "tailmark/tx_burst.h"
 
 namespace tailmark::app {

@@ -4,7 +4,7 @@
 #include <cinttypes>
 #include <cstdio>
 
-#include "context.h"
+#include "run/context.h"
 
 namespace tailmark::app {
 

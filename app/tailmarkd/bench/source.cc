@@ -7,7 +7,7 @@
 #include <rte_cycles.h>
 #include <rte_ring_elem.h>
 
-#include "context.h"
+#include "run/context.h"
 #include "generator.h"
 
 namespace tailmark::app {

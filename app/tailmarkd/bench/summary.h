@@ -109,7 +109,7 @@ struct Results {
     };
     std::vector<Rail> rails;
     uint64_t rail_dropped = 0;
-    // The flow registry (registry.cc): flows made over the run, slots it
+    // The flow registry (run/registry.cc): flows made over the run, slots it
     // holds (per_flow's rows and the forgotten ones' free slots), slots
     // given to a new flow, and the ended sessions forgotten (--keep-ended).
     struct Registry {

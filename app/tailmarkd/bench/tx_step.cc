@@ -15,7 +15,7 @@
 #include <rte_ring_elem.h>
 
 #include "bench/replay.h"
-#include "context.h"
+#include "run/context.h"
 
 namespace tailmark::app {
 

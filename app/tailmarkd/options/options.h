@@ -115,7 +115,7 @@ struct Options {
     uint16_t service = kDefaultUdpPort; // the listener a session names (recv listens, send connects to it)
     uint32_t sessions = 1;           // recv: sender sessions to see through before --exit-when-done
     uint64_t keepalive_ms = 1000;    // a connector's liveness probe, per session
-    uint64_t keep_ended = 256;       // ended sessions the summary, shell and telemetry keep (registry.cc)
+    uint64_t keep_ended = 256;       // ended sessions the summary, shell and telemetry keep (run/registry.cc)
     uint64_t idle_sleep_us = 0;      // an idle lcore's sleep per turn, after 1 ms idle (0: poll only)
     bool idle_sleep_set = false;     // given: --mode service's default (kServiceIdleSleepUs) does not apply
     uint64_t trace_slow_ns = 0;      // diagnostic: timelines of completions later than this (0: off)

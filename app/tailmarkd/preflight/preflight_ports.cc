@@ -157,8 +157,9 @@ void check_vdev(Report& r, const std::string& arg, const Options* o, PortPlan& p
         const uint64_t framesz = kv_u64(d, "framesz", 2048);
         const uint32_t mtu = o != nullptr ? o->mtu : 1500;
         const uint64_t frame = mtu + 14;
-        // runtime.cc's rule: past the 1518-byte frame af_packet reports, its
-        // ring frame holds frame + 80 bytes and is a multiple of 512.
+        // drivers/port_plan.cc's rule: past the 1518-byte frame af_packet
+        // reports, its ring frame holds frame + 80 bytes and is a multiple
+        // of 512.
         if (frame > 1518 && (framesz < frame + 80 || framesz % 512 != 0)) {
             const uint64_t want = (frame + 80 + 511) / 512 * 512;
             r.item(St::Fail, "mtu", "--mtu " + std::to_string(mtu) + " needs net_af_packet's framesz >= " +

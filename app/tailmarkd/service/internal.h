@@ -27,7 +27,7 @@
 #include <rte_random.h>
 #include <rte_ring_elem.h>
 
-#include "runtime.h"
+#include "run/runtime.h"
 #include "service.h"
 #include "service/status.h"
 #include "tailmark/log.h"

@@ -27,7 +27,7 @@
 #include <rte_mbuf.h>
 #include <rte_ring.h>
 
-#include "context.h"
+#include "run/context.h"
 #include "service/counters.h"
 #include "tailmark/channel_abi.h"
 

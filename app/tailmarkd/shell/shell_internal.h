@@ -13,7 +13,7 @@
 #include <cmdline.h>
 #include <cmdline_parse.h>
 
-#include "runtime.h"
+#include "run/runtime.h"
 
 namespace tailmark::app {
 

@@ -6,7 +6,7 @@
 #include <cinttypes>
 #include <cstdio>
 
-#include "runtime.h"
+#include "run/runtime.h"
 #include "service/service.h"
 
 namespace tailmark::app {

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "runtime.h"
+#include "run/runtime.h"
 
 namespace tailmark::app {
 

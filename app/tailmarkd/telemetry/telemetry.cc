@@ -10,8 +10,8 @@
 #include <rte_lcore.h>
 #include <rte_telemetry.h>
 
-#include "context.h"
-#include "runtime.h"
+#include "run/context.h"
+#include "run/runtime.h"
 #include "service/service.h"
 #include "tailmark/log.h"
 
