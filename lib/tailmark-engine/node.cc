@@ -38,6 +38,14 @@ uint64_t Node::link_mbps() const {
     return 100000;
 }
 
+DropCounters Node::drops() const {
+    DropCounters d = has_engine() ? engine().drops() : DropCounters{};
+    if (has_sessions())
+        for (size_t i = 0; i < kDropReasonCount; i++)
+            d[i] += peek(table_->counters().drops[i]);
+    return d;
+}
+
 bool Node::make_engine(EngineConfig cfg, EngineHost h, NodeError& e) {
     const drivers::PortSet& p = ports_;
     if (p.tx_port == nullptr || p.rx_port == nullptr) {

@@ -1,12 +1,15 @@
-// The daemon's flow record and the switches its lcores read: what the
-// control loop, the shell, telemetry, the service and the benchmark share
-// about a flow (FlowCtx), and the run's configuration and switches (Plane),
-// each a single atomic store from the control plane.
+// The daemon's records and the switches its lcores read: what the control
+// loop, the shell, telemetry, the service and the benchmark share about a
+// flow (FlowCtx) and a session (AppSession), the run's configuration and
+// switches (Plane), each a single atomic store from the control plane, and
+// how a set-up step says it failed (SetupError).
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <ranges>
+#include <string>
 
 #include "bench/latency_hist.h"
 #include "options/options.h"
@@ -110,6 +113,35 @@ struct FlowCtx : engine::SessionFlow {
     // (that lcore), read once the lcores stopped.
     alignas(64) FlowLatency lat;
 };
+
+struct SetupError {
+    int exit_code = 0; // 2: bad configuration, 1: run-time failure
+    std::string message;
+};
+
+// A session as the daemon tracks it (the control loop's only): the
+// library's record (SessionRec; `user` is the service's session) and the
+// daemon's. Its flows are FlowCtx.
+struct AppSession : engine::SessionRec {
+    bool complete = false;       // recv: every flow consumed --messages
+
+    // The daemon's record of a session of the table, as it comes up.
+    static std::unique_ptr<AppSession> of(Session& s, bool connector) {
+        auto a = std::make_unique<AppSession>();
+        a->take(s, connector);
+        return a;
+    }
+    FlowCtx& flow(size_t i) const { return *static_cast<FlowCtx*>(flows[i]); }
+    // Its flows as the daemon's records.
+    auto ctxs() const {
+        return std::views::transform(flows, [](engine::SessionFlow* f) { return static_cast<FlowCtx*>(f); });
+    }
+};
+
+inline AppSession& app_of(engine::SessionRec& a) { return static_cast<AppSession&>(a); }
+inline const AppSession& app_of(const engine::SessionRec& a) { return static_cast<const AppSession&>(a); }
+inline FlowCtx& ctx_of(engine::SessionFlow& f) { return static_cast<FlowCtx&>(f); }
+inline const FlowCtx& ctx_of(const engine::SessionFlow& f) { return static_cast<const FlowCtx&>(f); }
 
 // One `send` request: COUNT messages of SIZE bytes (shell -> tx lcore).
 inline uint64_t send_req(uint32_t size, uint32_t count) { return uint64_t(size) << 32 | count; }

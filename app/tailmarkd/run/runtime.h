@@ -46,35 +46,6 @@ class StatsLine;
 
 inline constexpr size_t kMaxRegistry = 65536; // flows one run tracks
 
-struct SetupError {
-    int exit_code = 0; // 2: bad configuration, 1: run-time failure
-    std::string message;
-};
-
-// A session as the daemon tracks it (the control loop's only): the
-// library's record (SessionRec; `user` is the service's session) and the
-// daemon's. Its flows are FlowCtx.
-struct AppSession : engine::SessionRec {
-    bool complete = false;       // recv: every flow consumed --messages
-
-    // The daemon's record of a session of the table, as it comes up.
-    static std::unique_ptr<AppSession> of(Session& s, bool connector) {
-        auto a = std::make_unique<AppSession>();
-        a->take(s, connector);
-        return a;
-    }
-    FlowCtx& flow(size_t i) const { return *static_cast<FlowCtx*>(flows[i]); }
-    // Its flows as the daemon's records.
-    auto ctxs() const {
-        return std::views::transform(flows, [](engine::SessionFlow* f) { return static_cast<FlowCtx*>(f); });
-    }
-};
-
-inline AppSession& app_of(engine::SessionRec& a) { return static_cast<AppSession&>(a); }
-inline const AppSession& app_of(const engine::SessionRec& a) { return static_cast<const AppSession&>(a); }
-inline FlowCtx& ctx_of(engine::SessionFlow& f) { return static_cast<FlowCtx&>(f); }
-inline const FlowCtx& ctx_of(const engine::SessionFlow& f) { return static_cast<const FlowCtx&>(f); }
-
 // The engine's settings (lib/tailmark-engine), from the daemon's options.
 engine::EngineConfig engine_config(const Options& o);
 
@@ -213,7 +184,7 @@ public:
     const SipKey& secret() const { return secret_; }
     int rx_socket() const { return ports().rx_socket; }
     uint64_t tsc_hz() const { return tsc_hz_; }
-    int local_port_id() const { return ports().local_port ? ports().local_port->id() : -1; }
+    int local_port_id() const { return node_.local_port_id(); }
     // The run's end: `reason` is the summary's exit reason (stop_run); the
     // peer refused the session (set_refused: exit code 2).
     void stop_run(uint64_t now, const char* reason);

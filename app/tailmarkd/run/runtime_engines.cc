@@ -98,7 +98,7 @@ bool Runtime::make_senders(SetupError& e) {
         TxCtx* c = txs_[q % T];
         Sender* s = ss[q];
         if (opt_.mode == Mode::Service || q >= port_senders)
-            s->set_source(svc_source, c); // the applications' submissions
+            s->set_source(svc_source, static_cast<engine::Switches*>(&plane_)); // the applications' submissions
         else
             bench_->attach_sender(q, *s, *c);
     }

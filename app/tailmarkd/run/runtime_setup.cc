@@ -140,7 +140,7 @@ bool Runtime::setup(SetupError& e) {
     if (!plan_lcores(e) || !open_ports(e) || !make_engines(e) || (bench_ && !bench_->make_flows(e)))
         return false;
     if (opt_.mode == Mode::Service) {
-        service_ = std::make_unique<Service>(*this);
+        service_ = std::make_unique<Service>(ServiceHost{node_, watch_, opt_, secret_, tsc_hz_});
         if (!service_->open(e))
             return false;
     }

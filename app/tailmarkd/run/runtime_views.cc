@@ -14,13 +14,7 @@ uint32_t Runtime::released_of(const FlowCtx& f) const { return engine::Sessions:
 uint32_t Runtime::acked_of(const FlowCtx& f) const { return engine::Sessions::acked_of(f); }
 bool Runtime::send_only(const FlowCtx& f) const { return engine::Sessions::send_only(f); }
 
-DropCounters Runtime::drops() const {
-    DropCounters d = node_.has_engine() ? engine().drops() : DropCounters{}; // the Senders' and Receivers'
-    if (node_.has_sessions())
-        for (size_t i = 0; i < kDropReasonCount; i++)
-            d[i] += peek(node_.table().counters().drops[i]);
-    return d;
-}
+DropCounters Runtime::drops() const { return node_.drops(); }
 
 Runtime::Stats Runtime::stats() const {
     Stats t;

@@ -34,7 +34,7 @@ void Service::refuse_hello(SvcApp& app, uint64_t req, int err, const std::string
 // and seals. False: refused (arena_fd closed).
 bool Service::admit(SvcApp& app, const tm_msg_hello& m, int nfds, int arena_fd) {
     const uint64_t req = m.h.req_id;
-    const Options& o = rt_.options();
+    const Options& o = options();
     auto fail = [&](int err, const std::string& text) {
         refuse_hello(app, req, err, text, arena_fd);
         return false;
@@ -83,7 +83,7 @@ bool Service::admit(SvcApp& app, const tm_msg_hello& m, int nfds, int arena_fd) 
 // False: refused (arena_fd closed).
 bool Service::map_arena(SvcApp& app, const tm_msg_hello& m, int arena_fd) {
     const uint64_t req = m.h.req_id;
-    const Options& o = rt_.options();
+    const Options& o = options();
     // Read only, and nothing prefaulted: the size is the app's to declare,
     // so the control loop touches none of it (the tx lcore faults in what
     // it sends).
@@ -129,7 +129,7 @@ bool Service::map_arena(SvcApp& app, const tm_msg_hello& m, int arena_fd) {
 // its wake pipe.
 void Service::welcome(SvcApp& app, const tm_msg_hello& m) {
     const uint64_t req = m.h.req_id;
-    const Options& o = rt_.options();
+    const Options& o = options();
     // The wake-ups: a pipe, its write end ours alone (O_NONBLOCK on our own
     // open file description: nothing the app does to its end makes our
     // write block), its read end the app's.
@@ -173,7 +173,7 @@ void Service::welcome(SvcApp& app, const tm_msg_hello& m) {
 
 void Service::on_connect(SvcApp& app, const tm_msg_connect& m, uint64_t now) {
     const uint64_t req = m.h.req_id;
-    const Options& o = rt_.options();
+    const Options& o = options();
     if (m.nflows == 0 || m.nflows > kMaxFlowsPerSession)
         return reply_error(app, req, EINVAL, "nflows " + std::to_string(m.nflows) + " is outside 1.." +
                                                  std::to_string(kMaxFlowsPerSession));
@@ -186,7 +186,7 @@ void Service::on_connect(SvcApp& app, const tm_msg_connect& m, uint64_t now) {
                                                  std::to_string(o.mtu));
     if (m.ip == 0 || m.service == 0)
         return reply_error(app, req, EINVAL, "no peer address or port");
-    const int base = rt_.flows().send_ids().alloc(m.nflows, now);
+    const int base = flows().send_ids().alloc(m.nflows, now);
     if (base < 0)
         return reply_error(app, req, ENOSPC, "no flow ids left for " + std::to_string(m.nflows) + " flows");
     auto ss = std::make_unique<SvcSession>();
@@ -209,12 +209,12 @@ void Service::on_connect(SvcApp& app, const tm_msg_connect& m, uint64_t now) {
     p.keys_given = false; // the acceptor chooses
     p.version = static_cast<uint8_t>(o.data_version);
     p.data_auth = o.data_auth;
-    SipKey key = rt_.secret();
+    SipKey key = h_.secret;
     if (m.has_secret)
         memcpy(&key, m.secret, sizeof(key));
-    Session* s = rt_.sessions().connect(ss->peer, m.service, key, p, static_cast<uint16_t>(base), nullptr, now, ss.get());
+    Session* s = table().connect(ss->peer, m.service, key, p, static_cast<uint16_t>(base), nullptr, now, ss.get());
     if (s == nullptr) {
-        rt_.flows().send_ids().unuse(static_cast<uint32_t>(base), m.nflows); // no CONNECT named them
+        flows().send_ids().unuse(static_cast<uint32_t>(base), m.nflows); // no CONNECT named them
         return reply_error(app, req, ENOSPC, "the session table is full");
     }
     ss->s = s;
@@ -234,7 +234,7 @@ void Service::on_listen(SvcApp& app, const tm_msg_listen& m) {
     if (it != listeners_.end())
         return reply_error(app, req, EBUSY, "port " + std::to_string(m.service) + " has a listener: " +
                                                 it->second->label());
-    SipKey key = rt_.secret();
+    SipKey key = h_.secret;
     if (m.has_secret)
         memcpy(&key, m.secret, sizeof(key));
     struct Limits {
@@ -242,7 +242,7 @@ void Service::on_listen(SvcApp& app, const tm_msg_listen& m) {
         uint32_t ring, msg;
     } lim{m.max_flows, m.max_ring, m.max_msg};
     const uint16_t port = m.service;
-    if (!rt_.sessions().listen(port, key, [this, port, lim](Session& s, const FlowParams& p) {
+    if (!table().listen(port, key, [this, port, lim](Session& s, const FlowParams& p) {
             AcceptDecision d;
             auto refuse = [&](RefuseReason r, uint64_t ours, uint64_t theirs) {
                 d.reason = r;
@@ -271,7 +271,7 @@ void Service::on_unlisten(SvcApp& app, uint64_t req, uint16_t port) {
     auto it = listeners_.find(port);
     if (it == listeners_.end() || it->second != &app)
         return reply_error(app, req, ENOENT, "not listening on port " + std::to_string(port));
-    rt_.sessions().unlisten(port);
+    table().unlisten(port);
     listeners_.erase(it);
     reply_ok(app, req);
 }
@@ -308,7 +308,7 @@ void Service::drop_app(SvcApp& app, uint64_t now, const char* why) {
     }
     for (auto it = listeners_.begin(); it != listeners_.end();)
         if (it->second == &app) {
-            rt_.sessions().unlisten(it->first);
+            table().unlisten(it->first);
             it = listeners_.erase(it);
         } else {
             ++it;

@@ -6,8 +6,8 @@ namespace tailmark::app {
 // The daemon as operators see it (status.h). On the control loop: reads the
 // flows as FlowWatch (lib/tailmark-engine) keeps them, and the counters as the summary does.
 StatusSnapshot Service::status_snapshot(uint64_t now) const {
-    const Options& o = rt_.options();
-    const double hz = static_cast<double>(rt_.tsc_hz());
+    const Options& o = options();
+    const double hz = static_cast<double>(h_.tsc_hz);
     StatusSnapshot st;
     st.pid = static_cast<uint32_t>(getpid());
     st.version = TAILMARK_VERSION;
@@ -53,8 +53,8 @@ StatusSnapshot Service::status_snapshot(uint64_t now) const {
         port(o.rx_port, "data");
     for (const Options::Rail& r : o.rails)
         port(r.port, "rail");
-    if (rt_.local_port_id() >= 0)
-        port(static_cast<uint16_t>(rt_.local_port_id()), "local");
+    if (h_.node.local_port_id() >= 0)
+        port(static_cast<uint16_t>(h_.node.local_port_id()), "local");
     for (const auto& ap : apps_) {
         const SvcApp& a = *ap;
         if (!a.hello || a.dead)
@@ -92,7 +92,7 @@ StatusSnapshot Service::status_snapshot(uint64_t now) const {
                 x.up_s = double((ss.a->down_tsc ? ss.a->down_tsc : now) - ss.a->up_tsc) / hz;
             for (const FlowCtx* f : ss.a->ctxs()) {
                 if (ss.connector) {
-                    const Sender::FlowView v = rt_.send_view(*f);
+                    const Sender::FlowView v = engine::Sessions::send_view(*f);
                     x.sent += v.sent;
                     x.acked += v.acked;
                     x.released += v.released;
@@ -100,11 +100,11 @@ StatusSnapshot Service::status_snapshot(uint64_t now) const {
                     x.rate_mbps = std::max(x.rate_mbps, v.cc_rate_bps / 1e6);
                     x.srtt_us = std::max(x.srtt_us, double(v.cc_srtt) * 1e6 / hz);
                     x.base_rtt_us = std::max(x.base_rtt_us, double(v.cc_base_rtt) * 1e6 / hz);
-                    x.msgs_per_s += rt_.rate_sent(f->index);
+                    x.msgs_per_s += h_.watch.rate_sent(f->index);
                 } else {
-                    x.released += rt_.released_of(*f);
-                    x.acked += rt_.acked_of(*f);
-                    x.msgs_per_s += rt_.rate_done(f->index);
+                    x.released += engine::Sessions::released_of(*f);
+                    x.acked += engine::Sessions::acked_of(*f);
+                    x.msgs_per_s += h_.watch.rate_done(f->index);
                 }
             }
         }
@@ -114,12 +114,12 @@ StatusSnapshot Service::status_snapshot(uint64_t now) const {
         }
         st.sessions.push_back(std::move(x));
     }
-    const DropCounters d = rt_.drops();
+    const DropCounters d = h_.node.drops();
     for (size_t i = 0; i < kDropReasonCount; i++) {
         st.drops.emplace_back(std::string(kDropReasonNames[i]), d[i]);
         st.drops_total += d[i];
     }
-    st.tx_dropped = rt_.stats().tx_dropped;
+    st.tx_dropped = h_.node.engine().stats().tx_dropped;
     const SvcCounters c = counters();
     for (const auto& [name, field] : kSvcCounterFields)
         st.service.emplace_back(name, c.*field);
@@ -130,7 +130,7 @@ StatusSnapshot Service::status_snapshot(uint64_t now) const {
 // costs the control loop one snapshot per 50 ms) in a sealed memfd, then the
 // connection is closed quietly: it said no HELLO and holds nothing.
 void Service::on_status(SvcApp& app, const tm_msg_status& m, uint64_t now) {
-    if (status_cache_.empty() || now - status_tsc_ > rt_.tsc_hz() / 20) {
+    if (status_cache_.empty() || now - status_tsc_ > h_.tsc_hz / 20) {
         status_cache_ = status_json(status_snapshot(now));
         status_tsc_ = now;
     }

@@ -19,9 +19,9 @@ void svc_shinfo_free(void*, void* opaque) {
 // invalid (msg_id ~0): the app's mistake, never the daemon's crash.
 bool svc_source(void* ctx, void* user, uint32_t msg_id, Message& m, uint64_t& cookie) {
     (void)msg_id;
-    const TxCtx& c = *static_cast<const TxCtx*>(ctx);
+    const engine::Switches& sw = *static_cast<const engine::Switches*>(ctx);
     SvcSendFlow& f = *static_cast<SvcSendFlow*>(user);
-    if (c.plane->phase_now() != Phase::Run)
+    if (sw.phase_now() != Phase::Run)
         return false;
     for (;;) {
         if (f.sq_head_seen == f.sq_tail) {

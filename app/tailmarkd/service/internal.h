@@ -27,7 +27,7 @@
 #include <rte_random.h>
 #include <rte_ring_elem.h>
 
-#include "run/runtime.h"
+#include "run/flow_ctx.h"
 #include "service.h"
 #include "service/status.h"
 #include "tailmark/log.h"

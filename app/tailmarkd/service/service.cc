@@ -1,10 +1,15 @@
-// The service's life: made with the Runtime, the control socket opened, the
+// The service's life: made on the engine (ServiceHost), the control socket opened, the
 // control loop's tick (poll), and everything let go at the end.
 #include "internal.h"
 
 namespace tailmark::app {
 
-Service::Service(Runtime& rt) : rt_(rt) {}
+Service::Service(const ServiceHost& host) : h_(host) {}
+
+void Service::later(uint64_t now, std::function<void()> fn) {
+    if (h_.node.has_engine())
+        h_.node.engine().later(now, std::move(fn));
+}
 
 namespace {
 void add_counters(SvcCounters& to, const SvcCounters& c) {
@@ -68,7 +73,7 @@ Service::~Service() {
 }
 
 bool Service::open(SetupError& e) {
-    const Options& o = rt_.options();
+    const Options& o = options();
     path_ = o.control_socket;
     // The socket and the directories made for it belong to the first
     // --allow-group (default: ours): only its members (and ours) reach it.
@@ -192,7 +197,7 @@ void Service::poll(uint64_t now) {
         finish_closes(now);
     if (now < next_socket_tsc_)
         return;
-    next_socket_tsc_ = now + rt_.tsc_hz() * kSocketUs / 1000000;
+    next_socket_tsc_ = now + h_.tsc_hz * kSocketUs / 1000000;
     expire_hellos(now);
     std::vector<pollfd> pf;
     pf.reserve(apps_.size() + 1);

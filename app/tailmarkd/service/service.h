@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -27,14 +28,15 @@
 #include <rte_mbuf.h>
 #include <rte_ring.h>
 
-#include "run/context.h"
+#include "options/options.h"
+#include "run/flow_ctx.h"
 #include "service/counters.h"
+#include "tailmark/engine/flow_watch.h"
+#include "tailmark/engine/node.h"
 #include "tailmark/channel_abi.h"
 
 namespace tailmark::app {
 
-class Runtime;
-struct SetupError;
 struct SvcApp;
 struct SvcSession;
 struct StatusSnapshot;
@@ -71,15 +73,29 @@ struct alignas(64) SvcSendFlow {
     alignas(64) SvcCounters ctr; // tx lcore
 };
 
+// The Sender's source for an application's flow (ctx: the engine's
+// Switches, for the run's phase).
 bool svc_source(void* ctx, void* user, uint32_t msg_id, Message& m, uint64_t& cookie);
 // The tx lcore's completion sink (TxCtx::set_sink) in --mode service: each
 // completion into its flow's ring, and each flow's written completions made
 // visible to the app once per burst (the app polls that line).
 void svc_complete_burst(void* ctx, const SendCompletion* done, uint32_t n);
 
+// What the service runs on, and nothing else of the daemon's: the engine's
+// public API (engine::Node: the ports, the engine, the session table and the
+// sessions' flows; engine::FlowWatch: each flow's rates), the daemon's
+// options, and the secret its sessions are keyed with.
+struct ServiceHost {
+    engine::Node& node;
+    const engine::FlowWatch& watch;
+    const Options& opt;
+    const SipKey& secret;
+    uint64_t tsc_hz;
+};
+
 class Service {
 public:
-    explicit Service(Runtime& rt);
+    explicit Service(const ServiceHost& host);
     ~Service();
     Service(const Service&) = delete;
     Service& operator=(const Service&) = delete;
@@ -134,7 +150,17 @@ private:
     void on_status(SvcApp& app, const channel::tm_msg_status& m, uint64_t now);
     StatusSnapshot status_snapshot(uint64_t now) const;
 
-    Runtime& rt_;
+    // The engine's parts, by what the service calls them.
+    engine::Sessions& flows() { return h_.node.sessions(); } // the sessions' flows
+    SessionTable& table() { return h_.node.table(); }
+    const Options& options() const { return h_.opt; }
+    int tx_socket() const { return h_.node.ports().tx_socket; }
+    int rx_socket() const { return h_.node.ports().rx_socket; }
+    // Frees what the lcores may still be reading a second later (nothing
+    // once the engine is gone: teardown frees it all).
+    void later(uint64_t now, std::function<void()> fn);
+
+    ServiceHost h_;
     int listen_fd_ = -1;
     std::string path_;
     uint32_t next_app_ = 1;

@@ -8,14 +8,14 @@ namespace tailmark::app {
 // A copied packet takes at most TxMarker::kMaxSegs mbufs: only zero copy
 // (one extbuf segment a packet) takes the loopback's 60 KiB.
 uint32_t Service::local_mtu() const {
-    return zero_copy_ && rt_.engine().has_loopback() ? engine::kLoopbackMtu : rt_.options().mtu;
+    return zero_copy_ && h_.node.engine().has_loopback() ? engine::kLoopbackMtu : options().mtu;
 }
 
 // A listener's acceptance: the receive rings in a memfd the app will map,
 // one CompletionRing per flow, installed before the ACCEPT goes out.
 AcceptDecision Service::decide(uint16_t port, Session& s, const FlowParams& p) {
     AcceptDecision d;
-    const Options& o = rt_.options();
+    const Options& o = options();
     auto it = listeners_.find(port);
     auto refuse = [&](RefuseReason r, uint64_t ours, uint64_t theirs) {
         d = AcceptDecision{};
@@ -44,11 +44,11 @@ AcceptDecision Service::decide(uint16_t port, Session& s, const FlowParams& p) {
     const uint64_t total = flow_stride * p.nflows;
     if (total > (o.svc_max_session_mb << 20))
         return refuse(RefuseReason::NoRoom, o.svc_max_session_mb << 20, total);
-    if (p.nflows > rt_.flows().room())
-        return refuse(RefuseReason::NoRoom, rt_.flows().room(), p.nflows);
-    if (p.nflows > rt_.recv_room()) // some would be refused by a full Receiver: their data dropped
-        return refuse(RefuseReason::NoRoom, rt_.recv_room(), p.nflows);
-    const int base = rt_.flows().recv_ids().alloc(p.nflows, rte_rdtsc());
+    if (p.nflows > flows().room())
+        return refuse(RefuseReason::NoRoom, flows().room(), p.nflows);
+    if (p.nflows > h_.node.engine().min_recv_room()) // some would be refused by a full Receiver: their data dropped
+        return refuse(RefuseReason::NoRoom, h_.node.engine().min_recv_room(), p.nflows);
+    const int base = flows().recv_ids().alloc(p.nflows, rte_rdtsc());
     if (base < 0)
         return refuse(RefuseReason::NoRoom, 65536, p.nflows);
 
@@ -67,7 +67,7 @@ AcceptDecision Service::decide(uint16_t port, Session& s, const FlowParams& p) {
     void* map = nullptr;
     ss->memfd = make_memfd("tailmark-recv", len, map, true);
     if (ss->memfd < 0) {
-        rt_.flows().recv_ids().unuse(static_cast<uint32_t>(base), p.nflows); // refused: no packet carried them
+        flows().recv_ids().unuse(static_cast<uint32_t>(base), p.nflows); // refused: no packet carried them
         return refuse(RefuseReason::NoRoom, 0, total);
     }
     ss->mem.addr = map;
@@ -90,8 +90,8 @@ AcceptDecision Service::decide(uint16_t port, Session& s, const FlowParams& p) {
     std::string err;
     bool ok = true;
     for (uint16_t i = 0; i < p.nflows && ok; i++) {
-        FlowCtx* f = socket_new<FlowCtx>(rt_.rx_socket());
-        if (f == nullptr || !rt_.flows().add_flow(f, rte_rdtsc())) {
+        FlowCtx* f = socket_new<FlowCtx>(rx_socket());
+        if (f == nullptr || !flows().add_flow(f, rte_rdtsc())) {
             socket_delete(f);
             ok = false;
             break;
@@ -103,7 +103,7 @@ AcceptDecision Service::decide(uint16_t port, Session& s, const FlowParams& p) {
         a->flows.push_back(f);
         f->ring = CompletionRing::create_at(static_cast<uint8_t*>(map) + i * flow_stride, flow_stride,
                                             static_cast<uint16_t>(base + i), p.ring_size, p.max_msg);
-        ok = f->ring != nullptr && rt_.flows().make_recv(*f, *a, s, static_cast<uint16_t>(base + i), i, err);
+        ok = f->ring != nullptr && flows().make_recv(*f, *a, s, static_cast<uint16_t>(base + i), i, err);
         if (ok)
             ss->recv.push_back(f->ring.get());
     }
@@ -111,24 +111,24 @@ AcceptDecision Service::decide(uint16_t port, Session& s, const FlowParams& p) {
         TM_LOG(ERR, app, "service: session from %s: %s", to_string(s.peer).c_str(),
                err.empty() ? "out of memory" : err.c_str());
         for (FlowCtx* f : a->ctxs()) {
-            rt_.flows().free_recv(*f);
-            rt_.flows().abandon(*f);
+            flows().free_recv(*f);
+            flows().abandon(*f);
         }
-        rt_.flows().publish();
-        rt_.flows().recv_ids().unuse(static_cast<uint32_t>(base), p.nflows); // refused: no packet carried them
+        flows().publish();
+        flows().recv_ids().unuse(static_cast<uint32_t>(base), p.nflows); // refused: no packet carried them
         s.user = nullptr;
         d = AcceptDecision{};
         d.reason = RefuseReason::NoRoom;
         return d;
     }
     for (FlowCtx* f : a->ctxs())
-        rt_.flows().post_recv(*f, *a);
-    rt_.flows().publish();
+        flows().post_recv(*f, *a);
+    flows().publish();
     TM_LOG(INFO, app, "service: session %u from %s to port %u (%s): %u flows, ring %u, max %u B, data v%u%s", s.id,
            to_string(s.peer).c_str(), port, app.label().c_str(), p.nflows, p.ring_size, p.max_msg,
            unsigned(s.params.version), s.params.data_auth ? " with --data-auth" : "");
     app.sessions.push_back(ss.get());
-    rt_.flows().add_session(std::move(a));
+    flows().add_session(std::move(a));
     std::lock_guard<std::mutex> lk(counters_mu_);
     sessions_.push_back(std::move(ss));
     return d;
@@ -138,7 +138,7 @@ void Service::install_send(SvcSession& ss, Session& s, uint64_t now) {
     (void)now;
     SvcApp& app = *ss.app;
     AppSession& a = *ss.a;
-    AppSession* peer_side = rt_.local_peer_session(s);
+    AppSession* peer_side = static_cast<AppSession*>(flows().local_peer(s));
     const uint32_t ring = s.params.ring_size;
     ss.sq_size = pow2_at_least(uint64_t(ring) * 2);
     ss.cq_size = ss.sq_size;
@@ -149,7 +149,7 @@ void Service::install_send(SvcSession& ss, Session& s, uint64_t now) {
     ss.memfd = make_memfd("tailmark-send", len, map, false);
     if (ss.memfd < 0) {
         TM_LOG(ERR, app, "service: session %u: send rings: %s", s.id, strerror(errno));
-        rt_.sessions().close(&s, now); // ends it: the CONNECT is answered then
+        table().close(&s, now); // ends it: the CONNECT is answered then
         return;
     }
     ss.mem.addr = map;
@@ -164,13 +164,13 @@ void Service::install_send(SvcSession& ss, Session& s, uint64_t now) {
         c->size = ss.cq_size;
         c->entry_bytes = sizeof(tm_cqe);
 
-        FlowCtx* f = socket_new<FlowCtx>(rt_.tx_socket());
-        auto* sf = static_cast<SvcSendFlow*>(rte_zmalloc_socket("tm_svc_flow", sizeof(SvcSendFlow), 64, rt_.tx_socket()));
-        if (f == nullptr || sf == nullptr || !rt_.flows().add_flow(f, now)) {
+        FlowCtx* f = socket_new<FlowCtx>(tx_socket());
+        auto* sf = static_cast<SvcSendFlow*>(rte_zmalloc_socket("tm_svc_flow", sizeof(SvcSendFlow), 64, tx_socket()));
+        if (f == nullptr || sf == nullptr || !flows().add_flow(f, now)) {
             socket_delete(f);
             rte_free(sf);
             TM_LOG(ERR, app, "service: session %u: out of memory (flow %u)", s.id, i);
-            rt_.sessions().close(&s, now);
+            table().close(&s, now);
             return;
         }
         new (sf) SvcSendFlow();
@@ -188,10 +188,10 @@ void Service::install_send(SvcSession& ss, Session& s, uint64_t now) {
         sf->nshinfo = ring * 2;
         char name[RTE_RING_NAMESIZE];
         snprintf(name, sizeof(name), "tm_svh_%u", ring_names_++); // names are process-wide
-        sf->free_shinfo = rte_ring_create_elem(name, sizeof(uint32_t), sf->nshinfo, rt_.tx_socket(),
+        sf->free_shinfo = rte_ring_create_elem(name, sizeof(uint32_t), sf->nshinfo, tx_socket(),
                                                RING_F_SC_DEQ | RING_F_EXACT_SZ);
         auto* holds = static_cast<SvcHold*>(rte_zmalloc_socket("tm_svc_holds", sizeof(SvcHold) * sf->nshinfo, 64,
-                                                                rt_.tx_socket()));
+                                                                tx_socket()));
         {
             std::lock_guard<std::mutex> lk(counters_mu_);
             ss.send.push_back(sf);
@@ -204,7 +204,7 @@ void Service::install_send(SvcSession& ss, Session& s, uint64_t now) {
         if (sf->free_shinfo == nullptr || holds == nullptr) {
             rte_free(holds);
             TM_LOG(ERR, app, "service: session %u: out of memory (flow %u)", s.id, i);
-            rt_.sessions().close(&s, now);
+            table().close(&s, now);
             return;
         }
         sf->shinfo = reinterpret_cast<rte_mbuf_ext_shared_info*>(holds);
@@ -220,18 +220,18 @@ void Service::install_send(SvcSession& ss, Session& s, uint64_t now) {
                 ss.local_peer = ps;
                 ps->local_peer = &ss;
             }
-        Runtime::SendOpen o;
+        engine::Sessions::SendOpen o;
         o.ring_size = ring;
         o.report = true;
         o.payload = app.zero_copy ? PayloadMode::ZeroCopy : PayloadMode::Copy; // extbufs over the arena, or copies
         o.user = sf;
-        if (!rt_.flows().open_send(*f, a, s, i, rt_.flows().send_queue_for(s, i), o)) {
+        if (!flows().open_send(*f, a, s, i, flows().send_queue_for(s, i), o)) {
             TM_LOG(ERR, app, "service: session %u: out of memory (send state of flow %u)", s.id, i);
-            rt_.sessions().close(&s, now);
+            table().close(&s, now);
             return;
         }
     }
-    rt_.flows().publish();
+    flows().publish();
 }
 
 void Service::on_session(Session& s, uint64_t now) {
@@ -252,7 +252,7 @@ void Service::on_session(Session& s, uint64_t now) {
         auto a = AppSession::of(s, true);
         a->user = ss;
         a->up_tsc = now; // (tailmark-ctl's up_s)
-        ss->a = &app_of(rt_.flows().add_session(std::move(a)));
+        ss->a = &app_of(flows().add_session(std::move(a)));
         TM_LOG(INFO, app, "service: session %u to %s up: %u flows, MTU %u, ring %u, data v%u%s%s", s.id, to_string(s.peer).c_str(),
                s.params.nflows, s.params.mtu, s.params.ring_size, unsigned(s.params.version),
                s.params.data_auth ? " with --data-auth" : "", s.local_peer ? " (this daemon)" : "");
@@ -287,7 +287,7 @@ void Service::on_session(Session& s, uint64_t now) {
                 break;
             case SessionEnd::ArpFailed:
                 err = EHOSTUNREACH;
-                if (const uint32_t hop = rt_.sessions().next_hop(s.peer.ip); hop != s.peer.ip)
+                if (const uint32_t hop = table().next_hop(s.peer.ip); hop != s.peer.ip)
                     why = "the gateway " + ip_to_string(hop) + " did not answer ARP";
                 else
                     why = ip_to_string(s.peer.ip) + " did not answer ARP (on another subnet? the daemon needs --gateway)";
@@ -305,14 +305,14 @@ void Service::on_session(Session& s, uint64_t now) {
     // this end's cursors, which are let go a second after its flows).
     if (ss->local_peer != nullptr && ss->local_peer->s != nullptr && ss->local_peer->s->state != SessionState::Ended) {
         ss->local_peer->end = SessionEnd::PeerClosed; // what its application is told
-        rt_.sessions().close(ss->local_peer->s, now);
+        table().close(ss->local_peer->s, now);
     }
     AppSession& a = *ss->a;
     a.end = s.end;
     a.down_tsc = now;
     TM_LOG(INFO, app, "service: session %u %s %s ended: %s", s.id, ss->connector ? "to" : "from",
            to_string(s.peer).c_str(), to_string(ss->end));
-    rt_.flows().detach(a, now);
+    flows().detach(a, now);
     if (a.stage == AppSession::Stage::Gone)
         on_stage(a, now);
 }
@@ -334,7 +334,7 @@ void Service::on_stage(AppSession& a, uint64_t now) {
         reply_error(*ss->app, ss->req, ECONNRESET, std::string("session ended while opening: ") + to_string(ss->end));
     }
     ended(*ss);
-    rt_.later(now, [ss] { ss->quiet = true; });
+    later(now, [ss] { ss->quiet = true; });
 }
 
 void Service::connected(SvcSession& ss) {
@@ -402,13 +402,13 @@ void Service::close_session(SvcSession& ss, uint64_t now) {
     if (ss.s == nullptr || ss.s->state == SessionState::Ended)
         return;
     if (ss.connector || ss.a == nullptr || ss.s->local_peer) {
-        rt_.sessions().close(ss.s, now);
+        table().close(ss.s, now);
         return;
     }
     for (const auto& c : closing_)
         if (c.first == &ss)
             return;
-    closing_.emplace_back(&ss, now + rt_.tsc_hz() * kCloseFlushUs / 1000000);
+    closing_.emplace_back(&ss, now + h_.tsc_hz * kCloseFlushUs / 1000000);
 }
 
 void Service::finish_closes(uint64_t now) {
@@ -424,7 +424,7 @@ void Service::finish_closes(uint64_t now) {
             continue;
         }
         if (ss.s != nullptr && ss.s->state != SessionState::Ended)
-            rt_.sessions().close(ss.s, now);
+            table().close(ss.s, now);
         closing_.erase(closing_.begin() + static_cast<std::ptrdiff_t>(i));
     }
 }

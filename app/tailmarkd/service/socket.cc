@@ -66,7 +66,7 @@ bool Service::log_refusal(uint64_t now) {
         refusals_unlogged_++;
         return false;
     }
-    refusal_log_tsc_ = now + rt_.tsc_hz();
+    refusal_log_tsc_ = now + h_.tsc_hz;
     if (refusals_unlogged_ != 0)
         TM_LOG(WARNING, app, "service: %" PRIu64 " more connection(s) refused in the last second", refusals_unlogged_);
     refusals_unlogged_ = 0;
@@ -77,7 +77,7 @@ bool Service::log_refusal(uint64_t now) {
 // SO_PEERGROUPS): allowed when its uid is an --allow-uid or its primary or
 // a supplementary group an --allow-group (defaults: ours).
 bool Service::peer_allowed(int fd, std::string& who) {
-    const Options& o = rt_.options();
+    const Options& o = options();
     ucred cr{};
     socklen_t cl = sizeof(cr);
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) != 0) {
@@ -105,7 +105,7 @@ bool Service::peer_allowed(int fd, std::string& who) {
 }
 
 void Service::accept_apps() {
-    const Options& o = rt_.options();
+    const Options& o = options();
     const uint64_t now = rte_rdtsc();
     for (;;) {
         const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -144,7 +144,7 @@ void Service::accept_apps() {
             app->gid = cr.gid;
             app->pid = static_cast<uint32_t>(cr.pid);
         }
-        app->hello_by = now + rt_.tsc_hz() * kHelloTimeoutMs / 1000;
+        app->hello_by = now + h_.tsc_hz * kHelloTimeoutMs / 1000;
         apps_.push_back(std::move(app));
     }
 }

@@ -106,6 +106,11 @@ public:
     const Sessions& sessions() const { return *sessions_; }
     // The tx port's link speed in Mbit/s (100000 when the port does not say).
     uint64_t link_mbps() const;
+    // Every drop so far, by reason: the engine's Senders and Receivers and
+    // the session table's control frames (relaxed loads, any thread).
+    DropCounters drops() const;
+    // The in-memory loopback's port (-1: none).
+    int local_port_id() const { return ports_.local_port ? ports_.local_port->id() : -1; }
     // The fault shims' (none: false, and zero counts).
     bool has_faults() const { return !shims_.empty(); }
     bool set_faults(const drivers::FaultSpec& spec);
