@@ -90,7 +90,7 @@ public:
 
     // The registry's flows so far (engine::FlowRegistry): other threads
     // read flow_at(i) for i < flow_count(); the control thread may give the
-    // slot to a new flow (registry.cc), the old one freed a second later.
+    // slot to a new flow (run/registry.cc), the old one freed a second later.
     uint32_t flow_count() const { return reg_.count(); }
     FlowCtx& flow_at(uint32_t i) const { return ctx_of(reg_.at(i)); }
 
@@ -114,7 +114,6 @@ public:
     // A flow's sender-side cursors, live or as last seen.
     Sender::FlowView send_view(const FlowCtx& f) const;
     uint32_t released_of(const FlowCtx& f) const;
-    bool send_only(const FlowCtx& f) const;
     uint32_t acked_of(const FlowCtx& f) const;
     // --consumer-lcores none: flow i (< flow_count()) has not moved its
     // cursor for a while; how many such flows there are.
@@ -163,17 +162,13 @@ public:
     // Before launch: the daemon's own ops applied on this thread, and their
     // answers taken. False: an lcore's role refused one.
     bool serve_before_launch();
-    // A session of the table's, by id, and the other end of one with this
-    // process (s.local_peer), as the daemon's records (null: none).
+    // A session of the table's, by id, as the daemon's record (null: none).
     AppSession* app_session(uint16_t sid) { return static_cast<AppSession*>(flows().session(sid)); }
-    AppSession* local_peer_session(const Session& s) { return static_cast<AppSession*>(flows().local_peer(s)); }
     // Every session the daemon tracks, in the order they came up (control
     // thread); app_of() gives the daemon's record.
     const std::vector<std::unique_ptr<engine::SessionRec>>& app_sessions() const {
         return node_.has_sessions() ? flows().sessions() : no_sessions_;
     }
-    // Frees what other threads may still be reading a second later.
-    void later(uint64_t now, std::function<void()> fn);
     // Receive flows every Receiver can still take (engine::recv_room): a
     // session's flows may all land on one, so each needs room for all.
     uint32_t recv_room() const { return node_.has_engine() ? engine().min_recv_room() : 0; }

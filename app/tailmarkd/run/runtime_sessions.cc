@@ -44,9 +44,4 @@ void Runtime::on_session(Session& s) {
         bench_->on_session(s, now);
 }
 
-void Runtime::later(uint64_t now, std::function<void()> fn) {
-    if (node_.has_engine()) // torn down: nothing frees it any more (as before the engine)
-        eng().later(now, std::move(fn));
-}
-
 } // namespace tailmark::app

@@ -12,7 +12,6 @@ namespace tailmark::app {
 Sender::FlowView Runtime::send_view(const FlowCtx& f) const { return engine::Sessions::send_view(f); }
 uint32_t Runtime::released_of(const FlowCtx& f) const { return engine::Sessions::released_of(f); }
 uint32_t Runtime::acked_of(const FlowCtx& f) const { return engine::Sessions::acked_of(f); }
-bool Runtime::send_only(const FlowCtx& f) const { return engine::Sessions::send_only(f); }
 
 DropCounters Runtime::drops() const { return node_.drops(); }
 
