@@ -18,6 +18,7 @@
 #include "tailmark/engine/session_flows.h"
 #include "tailmark/session_link.h"
 #include "tailmark/engine/lcore.h"
+#include "tailmark/engine/lcore_loop.h"
 
 using namespace tailmark;
 using engine::DeferredFree;
@@ -255,4 +256,22 @@ TEST_CASE("session flows: flow i's receive and send specs from the session and i
     CHECK(sp.paths == 5);
     CHECK(sp.tx.key == 0xABC);
     CHECK_FALSE(engine::send_spec(s, 0, 6, a, 1, sp)); // a window TxFlow cannot mask
+}
+
+TEST_CASE("idle_nap_us: the base nap, then an eighth of the quiet so far, up to 250 us", "[engine]") {
+    const uint64_t ms = 2000000; // cycles per ms (a 2 GHz TSC)
+    // Idle for 1 ms, --idle-sleep-us 50: an eighth of 1 ms is 125 us.
+    CHECK(engine::idle_nap_us(50, ms, ms) == 125);
+    // Less than 8 x the base so far: the base.
+    CHECK(engine::idle_nap_us(50, ms / 5, ms) == 50);
+    CHECK(engine::idle_nap_us(50, 400 * ms / 1000, ms) == 50);
+    CHECK(engine::idle_nap_us(50, 408 * ms / 1000, ms) == 51);
+    // Long quiet: the cap, never more.
+    CHECK(engine::idle_nap_us(50, 2 * ms, ms) == 250);
+    CHECK(engine::idle_nap_us(50, 1000 * ms, ms) == 250);
+    CHECK(engine::kMaxIdleNapUs == 250);
+    // A base at or above the cap is the nap, whatever the quiet.
+    CHECK(engine::idle_nap_us(250, 1000 * ms, ms) == 250);
+    CHECK(engine::idle_nap_us(1000, 0, ms) == 1000);
+    CHECK(engine::idle_nap_us(1000, 1000 * ms, ms) == 1000);
 }
