@@ -258,7 +258,7 @@ TEST_CASE("session flows: flow i's receive and send specs from the session and i
     CHECK_FALSE(engine::send_spec(s, 0, 6, a, 1, sp)); // a window TxFlow cannot mask
 }
 
-TEST_CASE("idle_nap_us: the base nap, then an eighth of the quiet so far, up to 250 us", "[engine]") {
+TEST_CASE("idle_nap_us: the base nap, then an eighth of the quiet so far, up to 250 us and half a pacer's wait", "[engine]") {
     const uint64_t ms = 2000000; // cycles per ms (a 2 GHz TSC)
     // Idle for 1 ms, --idle-sleep-us 50: an eighth of 1 ms is 125 us.
     CHECK(engine::idle_nap_us(50, ms, ms) == 125);
@@ -274,4 +274,10 @@ TEST_CASE("idle_nap_us: the base nap, then an eighth of the quiet so far, up to 
     CHECK(engine::idle_nap_us(250, 1000 * ms, ms) == 250);
     CHECK(engine::idle_nap_us(1000, 0, ms) == 1000);
     CHECK(engine::idle_nap_us(1000, 1000 * ms, ms) == 1000);
+    // A pacer that holds the tx role: at most half its wait, never under
+    // the base.
+    CHECK(engine::idle_nap_us(50, 10 * ms, ms, ms / 5) == 100);
+    CHECK(engine::idle_nap_us(50, 10 * ms, ms, 10 * ms) == 250);
+    CHECK(engine::idle_nap_us(50, 10 * ms, ms, ms / 20) == 50);
+    CHECK(engine::idle_nap_us(50, ms, ms, ms) == 125);
 }

@@ -32,20 +32,23 @@
 namespace tailmark::engine {
 
 // How long an idle lcore naps: idle_sleep_us, and once it has been idle
-// for longer, an eighth of that time, up to kMaxIdleNapUs. Each wake-up
-// takes a CPU from whatever runs there (on 2 vCPUs shared with 4 training
-// ranks, naps of 50 us cost gloo's own run 5-14% of its tokens/s, naps of
-// 250 us next to nothing), while the delay a nap adds to the next message
-// stays under an eighth of the quiet before it; the cap keeps a burst that
-// comes after a long quiet within the rx ring (250 us at 10 Gbit/s of
-// 1500-byte frames: 208 of them).
+// for longer, an eighth of that time, up to kMaxIdleNapUs, and never past
+// half of what a pacer still holds its tx role for (pace_cycles, 0: none).
+// Each wake-up takes a CPU from whatever runs there (on 2 vCPUs shared with
+// 4 training ranks, naps of 50 us cost gloo's own run 5-14% of its
+// tokens/s, naps of 250 us next to nothing), while the delay a nap adds to
+// the next message stays under an eighth of the quiet before it; the cap
+// keeps a burst that comes after a long quiet within the rx ring (250 us at
+// 10 Gbit/s of 1500-byte frames: 208 of them).
 inline constexpr uint32_t kMaxIdleNapUs = 250;
-inline uint32_t idle_nap_us(uint32_t idle_sleep_us, uint64_t idle_cycles, uint64_t cycles_per_ms) {
+inline uint32_t idle_nap_us(uint32_t idle_sleep_us, uint64_t idle_cycles, uint64_t cycles_per_ms,
+                            uint64_t pace_cycles = 0) {
     if (idle_sleep_us >= kMaxIdleNapUs || cycles_per_ms == 0)
         return idle_sleep_us;
-    const uint64_t eighth_us = idle_cycles * 1000 / cycles_per_ms / 8;
-    return eighth_us <= idle_sleep_us ? idle_sleep_us : eighth_us >= kMaxIdleNapUs ? kMaxIdleNapUs
-                                                                                   : static_cast<uint32_t>(eighth_us);
+    uint64_t us = std::min<uint64_t>(idle_cycles * 1000 / cycles_per_ms / 8, kMaxIdleNapUs);
+    if (pace_cycles != 0)
+        us = std::min<uint64_t>(us, pace_cycles * 500 / cycles_per_ms);
+    return static_cast<uint32_t>(std::max<uint64_t>(us, idle_sleep_us));
 }
 
 // One timed iteration: prev is the TSC the previous iteration ended at.
@@ -91,11 +94,8 @@ inline void run_roles_timed(L& l, uint64_t& prev) {
                 l.idle_since = now;
             const uint64_t idle = now - l.idle_since;
             if (idle > l.idle_after || (l.tx && l.tx->paced_until > now + 2 * nap)) {
-                uint32_t us = idle_nap_us(l.idle_sleep_us, idle, l.idle_after);
-                if (l.tx && l.tx->paced_until > now && us > l.idle_sleep_us) // not past half a pacer's wait
-                    us = std::max<uint32_t>(l.idle_sleep_us, static_cast<uint32_t>(std::min<uint64_t>(
-                                                                 us, (l.tx->paced_until - now) * 500 / l.idle_after)));
-                rte_delay_us_sleep(us);
+                const uint64_t pace = l.tx && l.tx->paced_until > now ? l.tx->paced_until - now : 0;
+                rte_delay_us_sleep(idle_nap_us(l.idle_sleep_us, idle, l.idle_after, pace));
                 now = rte_rdtsc(); // the next iteration's steps take it as their `now`
             }
         }
