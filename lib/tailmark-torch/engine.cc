@@ -168,6 +168,56 @@ bool Engine::ready(const Op& op, const OutPart& part) const {
     return op.ins[part.dep].next > part.next - part.lag;
 }
 
+int Engine::take_slot(Op& op, int pi) {
+    const OutPart& part = op.outs[pi];
+    const int s = free_slots_.back();
+    free_slots_.pop_back();
+    auto* h = reinterpret_cast<PieceHeader*>(mesh_->slot(s));
+    *h = PieceHeader{};
+    h->magic = PieceHeader::kMagic;
+    h->kind = static_cast<uint8_t>(op.kind);
+    h->seq = part.seq;
+    h->index = static_cast<uint32_t>(part.next);
+    h->count = static_cast<uint32_t>(part.pieces.size());
+    h->bytes = part.pieces[part.next].len;
+    h->tag = op.tag;
+    if (mesh_->direct(part.peer))
+        h->ref = 1 + mesh_->seg_offset(s);
+    uses_[s] = SlotUse{&op, pi};
+    return s;
+}
+
+unsigned char* Engine::payload(int s, int peer) const {
+    return mesh_->direct(peer) ? mesh_->seg_slot(s) : mesh_->slot(s) + sizeof(PieceHeader);
+}
+
+int Engine::forward_to(const Op& op, int pi, size_t j) const {
+    if (free_slots_.empty())
+        return -1;
+    const InPiece& in = op.ins[pi].pieces[j];
+    for (size_t k = 0; k < op.outs.size(); k++) {
+        const OutPart& o = op.outs[k];
+        if (o.dep != pi)
+            continue;
+        const size_t oj = j + o.lag;
+        if (o.next != oj || oj >= o.pieces.size() || o.pending_slot >= 0 || o.pieces[oj].src != in.dst ||
+            o.pieces[oj].len != in.len)
+            return -1;
+        if (o.gate >= 0 && op.ins[o.gate].next < op.ins[o.gate].pieces.size())
+            return -1;
+        // The peer's stream serves the oldest op with pieces for it.
+        for (const auto& older : active_) {
+            if (older.get() == &op)
+                break;
+            const int q = part_for(older->outs, o.peer);
+            if (q >= 0 && older->outs[q].next < older->outs[q].pieces.size())
+                return -1;
+        }
+        return static_cast<int>(k);
+    }
+    return -1;
+}
+
 bool Engine::pump_out(Op& op, int pi) {
     OutPart& part = op.outs[pi];
     bool moved = false;
@@ -179,22 +229,12 @@ bool Engine::pump_out(Op& op, int pi) {
         if (s < 0) {
             if (free_slots_.empty())
                 break;
-            s = free_slots_.back();
-            free_slots_.pop_back();
-            auto* h = reinterpret_cast<PieceHeader*>(mesh_->slot(s));
-            *h = PieceHeader{};
-            h->magic = PieceHeader::kMagic;
-            h->kind = static_cast<uint8_t>(op.kind);
-            h->seq = part.seq;
-            h->index = static_cast<uint32_t>(part.next);
-            h->count = static_cast<uint32_t>(part.pieces.size());
-            h->bytes = piece.len;
-            h->tag = op.tag;
+            s = take_slot(op, pi);
             if (piece.len != 0)
-                std::memcpy(mesh_->slot(s) + sizeof(PieceHeader), piece.src, piece.len);
-            uses_[s] = SlotUse{&op, pi};
+                std::memcpy(payload(s, part.peer), piece.src, piece.len);
         }
-        const int rc = tm_send(ch_, mesh_->out(part.peer), 0, mesh_->slot(s), sizeof(PieceHeader) + piece.len,
+        const size_t inline_len = mesh_->direct(part.peer) ? 0 : piece.len;
+        const int rc = tm_send(ch_, mesh_->out(part.peer), 0, mesh_->slot(s), sizeof(PieceHeader) + inline_len,
                                static_cast<uint64_t>(s));
         if (rc == -EAGAIN) {
             part.pending_slot = s;
@@ -216,6 +256,17 @@ bool Engine::in_ready(const Op& op, const InPart& part) const {
     return (part.gate < 0 || op.ins[part.gate].next == op.ins[part.gate].pieces.size()) &&
            (part.after_in < 0 || op.ins[part.after_in].next > j) &&
            (part.after_out < 0 || op.outs[part.after_out].next > j);
+}
+
+const unsigned char* Engine::payload_in(int peer, const tm_message& m, const PieceHeader& h, size_t len) const {
+    if (h.ref == 0)
+        return m.len == sizeof h + len ? static_cast<const unsigned char*>(m.data) + sizeof h : nullptr;
+    // By reference: within the peer's segment as this rank maps it.
+    const unsigned char* seg = mesh_->peer_seg(peer);
+    const size_t bytes = mesh_->peer_seg_bytes(peer), off = h.ref - 1;
+    if (seg == nullptr || m.len != sizeof h || off < Mesh::kSegHead || off > bytes || len > bytes - off)
+        return nullptr;
+    return seg + off;
 }
 
 bool Engine::pump_in(Op& op, int pi) {
@@ -241,9 +292,18 @@ bool Engine::pump_in(Op& op, int pi) {
             take_note(op, m, h);
             return true;
         }
-        if (m.len < sizeof h || h.magic != PieceHeader::kMagic || h.kind != static_cast<uint8_t>(op.kind) ||
+        const unsigned char* in = m.len >= sizeof h ? payload_in(part.peer, m, h, piece.len) : nullptr;
+        if (in == nullptr && m.len == sizeof h && h.ref != 0 && h.magic == PieceHeader::kMagic) {
+            tm_release(ch_, &m);
+            fail(&op, "rank " + std::to_string(part.peer) + " sent a piece by reference (offset " +
+                          std::to_string(h.ref - 1) + ", " + std::to_string(h.bytes) +
+                          " bytes) that is not within its segment as this rank maps it (" +
+                          std::to_string(mesh_->peer_seg_bytes(part.peer)) + " bytes)");
+            return true;
+        }
+        if (in == nullptr || h.magic != PieceHeader::kMagic || h.kind != static_cast<uint8_t>(op.kind) ||
             h.seq != part.seq || h.index != part.next || h.count != part.pieces.size() || h.bytes != piece.len ||
-            m.len != sizeof h + piece.len || h.tag != op.tag) {
+            h.tag != op.tag) {
             const std::string got = m.len < sizeof h || h.magic != PieceHeader::kMagic
                                         ? "a message of " + std::to_string(m.len) + " bytes that is no piece"
                                         : std::string(kind_name(static_cast<Kind>(h.kind))) + " #" +
@@ -257,8 +317,16 @@ bool Engine::pump_in(Op& op, int pi) {
                 std::to_string(op.tag) + ": the ranks called different operations (or sizes)");
             return true;
         }
-        const auto* in = static_cast<const unsigned char*>(m.data) + sizeof h;
-        if (piece.len != 0) {
+        // What this piece makes goes on at once: into the slot that sends
+        // it, not into dst and then copied there (one pass over the bytes
+        // fewer, and none at all over dst where the plan does not keep it).
+        const int fwd = piece.len != 0 ? forward_to(op, pi, part.next) : -1;
+        if (fwd >= 0) {
+            const int s = take_slot(op, fwd);
+            take_forward(op.dtype, op.red, payload(s, op.outs[fwd].peer), piece.dst, piece.a, in, piece.len,
+                         part.in_left, piece.keep);
+            op.outs[fwd].pending_slot = s;
+        } else if (piece.len != 0) {
             if (piece.a != nullptr)
                 reduce_into(op.dtype, op.red, piece.dst, piece.a, in, piece.len, part.in_left);
             else
@@ -267,6 +335,11 @@ bool Engine::pump_in(Op& op, int pi) {
         tm_release(ch_, &m);
         part.next++;
         moved = true;
+        if (fwd >= 0) {
+            pump_out(op, fwd);
+            if (broken_local_)
+                return true; // op is gone
+        }
     }
     return moved;
 }

@@ -54,6 +54,17 @@ private:
     bool activate();
     bool progress();
     bool pump_out(Op& op, int part);
+    // Where slot s's payload goes for peer: the segment (Mesh::direct) or
+    // after the header in the arena.
+    unsigned char* payload(int s, int peer) const;
+    // Where a received piece's len bytes are (in the message, or by
+    // reference in the peer's segment), or nullptr if not there.
+    const unsigned char* payload_in(int peer, const tm_message& m, const PieceHeader& h, size_t len) const;
+    // A free slot for outs[part]'s next piece, its header written.
+    int take_slot(Op& op, int part);
+    // The out part whose next piece is what ins[part]'s piece j makes, when
+    // that piece may be made straight into a slot now (else -1).
+    int forward_to(const Op& op, int part, size_t j) const;
     bool pump_in(Op& op, int part);
     void check_health();
     void finish_done();

@@ -3,7 +3,11 @@
 #include "piece.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -85,7 +89,8 @@ void Mesh::fail(const std::string& what) const {
 }
 
 Mesh::Mesh(int rank, int size, const Rendezvous& rv, const MeshOptions& opt)
-    : rank_(rank), size_(size), out_(size, 0), in_(size, 0), endpoints_(size) {
+    : rank_(rank), size_(size), out_(size, 0), in_(size, 0), endpoints_(size), direct_out_(size, false),
+      peer_seg_(size, nullptr), peer_seg_bytes_(size, 0) {
     const auto deadline = Clock::now() + opt.timeout;
     payload_ = opt.max_msg - sizeof(PieceHeader);
     slot_bytes_ = (static_cast<size_t>(opt.max_msg) + 63) / 64 * 64;
@@ -176,6 +181,7 @@ Mesh::Mesh(int rank, int size, const Rendezvous& rv, const MeshOptions& opt)
         }
         exchange_hellos(opt);
         group_hosts();
+        share_segments(rv);
     } catch (...) {
         tm_detach(ch_);
         ch_ = nullptr;
@@ -195,6 +201,92 @@ void Mesh::group_hosts() {
             seen.push_back(h);
             firsts_.push_back(p);
         }
+    }
+}
+
+namespace {
+// A peer's offer, "pid:fd:bytes:token" (tokens are 16 bytes in hex), mapped
+// read-only; nullptr where it cannot be (another pid namespace, no /proc, a
+// token that is not the one offered: another file at that number).
+const unsigned char* map_offer(const std::string& offer, size_t* bytes) {
+    unsigned long pid = 0, fd = 0;
+    unsigned long long len = 0;
+    char tok[33] = {};
+    if (std::sscanf(offer.c_str(), "%lu:%lu:%llu:%32s", &pid, &fd, &len, tok) != 4 || len < Mesh::kSegHead)
+        return nullptr;
+    uint8_t token[16];
+    if (!unhex(tok, token, sizeof token))
+        return nullptr;
+    const std::string path = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fd);
+    const int f = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (f < 0)
+        return nullptr;
+    struct stat st {};
+    void* p = MAP_FAILED;
+    if (fstat(f, &st) == 0 && static_cast<unsigned long long>(st.st_size) == len)
+        p = mmap(nullptr, len, PROT_READ, MAP_SHARED, f, 0);
+    close(f);
+    if (p == MAP_FAILED)
+        return nullptr;
+    if (std::memcmp(p, token, sizeof token) != 0) {
+        munmap(p, len);
+        return nullptr;
+    }
+    *bytes = len;
+    return static_cast<const unsigned char*>(p);
+}
+} // namespace
+
+void Mesh::share_segments(const Rendezvous& rv) {
+    if (local_.size() < 2)
+        return;
+    const char* env = std::getenv("TAILMARK_TORCH_DIRECT");
+    const bool want = env == nullptr || std::strcmp(env, "0") != 0;
+    const std::string me = std::to_string(rank_);
+    // Every rank of the host offers its segment, or says "none", so that
+    // its peers' gets return either way.
+    std::string offer = "none";
+    int fd = -1;
+    if (want) {
+        seg_bytes_ = kSegHead + static_cast<size_t>(nslots_) * slot_bytes_;
+        fd = memfd_create("tailmark-torch-slots", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+        void* p = MAP_FAILED;
+        if (fd >= 0 && ftruncate(fd, static_cast<off_t>(seg_bytes_)) == 0)
+            p = mmap(nullptr, seg_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        uint8_t token[16];
+        // Sealed before it is offered: it cannot shrink under a peer's
+        // mapping, and no one maps it writable but this one mapping.
+        if (p != MAP_FAILED && getrandom(token, sizeof token, 0) == sizeof token &&
+            (std::memcpy(p, token, sizeof token),
+             fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL) == 0)) {
+            seg_ = static_cast<unsigned char*>(p);
+            offer = std::to_string(getpid()) + ":" + std::to_string(fd) + ":" + std::to_string(seg_bytes_) + ":" +
+                    hex(token, sizeof token);
+        } else if (p != MAP_FAILED) {
+            munmap(p, seg_bytes_);
+        }
+    }
+    rv.set("tailmark/seg/" + me, offer);
+    for (int p : local_) {
+        if (p == rank_)
+            continue;
+        const std::string o = rv.get("tailmark/seg/" + std::to_string(p));
+        if (want && o != "none")
+            peer_seg_[p] = map_offer(o, &peer_seg_bytes_[p]);
+        rv.set("tailmark/direct/" + std::to_string(p) + "/" + me, peer_seg_[p] != nullptr ? "1" : "0");
+    }
+    bool any = false;
+    for (int p : local_) {
+        if (p == rank_)
+            continue;
+        direct_out_[p] = seg_ != nullptr && rv.get("tailmark/direct/" + me + "/" + std::to_string(p)) == "1";
+        any |= direct_out_[p];
+    }
+    if (fd >= 0)
+        close(fd); // every peer has opened it, or said it could not
+    if (!any && seg_ != nullptr) {
+        munmap(seg_, seg_bytes_);
+        seg_ = nullptr;
     }
 }
 
@@ -275,6 +367,11 @@ std::string Mesh::describe() const {
 }
 
 Mesh::~Mesh() {
+    if (seg_ != nullptr)
+        munmap(seg_, seg_bytes_);
+    for (size_t p = 0; p < peer_seg_.size(); p++)
+        if (peer_seg_[p] != nullptr)
+            munmap(const_cast<unsigned char*>(peer_seg_[p]), peer_seg_bytes_[p]);
     if (ch_ != nullptr) {
         if (slots_ != nullptr)
             tm_buf_free(ch_, slots_);

@@ -53,6 +53,20 @@ public:
     // Send slots in the arena: header + payload each.
     int nslots() const { return nslots_; }
     unsigned char* slot(int i) const { return slots_ + static_cast<size_t>(i) * slot_bytes_; }
+    // Pieces to a rank of this host go by reference (direct(peer)): their
+    // bytes in slot s of this rank's segment (seg_slot), a memfd that the
+    // host's other ranks map read-only, and only the header through the
+    // daemon; the receiver reads them in place, and its release (the
+    // sender's TM_DELIVERED) frees the slot. The daemon copies none of
+    // them. TAILMARK_TORCH_DIRECT=0, or a peer that cannot map it (another
+    // pid namespace), keeps them inline.
+    bool direct(int peer) const { return direct_out_[peer]; }
+    size_t seg_offset(int i) const { return kSegHead + static_cast<size_t>(i) * slot_bytes_; }
+    unsigned char* seg_slot(int i) const { return seg_ + seg_offset(i); }
+    static constexpr size_t kSegHead = 4096; // the segment's token, then the slots
+    // A peer's segment, as this rank maps it (nullptr: none), and its size.
+    const unsigned char* peer_seg(int peer) const { return peer_seg_[peer]; }
+    size_t peer_seg_bytes(int peer) const { return peer_seg_bytes_[peer]; }
     // The abort note's own buffer (kNoteBytes), apart from the slots: a
     // broken engine sends it to every peer while its slots may all be out.
     static constexpr size_t kNoteBytes = 1024;
@@ -63,6 +77,7 @@ private:
     [[noreturn]] void fail(const std::string& what) const;
     void exchange_hellos(const MeshOptions& opt);
     void group_hosts();
+    void share_segments(const Rendezvous& rv); // the host's ranks map each other's segments
 
     int rank_, size_;
     tm_channel* ch_ = nullptr;
@@ -74,6 +89,11 @@ private:
     int nslots_ = 0;
     unsigned char* slots_ = nullptr;
     unsigned char* note_ = nullptr;
+    unsigned char* seg_ = nullptr; // this rank's segment (mapped read-write)
+    size_t seg_bytes_ = 0;
+    std::vector<bool> direct_out_;
+    std::vector<const unsigned char*> peer_seg_;
+    std::vector<size_t> peer_seg_bytes_;
 };
 
 } // namespace tailmark::torch_backend

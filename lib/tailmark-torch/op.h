@@ -25,6 +25,10 @@ struct InPiece {
     void* dst;       // a == nullptr: dst = in; else dst = a (op) in
     const void* a;
     size_t len;
+    // false: the plan overwrites dst later and reads it only to send it on,
+    // so when the result goes straight into the send slot of the piece that
+    // forwards it (Engine::pump_in), dst is not written at all.
+    bool keep = true;
 };
 
 struct OutPart {
@@ -32,7 +36,10 @@ struct OutPart {
     std::vector<OutPiece> pieces;
     // Piece j may go only once the op's ins[dep] has taken piece j - lag
     // (a ring forwards what it received a step earlier; a chain, lag 0,
-    // what it just received). dep < 0: every piece is ready at once.
+    // what it just received). dep < 0: every piece is ready at once. Where
+    // piece j's bytes are what ins[dep]'s piece j - lag writes (same
+    // address and length), the engine may compute them into its send slot
+    // as it takes that piece, instead of into dst and then copying.
     int dep = -1;
     size_t lag = 0;
     // And none goes before ins[gate] has taken every piece (< 0: no gate):

@@ -49,7 +49,9 @@ struct PieceHeader {
     uint32_t count;    // pieces of the op on this stream (Hello: the world size)
     uint64_t bytes;    // payload after the header
     int64_t tag;       // send/recv tag; 0 for collectives
-    uint64_t reserved[3];
+    uint64_t ref;      // 0: the payload follows; else it is at offset ref - 1 of the sender's segment
+                       // (a rank of the same host: Mesh::direct), and the message is this header alone
+    uint64_t reserved[2];
 };
 static_assert(sizeof(PieceHeader) == 64);
 

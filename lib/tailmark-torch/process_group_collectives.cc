@@ -109,8 +109,10 @@ int ProcessGroupTailmark::ring_all_reduce(Op& op, const std::vector<int>& ring, 
             piece(cs, k, &off, &len);
             out.pieces.push_back({base + off, len});
             piece(cr, k, &off, &len);
-            // The gather half's pieces are copies (a == nullptr).
-            in.pieces.push_back({base + off, s < n - 1 ? base + off : nullptr, len});
+            // The gather half's pieces are copies (a == nullptr). A partial
+            // sum before the last only goes on: the gather half overwrites
+            // it here.
+            in.pieces.push_back({base + off, s < n - 1 ? base + off : nullptr, len, s >= n - 2});
         }
     }
     op.outs.push_back(std::move(out));
@@ -141,8 +143,10 @@ void ProcessGroupTailmark::hier_all_reduce(Op& op, unsigned char* base, size_t N
     int up_in = -1, up_out = -1, down_in = -1;
     if (li + 1 < L) {
         InPart in{local[li + 1], in_pieces(base, N, es, P)};
-        for (auto& p : in.pieces)
+        for (auto& p : in.pieces) {
             p.a = p.dst; // dst = dst (op) in, in place
+            p.keep = li == 0; // below the first rank the chain down overwrites it
+        }
         op.ins.push_back(std::move(in));
         up_in = static_cast<int>(op.ins.size()) - 1;
     }
@@ -364,7 +368,8 @@ void ProcessGroupTailmark::ring_reduce_scatter(Op& op, const std::vector<const u
         for (size_t k = 0; k < P; k++) {
             const size_t a = split_at(N, P, k), b = split_at(N, P, k + 1);
             out.pieces.push_back({src + a * es, (b - a) * es});
-            inp.pieces.push_back({partial[cr] + a * es, in[cr] + a * es, (b - a) * es});
+            // A partial sum in scratch only goes on.
+            inp.pieces.push_back({partial[cr] + a * es, in[cr] + a * es, (b - a) * es, cr == r});
         }
     }
     op.outs.push_back(std::move(out));

@@ -99,6 +99,28 @@ inline void reduce_into(DType t, RedOp op, void* dst, const void* a, const void*
         detail::reduce_dispatch<false>(t, op, dst, a, in, bytes);
 }
 
+// A received piece taken straight into the send slot that forwards it
+// (out = a (op) in; in alone where a is null), and into dst too where the
+// plan keeps it. Block by block, so dst is written from the block just
+// made, still in cache, instead of reading the piece a second time.
+inline void take_forward(DType t, RedOp op, void* out, void* dst, const void* a, const void* in, size_t bytes,
+                         bool in_left, bool keep) {
+    constexpr size_t kBlock = 32u << 10; // a multiple of every element's size
+    auto* o = static_cast<unsigned char*>(out);
+    auto* d = static_cast<unsigned char*>(dst);
+    const auto* x = static_cast<const unsigned char*>(a);
+    const auto* y = static_cast<const unsigned char*>(in);
+    for (size_t off = 0; off < bytes; off += kBlock) {
+        const size_t m = std::min(kBlock, bytes - off);
+        if (x != nullptr)
+            reduce_into(t, op, o + off, x + off, y + off, m, in_left);
+        else
+            std::memcpy(o + off, y + off, m);
+        if (keep)
+            std::memcpy(d + off, o + off, m);
+    }
+}
+
 // The average's one division (integers truncate, as torch's `//` would not:
 // callers that want exact averages pass sums divisible by the world size).
 inline void divide(DType t, void* dst, size_t bytes, int by) {

@@ -12,6 +12,11 @@ def init(backend, timeout_s=120):
     world = int(os.environ["WORLD_SIZE"])
     if backend == "tailmark":
         import tailmark.torch  # noqa: F401  (registers the backend)
+        # TT_INLINE_RANKS="0,2": these ranks keep their pieces to the
+        # host's other ranks inline (TAILMARK_TORCH_DIRECT=0), the others
+        # send by reference: a host where some ranks cannot map the others.
+        if str(rank) in os.environ.get("TT_INLINE_RANKS", "").split(","):
+            os.environ["TAILMARK_TORCH_DIRECT"] = "0"
     if backend == "gloo":
         # gloo over kernel TCP on the same veth (TT_KIP); the store is a file.
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "eth0")

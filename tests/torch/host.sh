@@ -19,8 +19,13 @@
 #  5. at SIGINT, the daemon: exit 0; its port sent nothing (port.tx == 0),
 #     the veth's other end received nothing (its kernel counter), and
 #     packets went through its in-memory loopback (packets_local ==
-#     packets_tx > 0).
-#  6. on a second daemon, teardown.py: 2 ranks destroy 20 groups each with
+#     packets_tx > 0), each of them a piece's 64-byte header alone
+#     (bytes_local == 64 x packets_local): the ranks read each other's
+#     bytes in place (Mesh::direct), the daemon copied none. Seen failing
+#     with TAILMARK_TORCH_DIRECT=0 (every byte through the daemon).
+#  6. on a second daemon, ops.py at 4 ranks where ranks 0 and 2 keep their
+#     pieces inline (TAILMARK_TORCH_DIRECT=0) and 1 and 3 send by
+#     reference: exact (each receiver takes either form). Then teardown.py: 2 ranks destroy 20 groups each with
 #     64 operations in flight, and every rank exits within 60 s (Python held
 #     the GIL in the group's destructor, joining an engine thread that
 #     waited for it to free a tensor: 3 of 3 runs hung before the fix).
@@ -118,6 +123,7 @@ tm_log "the daemon: $(grep -m1 'in memory (between' "$TM_WORK/d.out" | sed 's/^ 
 [ "$wire" -eq 0 ] || tm_fail "the veth's other end received $wire frames: the ranks' sessions went out of the port"
 tm_expect_rc d 0 &&
     tm_check d "d['port']['tx'] == 0" "d['packets_local'] > 0" "d['packets_local'] == d['packets_tx']" \
+        "d['bytes_local'] == 64 * d['packets_local']" \
         "d['reliability']['retx_pkts'] == 0" "d['service']['failed'] == 0"
 
 # Last, on a daemon of its own (its messages fail by design): a group
@@ -125,6 +131,8 @@ tm_expect_rc d 0 &&
 # holds. The destructor held the GIL and joined a thread waiting for it
 # (3 of 3 runs hung before the fix, none after).
 daemon td
+TT_INLINE_RANKS=0,2 run mix4 4 "$TT_DIR/ops.py" 1,4096,65543 float32,int64
+report mix4 "4 ranks on one daemon, 2 of them inline, 2 by reference"
 RUN_TIMEOUT=60 run td 2 "$TT_DIR/teardown.py" 20
 if [ "$RC" -eq 0 ] && grep -q "ok teardown" "$TM_WORK/td.out"; then
     tm_log "ok: 2 ranks destroy 20 groups each with 64 operations in flight: $(grep -m1 -o 'ok teardown.*' "$TM_WORK/td.out")"
