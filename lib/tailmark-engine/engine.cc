@@ -87,6 +87,7 @@ Lcore* Engine::lcore_ctx(unsigned l) {
     c->lcore = l;
     c->idle_sleep_us = cfg_.idle_sleep_us;
     c->idle_after = tsc_hz_ / 1000;
+    c->idle_spin = tsc_hz_ / 1000000 * cfg_.idle_spin_us;
     c->req = rte_ring_create_elem(name("q", l).c_str(), sizeof(Request), kRequestRing, SOCKET_ID_ANY,
                                   RING_F_SP_ENQ | RING_F_SC_DEQ);
     c->resp = rte_ring_create_elem(name("p", l).c_str(), sizeof(Request), kRequestRing, SOCKET_ID_ANY,

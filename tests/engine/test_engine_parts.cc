@@ -258,6 +258,20 @@ TEST_CASE("session flows: flow i's receive and send specs from the session and i
     CHECK_FALSE(engine::send_spec(s, 0, 6, a, 1, sp)); // a window TxFlow cannot mask
 }
 
+TEST_CASE("nap_due: an idle lcore naps once idle longer than its spin, or while a pacer holds it", "[engine]") {
+    const uint64_t us = 2000; // cycles per us (a 2 GHz TSC)
+    // --mode service: the spin is one nap, 50 us.
+    CHECK_FALSE(engine::nap_due(40 * us, 50 * us, 0, 50 * us));
+    CHECK_FALSE(engine::nap_due(50 * us, 50 * us, 0, 50 * us));
+    CHECK(engine::nap_due(51 * us, 50 * us, 0, 50 * us));
+    // The other modes' 1 ms: 500 us idle still polls.
+    CHECK_FALSE(engine::nap_due(500 * us, 1000 * us, 0, 50 * us));
+    CHECK(engine::nap_due(1001 * us, 1000 * us, 0, 50 * us));
+    // A pacer's wait over two naps: at once, whatever the spin.
+    CHECK(engine::nap_due(0, 1000 * us, 101 * us, 50 * us));
+    CHECK_FALSE(engine::nap_due(0, 1000 * us, 100 * us, 50 * us));
+}
+
 TEST_CASE("idle_nap_us: the base nap, then an eighth of the quiet so far, up to 250 us and half a pacer's wait", "[engine]") {
     const uint64_t ms = 2000000; // cycles per ms (a 2 GHz TSC)
     // Idle for 1 ms, --idle-sleep-us 50: an eighth of 1 ms is 125 us.

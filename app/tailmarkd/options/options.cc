@@ -66,6 +66,12 @@ Err validate(Options& o) {
         // and the idle daemon 100% of a CPU against 6-7% (docs/tailmarkd.md).
         if (!o.idle_sleep_set)
             o.idle_sleep_us = kServiceIdleSleepUs;
+        // And it polls between messages only as long as one nap: spinning
+        // for 1 ms after each took one of 2 vCPUs from 8 ranks whose
+        // messages come every few tens of us (a 16 MiB all_reduce 1.3x
+        // slower, an 8 KiB one 2.3x; docs/tailmarkd.md).
+        if (!o.idle_spin_set)
+            o.idle_spin_us = o.idle_sleep_us;
     }
     if (o.replay && (o.mode != Mode::Loopback || !o.msg_sizes.empty() || o.interactive))
         return "--replay: loopback mode only, with one --msg-size and without -i";

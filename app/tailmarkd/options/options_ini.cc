@@ -182,6 +182,7 @@ std::string dump_ini(const Options& o) {
       << "keep-ended = " << o.keep_ended << "\n"
       << "keepalive-ms = " << o.keepalive_ms << "\n"
       << "idle-sleep-us = " << o.idle_sleep_us << "\n"
+      << "idle-spin-us = " << o.idle_spin_us << "\n"
       << "trace-slow-ns = " << o.trace_slow_ns << "\n"
       << "peer-timeout-ms = " << o.peer_timeout_ms << "\n"
       << "connect-timeout-ms = " << o.connect_timeout_ms << "\n";

@@ -369,8 +369,19 @@ const OptDef kOpts[] = {
      U64_OPT(keep_ended, 0, 65536, false)},
     {"keepalive-ms", "MS", "a sender's liveness probe per session while connected (default 1000)",
      U64_OPT(keepalive_ms, 10, 3600000, false)},
+    {"idle-spin-us", "US",
+     "how long an idle lcore polls before --idle-sleep-us's first nap (default 1000, in --mode service the nap)",
+     [](Options& o, std::string_view v) -> Err {
+         uint64_t x;
+         Err e = parse_range(v, 0, 1000000, x);
+         if (e.empty()) {
+             o.idle_spin_us = x;
+             o.idle_spin_set = true;
+         }
+         return e;
+     }},
     {"idle-sleep-us", "US",
-     "an lcore idle for 1 ms sleeps this long per idle turn (0 = always poll; default 0, in --mode service 50)",
+     "an lcore idle for --idle-spin-us sleeps this long per idle turn (0 = always poll; default 0, in --mode service 50)",
      [](Options& o, std::string_view v) -> Err {
          uint64_t x;
          Err e = parse_range(v, 0, 10000, x);

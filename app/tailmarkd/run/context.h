@@ -34,10 +34,12 @@ struct alignas(64) LcoreCtx {
     rte_ring* req = nullptr;  // control plane -> lcore (SP/SC)
     rte_ring* resp = nullptr; // lcore -> control plane (SP/SC)
     LcoreCycles cycles;
-    // --idle-sleep-us: after idle_after cycles with nothing to do, sleep
-    // idle_sleep_us per idle iteration (0: poll only, the default). Lets a
-    // daemon share a CPU with the applications it serves.
+    // --idle-sleep-us: after idle_spin cycles with nothing to do
+    // (--idle-spin-us), sleep idle_sleep_us per idle iteration (0: poll
+    // only, the default). Lets a daemon share a CPU with the applications
+    // it serves. idle_after: 1 ms of cycles.
     uint64_t idle_after = 0;
+    uint64_t idle_spin = 0;
     uint32_t idle_sleep_us = 0;
     uint64_t idle_since = 0;
     SlowTrace* trace = nullptr; // --trace-slow-ns (null: off)

@@ -39,6 +39,7 @@ LcoreCtx* Runtime::lcore_ctx(unsigned l) {
         c->lcore = l;
         c->idle_sleep_us = ecfg_.idle_sleep_us;
         c->idle_after = el->idle_after;
+        c->idle_spin = el->idle_spin;
         c->req = el->req;
         c->resp = el->resp;
         lcores_[l] = c;

@@ -61,6 +61,7 @@ engine::EngineConfig engine_config(const Options& o) {
     c.cc.max_mbps = o.cc_max_mbps;
     c.cc.ack_feedback_us = o.ack_feedback_us;
     c.idle_sleep_us = static_cast<uint32_t>(o.idle_sleep_us);
+    c.idle_spin_us = static_cast<uint32_t>(o.idle_spin_us);
     c.paths = static_cast<uint32_t>(o.paths);
     return c;
 }

@@ -31,7 +31,8 @@ struct EngineConfig {
         uint64_t max_mbps = 0;         // the path's rate (0: the caller did not know; none)
         uint64_t ack_feedback_us = 0;  // rx: ACK at least this often while data arrives
     } cc;
-    uint32_t idle_sleep_us = 0;        // an idle lcore's sleep per turn, after 1 ms idle (0: poll only)
+    uint32_t idle_sleep_us = 0;        // an idle lcore's sleep per turn, after idle_spin_us idle (0: poll only)
+    uint32_t idle_spin_us = 1000;      // how long an idle lcore polls before its first nap
     uint32_t paths = 1;                // UDP source ports a session's data is sprayed over (tx_paths.h)
 };
 

@@ -108,6 +108,7 @@ struct alignas(64) Lcore {
     rte_ring* resp = nullptr; // lcore -> control thread (SP/SC)
     LcoreCycles cycles;
     uint64_t idle_after = 0;  // 1 ms of cycles
+    uint64_t idle_spin = 0;   // cycles idle before the first nap (EngineConfig::idle_spin_us)
     uint32_t idle_sleep_us = 0;
     uint64_t idle_since = 0;
     NoRole* trace = nullptr;

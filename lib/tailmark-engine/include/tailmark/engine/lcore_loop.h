@@ -51,6 +51,13 @@ inline uint32_t idle_nap_us(uint32_t idle_sleep_us, uint64_t idle_cycles, uint64
     return static_cast<uint32_t>(std::max<uint64_t>(us, idle_sleep_us));
 }
 
+// Whether an lcore idle for `idle` cycles naps now: once idle longer than
+// `spin` (--idle-spin-us), or while a pacer holds its tx role for longer
+// than two naps (`paced_wait`): nothing is waiting on this lcore.
+inline bool nap_due(uint64_t idle, uint64_t spin, uint64_t paced_wait, uint64_t nap) {
+    return idle > spin || paced_wait > 2 * nap;
+}
+
 // One timed iteration: prev is the TSC the previous iteration ended at.
 // The clock is read after a role that worked, not after an idle one: an
 // idle role's poll counts in the next working role's cycles (tens of
@@ -93,8 +100,8 @@ inline void run_roles_timed(L& l, uint64_t& prev) {
             if (l.idle_since == 0)
                 l.idle_since = now;
             const uint64_t idle = now - l.idle_since;
-            if (idle > l.idle_after || (l.tx && l.tx->paced_until > now + 2 * nap)) {
-                const uint64_t pace = l.tx && l.tx->paced_until > now ? l.tx->paced_until - now : 0;
+            const uint64_t pace = l.tx && l.tx->paced_until > now ? l.tx->paced_until - now : 0;
+            if (nap_due(idle, l.idle_spin, pace, nap)) {
                 rte_delay_us_sleep(idle_nap_us(l.idle_sleep_us, idle, l.idle_after, pace));
                 now = rte_rdtsc(); // the next iteration's steps take it as their `now`
             }
