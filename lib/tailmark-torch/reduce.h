@@ -1,6 +1,7 @@
 // The element-wise reductions a collective applies to an incoming piece,
-// straight from the completed receive region (the bytes the completion flag
-// points at) into the destination tensor: no copy in between.
+// straight from where its bytes are (the completed receive region, or the
+// sender's segment for a rank of the same host) into the destination
+// tensor, or into the send slot that forwards the result: no copy between.
 #pragma once
 
 #include <c10/util/BFloat16.h>

@@ -64,13 +64,13 @@ Err validate(Options& o) {
         // CPU from them. One host, 4 ranks of examples/torch/train_lm.py on
         // 2 vCPUs: 5184-6211 tokens/s polling, 6698-7474 napping (50 us),
         // and the idle daemon 100% of a CPU against 6-7% (docs/tailmarkd.md).
-        if (!o.idle_sleep_set)
+        if (!o.idle_sleep_us_set)
             o.idle_sleep_us = kServiceIdleSleepUs;
         // And it polls between messages only as long as one nap: spinning
         // for 1 ms after each took one of 2 vCPUs from 8 ranks whose
         // messages come every few tens of us (a 16 MiB all_reduce 1.3x
         // slower, an 8 KiB one 2.3x; docs/tailmarkd.md).
-        if (!o.idle_spin_set)
+        if (!o.idle_spin_us_set)
             o.idle_spin_us = o.idle_sleep_us;
     }
     if (o.replay && (o.mode != Mode::Loopback || !o.msg_sizes.empty() || o.interactive))

@@ -22,6 +22,18 @@ namespace {
         return e;                                                                         \
     }
 
+// The same, and field##_set noted: a mode's default does not apply.
+#define U64_OPT_SET(field, lo, hi)                                                        \
+    [](Options& o, std::string_view v) -> Err {                                           \
+        uint64_t x;                                                                       \
+        Err e = parse_range(v, lo, hi, x);                                                \
+        if (e.empty()) {                                                                  \
+            o.field = x;                                                                  \
+            o.field##_set = true;                                                         \
+        }                                                                                 \
+        return e;                                                                         \
+    }
+
 const OptDef kOpts[] = {
     {"mode", "loopback|send|recv|service",
      "loopback: sender and receiver in one process (default); send/recv: two processes; service: no generator, "
@@ -371,26 +383,10 @@ const OptDef kOpts[] = {
      U64_OPT(keepalive_ms, 10, 3600000, false)},
     {"idle-spin-us", "US",
      "how long an idle lcore polls before --idle-sleep-us's first nap (default 1000, in --mode service the nap)",
-     [](Options& o, std::string_view v) -> Err {
-         uint64_t x;
-         Err e = parse_range(v, 0, 1000000, x);
-         if (e.empty()) {
-             o.idle_spin_us = x;
-             o.idle_spin_set = true;
-         }
-         return e;
-     }},
+     U64_OPT_SET(idle_spin_us, 0, 1000000)},
     {"idle-sleep-us", "US",
      "an lcore idle for --idle-spin-us sleeps this long per idle turn (0 = always poll; default 0, in --mode service 50)",
-     [](Options& o, std::string_view v) -> Err {
-         uint64_t x;
-         Err e = parse_range(v, 0, 10000, x);
-         if (e.empty()) {
-             o.idle_sleep_us = x;
-             o.idle_sleep_set = true;
-         }
-         return e;
-     }},
+     U64_OPT_SET(idle_sleep_us, 0, 10000)},
     {"trace-slow-ns", "NS", "diagnostic: keep a timeline of the lcore's last iterations for each message whose "
      "completion latency exceeds NS, in the summary JSON's slow_messages (0 = off, the default)",
      U64_OPT(trace_slow_ns, 0, 1000000000, false)},
