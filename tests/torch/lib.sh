@@ -155,18 +155,21 @@ tt_mesh() {
 # node's namespace, with RANK, WORLD_SIZE, TT_STORE (a FileStore path: the
 # rendezvous), its node's daemon's TAILMARK_SOCKET and kernel address
 # (TT_KIP). Waits for all; sets TT_RC[r]; output in $TM_WORK/NAME.r.out.
+# TT_WRAP_r: a command rank r runs under (e.g. unshare: a pid namespace).
 tt_run() {
-    local name=$1 tmo=$2 script=$3 r k
+    local name=$1 tmo=$2 script=$3 r k wrap
     shift 3
     local store=$TM_WORK/$name.store
     rm -f "$store"
     local pids=()
     for ((r = 0; r < TT_N; r++)); do
         k=$((r / TT_PER))
+        wrap=TT_WRAP_$r
+        # shellcheck disable=SC2086 # the wrapper's words
         ip netns exec "${TT_NS[k]}" env RANK=$r WORLD_SIZE=$TT_N TT_STORE="$store" \
             TAILMARK_SOCKET="${TT_SOCK[k]}" TT_KIP="${TT_KIP[k]}" TT_MASTER="${TT_KIP[0]}" \
             GLOO_SOCKET_IFNAME=eth0 PYTHONPATH="$TT_PYPATH" OMP_NUM_THREADS=1 \
-            timeout -k 5 "$tmo" "${TT_PYRUN[@]}" "$script" "$@" >"$TM_WORK/$name.$r.out" 2>&1 &
+            timeout -k 5 "$tmo" ${!wrap:-} "${TT_PYRUN[@]}" "$script" "$@" >"$TM_WORK/$name.$r.out" 2>&1 &
         pids[r]=$!
     done
     for ((r = 0; r < TT_N; r++)); do
