@@ -9,7 +9,10 @@
 # On daemon A two applications, tailmark-perf A (endless) and B (COUNT
 # messages, --verify), send 4 KiB messages (zero copy: extbufs over their
 # arenas) to one receiver on daemon B. Then:
-#  1. A is killed (SIGKILL) mid-stream. Daemon A logs that A's arena stays
+#  1. A is killed (SIGKILL) mid-stream, with daemon B stopped (SIGSTOP) for
+#     the moment: nothing is acknowledged, so A's messages are in flight
+#     for certain (once, in CI, A was killed between two windows, every
+#     message of it delivered and none to defer). Daemon A logs that A's arena stays
 #     mapped while its messages are in flight, and it is still mapped then
 #     (/proc/PID/maps holds A's memfd inode); it goes only at "memory
 #     released", after that line, and then is gone from the daemon's maps.
@@ -40,6 +43,7 @@ PREFIX_A=${TM_PREFIXES[-1]}
 tm_start db 120 ns "$NB" -- $VDEV_B -l 1 -- --mode service --src-ip $IP_B --control-socket "$SB" \
     --secret $TM_SECRET --stats-period 0 --fault drop=0.05,seed=11 --cc off
 PID_B=$TM_PID
+PREFIX_B=${TM_PREFIXES[-1]}
 up_a() { grep -q "applications attach on" "$TM_WORK/da.err" 2>/dev/null && [ -S "$SA" ]; }
 up_b() { grep -q "applications attach on" "$TM_WORK/db.err" 2>/dev/null && [ -S "$SB" ]; }
 tm_await da "$PID_A" 30 up_a "the daemon never listened on its socket"
@@ -47,6 +51,9 @@ tm_await db "$PID_B" 30 up_b "the daemon never listened on its socket"
 DAEMON_A=$(pgrep -f -- "--file-prefix $PREFIX_A( |\$)" | while read -r p; do
     [ "$(cat /proc/"$p"/comm 2>/dev/null)" = tailmarkd ] && echo "$p"; done | head -n 1)
 [ -n "$DAEMON_A" ] || { tm_fail "daemon A's pid not found"; tm_finish; }
+DAEMON_B=$(pgrep -f -- "--file-prefix $PREFIX_B( |\$)" | while read -r p; do
+    [ "$(cat /proc/"$p"/comm 2>/dev/null)" = tailmarkd ] && echo "$p"; done | head -n 1)
+[ -n "$DAEMON_B" ] || { tm_fail "daemon B's pid not found"; tm_finish; }
 
 # arena_inode PID: the inode of the tailmark-arena memfd PID maps (its own).
 arena_inode() { awk '/memfd:tailmark-arena/ { print $5; exit }' "/proc/$1/maps" 2>/dev/null; }
@@ -84,9 +91,15 @@ INODE_B=$(arena_inode $BPID)
 if [ -z "$INODE_A" ] || [ -z "$INODE_B" ] || ! maps_inode "$INODE_A" || ! maps_inode "$INODE_B"; then
     tm_fail "daemon A does not map both arenas (A: '$INODE_A', B: '$INODE_B')"
 fi
+# Daemon B stopped: nothing acknowledged, so A fills its window and every
+# message of it stays in flight (0.5 s; well within the 5 s peer timeout).
+kill -STOP "$DAEMON_B"
+sleep 0.5
 kill -KILL $APID
 wait $TA 2>/dev/null
 stays="(pid $APID): its arena stays mapped until"
+tm_wait_for 3 logged "$stays"
+kill -CONT "$DAEMON_B"
 if tm_wait_for 10 logged "$stays"; then
     # reap() waits a second at least (the registry's readers): still mapped.
     if maps_inode "$INODE_A"; then
