@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
+#include <utility>
 
 namespace tailmark::torch_backend {
 
@@ -19,6 +20,19 @@ int part_for(const std::vector<Part>& parts, int p) {
         if (parts[k].peer == p)
             return static_cast<int>(k);
     return -1;
+}
+
+// The op peer p's stream serves one way (&Op::outs or &Op::ins), and its
+// part: the oldest op that still has pieces for p ({nullptr, -1}: none).
+template <typename Part>
+std::pair<Op*, int> serving(const std::deque<std::unique_ptr<Op>>& active, std::vector<Part> Op::*parts, int p) {
+    for (const auto& op : active) {
+        const std::vector<Part>& v = (*op).*parts;
+        const int k = part_for(v, p);
+        if (k >= 0 && v[k].next < v[k].pieces.size())
+            return {op.get(), k};
+    }
+    return {nullptr, -1};
 }
 
 // What tm_session_state's st (not 0) says: the session with a peer ended,
@@ -206,14 +220,7 @@ int Engine::forward_to(const Op& op, int pi, size_t j) const {
         if (o.gate >= 0 && op.ins[o.gate].next < op.ins[o.gate].pieces.size())
             return -1;
         // The peer's stream serves the oldest op with pieces for it.
-        for (const auto& older : active_) {
-            if (older.get() == &op)
-                break;
-            const int q = part_for(older->outs, o.peer);
-            if (q >= 0 && older->outs[q].next < older->outs[q].pieces.size())
-                return -1;
-        }
-        return static_cast<int>(k);
+        return serving(active_, &Op::outs, o.peer).first == &op ? static_cast<int>(k) : -1;
     }
     return -1;
 }
@@ -373,22 +380,12 @@ bool Engine::progress() {
     for (int p = 0; p < size_ && !broken_local_; p++) {
         if (p == rank_)
             continue;
-        for (auto& op : active_) {
-            const int k = part_for(op->outs, p);
-            if (k >= 0 && op->outs[k].next < op->outs[k].pieces.size()) {
-                moved |= pump_out(*op, k);
-                break;
-            }
-        }
+        if (const auto [op, k] = serving(active_, &Op::outs, p); op != nullptr)
+            moved |= pump_out(*op, k);
         if (broken_local_)
             break;
-        for (auto& op : active_) {
-            const int k = part_for(op->ins, p);
-            if (k >= 0 && op->ins[k].next < op->ins[k].pieces.size()) {
-                moved |= pump_in(*op, k);
-                break;
-            }
-        }
+        if (const auto [op, k] = serving(active_, &Op::ins, p); op != nullptr)
+            moved |= pump_in(*op, k);
     }
     if (!broken_local_)
         finish_done();

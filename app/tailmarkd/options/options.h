@@ -117,9 +117,9 @@ struct Options {
     uint64_t keepalive_ms = 1000;    // a connector's liveness probe, per session
     uint64_t keep_ended = 256;       // ended sessions the summary, shell and telemetry keep (run/registry.cc)
     uint64_t idle_sleep_us = 0;      // an idle lcore's sleep per turn, after idle_spin_us idle (0: poll only)
-    bool idle_sleep_us_set = false;     // given: --mode service's default (kServiceIdleSleepUs) does not apply
+    bool idle_sleep_us_set = false;  // given: --mode service's default (kServiceIdleSleepUs) does not apply
     uint64_t idle_spin_us = 1000;    // how long an idle lcore polls before its first nap
-    bool idle_spin_us_set = false;      // given: --mode service's default (its nap) does not apply
+    bool idle_spin_us_set = false;   // given: --mode service's default (its nap) does not apply
     uint64_t trace_slow_ns = 0;      // diagnostic: timelines of completions later than this (0: off)
     uint64_t peer_timeout_ms = 5000; // nothing authentic from a peer for this long: the session ends
     uint64_t connect_timeout_ms = 5000; // no ACCEPT or REFUSE within this: give up
