@@ -254,11 +254,14 @@ void Mesh::share_segments(const Rendezvous& rv) {
         if (fd >= 0 && ftruncate(fd, static_cast<off_t>(seg_bytes_)) == 0)
             p = mmap(nullptr, seg_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         uint8_t token[16];
-        // Sealed before it is offered: it cannot shrink under a peer's
-        // mapping, and no one maps it writable but this one mapping.
-        if (p != MAP_FAILED && getrandom(token, sizeof token, 0) == sizeof token &&
-            (std::memcpy(p, token, sizeof token),
-             fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL) == 0)) {
+        bool ok = p != MAP_FAILED && getrandom(token, sizeof token, 0) == sizeof token;
+        if (ok) {
+            std::memcpy(p, token, sizeof token);
+            // Sealed before it is offered: it cannot shrink under a peer's
+            // mapping, and no one maps it writable but this one mapping.
+            ok = fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL) == 0;
+        }
+        if (ok) {
             seg_ = static_cast<unsigned char*>(p);
             offer = std::to_string(getpid()) + ":" + std::to_string(fd) + ":" + std::to_string(seg_bytes_) + ":" +
                     hex(token, sizeof token);
