@@ -29,15 +29,21 @@ for job in "$@"; do
     tt_all_ok || { tm_fail "$job: a rank failed"; tt_show loop; }
     grep -h '^{' "$TM_WORK/loop.0.out"
 done
+# Each daemon's CPU time since it started (user + system, s), read before
+# it stops: how much of the host's CPUs it took from the ranks.
+for ((r = 0; r < TT_NODES; r++)); do
+    cpu[r]=$(for p in $(pgrep -P "${TT_PID[r]}"); do cat "/proc/$p/stat"; done |
+        awk -v hz="$(getconf CLK_TCK)" '{s += $14 + $15} END {printf "%.2f", s / hz}')
+done
 for ((r = 0; r < TT_NODES; r++)); do kill -INT "${TT_PID[r]}"; done
 for ((r = 0; r < TT_NODES; r++)); do wait "${TT_PID[r]}"; done
 for ((r = 0; r < TT_NODES; r++)); do
-    python3 - "$TM_WORK/d$r.json" "$r" <<'PY'
+    python3 - "$TM_WORK/d$r.json" "$r" "${cpu[r]}" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 rel = {k: v for k, v in d["reliability"].items() if v}
-print(f"daemon {sys.argv[2]}: port tx {d['port']['tx']} rx {d['port']['rx']}; reliability {rel}; "
-      f"congestion timeouts {d.get('congestion', {}).get('timeouts', 0)}")
+print(f"daemon {sys.argv[2]}: cpu {sys.argv[3]} s; port tx {d['port']['tx']} rx {d['port']['rx']}; reliability {rel}; "
+      f"congestion {d.get('congestion', {})}")
 PY
 done
 tm_finish
