@@ -12,7 +12,6 @@
 #include <rte_ring_elem.h>
 
 #include "fixtures.h"
-#include "tailmark/congestion.h"
 #include "tailmark/engine/config.h"
 #include "tailmark/engine/deferred_free.h"
 #include "tailmark/engine/flow_registry.h"
@@ -188,56 +187,6 @@ TEST_CASE("EngineConfig: the Senders' and Receivers' configs, in TSC cycles; the
 // A session's flow i: its ids, key, stride and tag keys come from what the
 // two ends agreed, each side under its own direction's key (the receive
 // side verifies the peer's tx key, which this end holds as rx_data_key).
-TEST_CASE("sender_config: where the lcore naps, the pacer steps by half the target and catches up as much",
-          "[engine]") {
-    engine::EngineConfig c;
-    c.cc.enabled = true;
-    c.cc.target_us = 500;
-    c.cc.start_mbps = 4000;
-    c.cc.max_mbps = 100000;
-    const uint64_t hz = 1'000'000'000; // a cycle is a nanosecond
-
-    // Polling (send, recv, loopback's default): CongestionConfig's 20 us
-    // steps and 50 us of catch-up.
-    c.idle_sleep_us = 0;
-    const SenderConfig poll = engine::sender_config(c, hz, false);
-    CHECK(poll.cc.step_us == CongestionConfig{}.step_us);
-    CHECK(poll.cc.slack_us == CongestionConfig{}.slack_us);
-
-    // Napping (--mode service's default, 50 us): 250 us each.
-    c.idle_sleep_us = 50;
-    const SenderConfig nap = engine::sender_config(c, hz, false);
-    CHECK(nap.cc.step_us == 250);
-    CHECK(nap.cc.slack_us == 250);
-    CHECK_FALSE(engine::sender_config(c, hz, true).cc.enabled); // the loopback: nothing to pace
-    c.cc.target_us = 20; // never below the polling step and catch-up
-    CHECK(engine::sender_config(c, hz, false).cc.step_us == 20);
-    CHECK(engine::sender_config(c, hz, false).cc.slack_us == 50);
-
-    // What that makes of the pacer: at 4 Gbit/s a step is 64 KiB (the cap;
-    // 20 us was 10000 bytes), at 100 Mbit/s 3125 bytes (about the 3000-byte
-    // floor, as before); and a lcore back from a 900 us nap sends 250 us of
-    // it at once, where a polling one sends 50.
-    Congestion cc;
-    cc.init(nap.cc, Congestion::stamp_shift(hz), 0);
-    CHECK(cc.rate_bps() == 4e9);
-    CHECK(cc.step_bytes() == 64 * 1024);
-    cc.sent(0, 500000); // 1 ms at 4 Gbit/s (2 cycles a byte): the next send at 1 ms
-    CHECK(cc.next_send() == 1'000'000);
-    cc.sent(1'900'000, 450000); // 900 us late, 900 us worth
-    CHECK(cc.next_send() == 1'900'000 - 250'000 + 900'000);
-    Congestion p;
-    p.init(poll.cc, Congestion::stamp_shift(hz), 0);
-    p.sent(0, 500000);
-    p.sent(1'900'000, 450000);
-    CHECK(p.next_send() == 1'900'000 - 50'000 + 900'000);
-    CongestionConfig s100 = nap.cc;
-    s100.start_bps = 100e6;
-    Congestion slow;
-    slow.init(s100, Congestion::stamp_shift(hz), 0);
-    CHECK(slow.step_bytes() == 3125);
-}
-
 TEST_CASE("session flows: flow i's receive and send specs from the session and its link", "[engine]") {
     SessionLink link;
     link.data_version = kVersion2;

@@ -7,8 +7,6 @@
 // names are the caller's).
 #pragma once
 
-#include <algorithm>
-
 #include <cstdint>
 
 #include "tailmark/receiver.h"
@@ -60,24 +58,6 @@ static_assert(kLoopbackMtu + kTrailerLen <= UINT16_MAX);
 
 inline uint64_t us_to_tsc(uint64_t tsc_hz, uint64_t us) { return tsc_hz * us / 1000000; }
 
-// Where the lcore naps (--idle-sleep-us), its pacer steps by half the
-// queueing delay congestion control tolerates (target_us / 2 of the rate;
-// still at most 64 KiB and at least two frames), and catches up as much
-// lateness: a step's burst adds at most half the target to a bottleneck's
-// queue. A 20 us step kept the lcore polling between steps for as long as
-// a paced session had data (a hold under two naps never naps, nap_due:
-// above 240 Mbit/s, where a 3000-byte step takes under 100 us), on the
-// CPUs it shares with the applications; and a nap's lateness past 50 us,
-// not caught up, was rate lost. At 2 hosts x 2 ranks of tailmark.torch
-// (4 MiB, MTU 9000; scripts/lib/torch_loop.sh) each daemon took 3.7-4.1 s
-// of CPU for 200 all_to_all and 200 all_reduce ops, against 5.4-5.9 s, and
-// an all_to_all 16.3-17.7 ms against 20.7-24.6 (all_reduce 16.0-17.1
-// against 18.8-20.4). A millisecond's step (Linux's TSO autosizing) was
-// too much at 100 Mbit/s: the 64 B session behind a bulk one in
-// tests/integration/congestion.sh case 4 waited 2.8 ms at p99 (1.4-1.6 at
-// 20 us and at half the target).
-inline uint64_t nap_pace_step_us(uint64_t target_us) { return std::max<uint64_t>(target_us / 2, 20); }
-
 // The Sender of one tx queue. `local`: the in-memory loopback between
 // applications of this process (nothing to pace, nothing to checksum).
 inline SenderConfig sender_config(const EngineConfig& c, uint64_t tsc_hz, bool local) {
@@ -101,10 +81,6 @@ inline SenderConfig sender_config(const EngineConfig& c, uint64_t tsc_hz, bool l
         sc.cc.max_bps = static_cast<double>(c.cc.max_mbps) * 1e6;
         if (sc.cc.start_bps > sc.cc.max_bps)
             sc.cc.start_bps = sc.cc.max_bps;
-        if (c.idle_sleep_us != 0) {
-            sc.cc.step_us = nap_pace_step_us(c.cc.target_us);
-            sc.cc.slack_us = std::max<uint64_t>(sc.cc.step_us, sc.cc.slack_us);
-        }
     }
     return sc;
 }
