@@ -48,11 +48,14 @@ up_a() { grep -q "applications attach on" "$TM_WORK/da.err" 2>/dev/null && [ -S 
 up_b() { grep -q "applications attach on" "$TM_WORK/db.err" 2>/dev/null && [ -S "$SB" ]; }
 tm_await da "$PID_A" 30 up_a "the daemon never listened on its socket"
 tm_await db "$PID_B" 30 up_b "the daemon never listened on its socket"
-DAEMON_A=$(pgrep -f -- "--file-prefix $PREFIX_A( |\$)" | while read -r p; do
-    [ "$(cat /proc/"$p"/comm 2>/dev/null)" = tailmarkd ] && echo "$p"; done | head -n 1)
+# daemon_pid PREFIX: the tailmarkd process (not its timeout wrapper) of that --file-prefix.
+daemon_pid() {
+    pgrep -f -- "--file-prefix $1( |\$)" | while read -r p; do
+        [ "$(cat /proc/"$p"/comm 2>/dev/null)" = tailmarkd ] && echo "$p"; done | head -n 1
+}
+DAEMON_A=$(daemon_pid "$PREFIX_A")
 [ -n "$DAEMON_A" ] || { tm_fail "daemon A's pid not found"; tm_finish; }
-DAEMON_B=$(pgrep -f -- "--file-prefix $PREFIX_B( |\$)" | while read -r p; do
-    [ "$(cat /proc/"$p"/comm 2>/dev/null)" = tailmarkd ] && echo "$p"; done | head -n 1)
+DAEMON_B=$(daemon_pid "$PREFIX_B")
 [ -n "$DAEMON_B" ] || { tm_fail "daemon B's pid not found"; tm_finish; }
 
 # arena_inode PID: the inode of the tailmark-arena memfd PID maps (its own).
