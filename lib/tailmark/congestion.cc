@@ -1,5 +1,7 @@
 #include "tailmark/congestion.h"
 
+#include <algorithm>
+
 namespace tailmark {
 
 namespace {
@@ -26,7 +28,8 @@ void Congestion::init(const CongestionConfig& cfg, unsigned shift, uint64_t now)
         x = 0;
     target_ = us_to_cycles(cfg.target_us, cfg.tsc_hz);
     interval_ = us_to_cycles(cfg.interval_us, cfg.tsc_hz);
-    slack_ = us_to_cycles(cfg.slack_us, cfg.tsc_hz);
+    step_us_ = cfg.nap_step_us != 0 ? cfg.nap_step_us : cfg.step_us;
+    slack_ = us_to_cycles(cfg.nap_step_us != 0 ? std::max(cfg.nap_step_us, cfg.slack_us) : cfg.slack_us, cfg.tsc_hz);
     next_tsc_ = now;
     base_ = base_prev_ = UINT64_MAX;
     base_roll_ = now + us_to_cycles(kBaseWindowUs, cfg.tsc_hz);
@@ -58,12 +61,18 @@ void Congestion::set_rate(double bps) {
     rate_ = bps;
     const double bytes_per_s = bps / 8;
     cpb_fp_ = static_cast<uint64_t>(static_cast<double>(cfg_.tsc_hz) * 65536.0 / bytes_per_s);
-    double step = bytes_per_s * static_cast<double>(cfg_.step_us) / 1e6;
+    double step = bytes_per_s * static_cast<double>(step_us_) / 1e6;
     if (step < 3000) // two full frames: a step of one packet would make every packet a poll round
         step = 3000;
     if (step > 64 * 1024)
         step = 64 * 1024;
     step_bytes_ = static_cast<uint32_t>(step);
+}
+
+void Congestion::spray() {
+    step_us_ = cfg_.step_us;
+    slack_ = us_to_cycles(cfg_.slack_us, cfg_.tsc_hz);
+    set_rate(rate_); // its step in bytes
 }
 
 CcEvent Congestion::on_echo(uint64_t now, uint16_t echo, uint32_t hold_ns) {

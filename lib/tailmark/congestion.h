@@ -69,6 +69,10 @@ struct CongestionConfig {
     double loss_md = 0.15;      // the decrease on a loss the delay confirms
     uint64_t step_us = 20;      // a pacing step: this long at the current rate (at least 2 packets)
     uint64_t slack_us = 50;     // lateness the pacer may catch up (poll jitter), as a burst
+    // A session of one path where the lcore naps: its step, and as much
+    // lateness caught up (0: step_us and slack_us). A sprayed session keeps
+    // step_us (TxPaths::bind: spray()). engine/config.h says why.
+    uint64_t nap_step_us = 0;
 };
 
 // What happened at the end of an interval.
@@ -106,6 +110,12 @@ public:
         return false;
     }
     uint32_t step_bytes() const { return step_bytes_; }
+    // Sprayed (tx_paths.h): step_us and slack_us, not nap_step_us. Each of
+    // the session's paths steers its own rate by its own queue, and with
+    // steps of up to 64 KiB two rails' shares of a session spread wider
+    // (51-75 % on one in 7 tests/torch/rails.sh runs against 50-67 % in 4,
+    // and one CI run below its 25 % floor).
+    void spray();
     // `bytes` went out (frames, at now): the next step waits bytes / rate.
     void sent(uint64_t now, uint64_t bytes) {
         const uint64_t floor = now > slack_ ? now - slack_ : 0;
@@ -229,6 +239,7 @@ private:
     uint64_t next_tsc_ = 0;
     uint64_t cpb_fp_ = 0;    // cycles per byte, 16.16 fixed point
     uint32_t step_bytes_ = 0;
+    uint64_t step_us_ = 0;   // cfg_.step_us, or nap_step_us till spray()
     uint64_t slack_ = 0;
     // controller
     double rate_ = 0;        // bits per second

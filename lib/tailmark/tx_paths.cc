@@ -104,6 +104,7 @@ void TxPaths::bind(Congestion* cc, const CongestionConfig& cfg) {
     if (cc_ == cc)
         return;
     cc_ = cc;
+    cc->spray();
     steering_ = false;
     target_ = us(cfg.target_us);
     beta_ = cfg.beta;

@@ -12,6 +12,8 @@
 #include <rte_ring_elem.h>
 
 #include "fixtures.h"
+#include "tailmark/congestion.h"
+#include "tailmark/tx_paths.h"
 #include "tailmark/engine/config.h"
 #include "tailmark/engine/deferred_free.h"
 #include "tailmark/engine/flow_registry.h"
@@ -182,6 +184,61 @@ TEST_CASE("EngineConfig: the Senders' and Receivers' configs, in TSC cycles; the
     CHECK(r.mode == CompletionMode::Packet);
     c.cc.enabled = false;
     CHECK(engine::receiver_config(c, hz).ack_feedback == 0);
+}
+
+// Where the lcore naps, a session of one path paces by half the target and
+// catches up as much lateness; a sprayed one (TxPaths::bind) by 20 us and 50 us.
+TEST_CASE("sender_config: where the lcore naps, a lone path steps by half the target, a sprayed one by 20 us",
+          "[engine]") {
+    engine::EngineConfig c;
+    c.cc.enabled = true;
+    c.cc.target_us = 500;
+    c.cc.start_mbps = 4000;
+    c.cc.max_mbps = 100000;
+    const uint64_t hz = 1'000'000'000; // a cycle is a nanosecond
+
+    // Polling (send, recv, loopback's default): no nap step.
+    c.idle_sleep_us = 0;
+    const SenderConfig poll = engine::sender_config(c, hz, false);
+    CHECK(poll.cc.nap_step_us == 0);
+    CHECK(poll.cc.step_us == CongestionConfig{}.step_us);
+    CHECK(poll.cc.slack_us == CongestionConfig{}.slack_us);
+    // Napping (--mode service's default, 50 us): 250 us.
+    c.idle_sleep_us = 50;
+    const SenderConfig nap = engine::sender_config(c, hz, false);
+    CHECK(nap.cc.nap_step_us == 250);
+    CHECK_FALSE(engine::sender_config(c, hz, true).cc.enabled); // the loopback: nothing to pace
+    c.cc.target_us = 40; // never below the polling step
+    CHECK(engine::sender_config(c, hz, false).cc.nap_step_us == 0);
+
+    // What that makes of the pacer: at 4 Gbit/s a step is 64 KiB (the cap;
+    // 20 us is 10000 bytes), and a lcore back from a 900 us nap sends 250 us
+    // of it at once, where a polling one sends 50.
+    const uint64_t late = 1'900'000; // 900 us after the 1 ms that 500000 bytes take (2 cycles a byte)
+    Congestion lone;
+    lone.init(nap.cc, Congestion::stamp_shift(hz), 0);
+    CHECK(lone.rate_bps() == 4e9);
+    CHECK(lone.step_bytes() == 64 * 1024);
+    lone.sent(0, 500000);
+    CHECK(lone.next_send() == 1'000'000);
+    lone.sent(late, 450000);
+    CHECK(lone.next_send() == late - 250'000 + 900'000);
+    for (const CongestionConfig& cfg : {poll.cc, nap.cc}) {
+        Congestion p;
+        p.init(cfg, Congestion::stamp_shift(hz), 0);
+        TxPaths paths; // a sprayed session, where the lcore naps: as where it polls
+        paths.init(2, 49152, hz, Congestion::stamp_shift(hz));
+        paths.bind(&p, cfg);
+        CHECK(p.step_bytes() == 10000);
+        p.sent(0, 500000);
+        p.sent(late, 450000);
+        CHECK(p.next_send() == late - 50'000 + 900'000);
+    }
+    CongestionConfig s100 = nap.cc;
+    s100.start_bps = 100e6; // 3125 bytes a step: about the 3000-byte floor
+    Congestion slow;
+    slow.init(s100, Congestion::stamp_shift(hz), 0);
+    CHECK(slow.step_bytes() == 3125);
 }
 
 // A session's flow i: its ids, key, stride and tag keys come from what the
