@@ -237,8 +237,17 @@ bool Engine::pump_out(Op& op, int pi) {
             if (free_slots_.empty())
                 break;
             s = take_slot(op, pi);
-            if (piece.len != 0)
+            // The caller's tensor, where it lies in the TensorHeap: the
+            // peer reads it there, and the op holds it till the release.
+            const size_t at = piece.fixed && piece.len != 0 ? mesh_->heap_ref(part.peer, piece.src, piece.len) : 0;
+            if (at != 0) {
+                reinterpret_cast<PieceHeader*>(mesh_->slot(s))->ref = 1 + (kHeapRef | at);
+                in_place_.fetch_add(1, std::memory_order_relaxed);
+            } else if (piece.len != 0) {
                 std::memcpy(payload(s, part.peer), piece.src, piece.len);
+                if (mesh_->direct(part.peer))
+                    copied_local_.fetch_add(1, std::memory_order_relaxed);
+            }
         }
         const size_t inline_len = mesh_->direct(part.peer) ? 0 : piece.len;
         const int rc = tm_send(ch_, mesh_->out(part.peer), 0, mesh_->slot(s), sizeof(PieceHeader) + inline_len,
@@ -268,10 +277,13 @@ bool Engine::in_ready(const Op& op, const InPart& part) const {
 const unsigned char* Engine::payload_in(int peer, const tm_message& m, const PieceHeader& h, size_t len) const {
     if (h.ref == 0)
         return m.len == sizeof h + len ? static_cast<const unsigned char*>(m.data) + sizeof h : nullptr;
-    // By reference: within the peer's segment as this rank maps it.
-    const unsigned char* seg = mesh_->peer_seg(peer);
-    const size_t bytes = mesh_->peer_seg_bytes(peer), off = h.ref - 1;
-    if (seg == nullptr || m.len != sizeof h || off < Mesh::kSegHead || off > bytes || len > bytes - off)
+    // By reference: within the peer's segment, or its TensorHeap, as this
+    // rank maps it.
+    const bool heap = ((h.ref - 1) & kHeapRef) != 0;
+    const unsigned char* seg = heap ? mesh_->peer_heap(peer) : mesh_->peer_seg(peer);
+    const size_t bytes = heap ? mesh_->peer_heap_bytes(peer) : mesh_->peer_seg_bytes(peer);
+    const size_t off = (h.ref - 1) & ~kHeapRef, head = heap ? TensorHeap::kHead : Mesh::kSegHead;
+    if (seg == nullptr || m.len != sizeof h || off < head || off > bytes || len > bytes - off)
         return nullptr;
     return seg + off;
 }

@@ -33,6 +33,14 @@ public:
     // once, when the group is already broken).
     void submit(std::unique_ptr<Op> op);
     const Mesh& mesh() const { return *mesh_; }
+    // Pieces sent to ranks of this host: read by them in the caller's
+    // tensor (TensorHeap), or copied into a slot first. Any thread.
+    struct Counts {
+        uint64_t in_place = 0, copied = 0;
+    };
+    Counts counts() const {
+        return {in_place_.load(std::memory_order_relaxed), copied_local_.load(std::memory_order_relaxed)};
+    }
 
     // Stops every live engine's thread and fails what is pending (the
     // module's atexit hook): done while the interpreter is whole. Left to
@@ -58,7 +66,7 @@ private:
     // after the header in the arena.
     unsigned char* payload(int s, int peer) const;
     // Where a received piece's len bytes are (in the message, or by
-    // reference in the peer's segment), or nullptr if not there.
+    // reference in the peer's segment or TensorHeap), or nullptr if not there.
     const unsigned char* payload_in(int peer, const tm_message& m, const PieceHeader& h, size_t len) const;
     // A free slot for outs[part]'s next piece, its header written.
     int take_slot(Op& op, int part);
@@ -91,6 +99,7 @@ private:
     std::string broken_;                    // under mu_ once set
     std::atomic<bool> has_queued_{false};
     std::atomic<bool> stop_{false};
+    std::atomic<uint64_t> in_place_{0}, copied_local_{0}; // counts()
 
     // The engine thread's own.
     std::deque<std::unique_ptr<Op>> active_;

@@ -1,6 +1,7 @@
 #include "mesh.h"
 
 #include "piece.h"
+#include "tensor_heap.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -90,7 +91,8 @@ void Mesh::fail(const std::string& what) const {
 
 Mesh::Mesh(int rank, int size, const Rendezvous& rv, const MeshOptions& opt)
     : rank_(rank), size_(size), out_(size, 0), in_(size, 0), endpoints_(size), direct_out_(size, false),
-      peer_seg_(size, nullptr), peer_seg_bytes_(size, 0) {
+      peer_seg_(size, nullptr), peer_seg_bytes_(size, 0), heap_out_(size, false), peer_heap_(size, nullptr),
+      peer_heap_bytes_(size, 0) {
     const auto deadline = Clock::now() + opt.timeout;
     payload_ = opt.max_msg - sizeof(PieceHeader);
     slot_bytes_ = (static_cast<size_t>(opt.max_msg) + 63) / 64 * 64;
@@ -245,44 +247,42 @@ void Mesh::share_segments(const Rendezvous& rv) {
     const std::string me = std::to_string(rank_);
     // Every rank of the host offers its segment, or says "none", so that
     // its peers' gets return either way.
-    std::string offer = "none";
+    std::string offer = "none", heap_offer = "none";
     int fd = -1;
     if (want) {
         seg_bytes_ = kSegHead + static_cast<size_t>(nslots_) * slot_bytes_;
-        fd = memfd_create("tailmark-torch-slots", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-        void* p = MAP_FAILED;
-        if (fd >= 0 && ftruncate(fd, static_cast<off_t>(seg_bytes_)) == 0)
-            p = mmap(nullptr, seg_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         uint8_t token[16];
-        bool ok = p != MAP_FAILED && getrandom(token, sizeof token, 0) == sizeof token;
-        if (ok) {
-            std::memcpy(p, token, sizeof token);
-            // Sealed before it is offered: it cannot shrink under a peer's
-            // mapping, and no one maps it writable but this one mapping.
-            ok = fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL) == 0;
-        }
-        if (ok) {
-            seg_ = static_cast<unsigned char*>(p);
+        seg_ = sealed_memfd("tailmark-torch-slots", seg_bytes_, &fd, token);
+        if (seg_ != nullptr)
             offer = std::to_string(getpid()) + ":" + std::to_string(fd) + ":" + std::to_string(seg_bytes_) + ":" +
                     hex(token, sizeof token);
-        } else if (p != MAP_FAILED) {
-            munmap(p, seg_bytes_);
-        }
+        // Large tensors in shared memory too (tensor_heap.h), read in place.
+        heap_ = TensorHeap::get(env_u64("TAILMARK_TORCH_HEAP_MB", 1024, 0, 1 << 20) << 20);
+        if (seg_ != nullptr && heap_ != nullptr)
+            heap_offer = std::to_string(getpid()) + ":" + std::to_string(heap_->fd()) + ":" +
+                         std::to_string(heap_->bytes()) + ":" + hex(heap_->token(), 16);
     }
     rv.set("tailmark/seg/" + me, offer);
+    rv.set("tailmark/heap/" + me, heap_offer);
     for (int p : local_) {
         if (p == rank_)
             continue;
         const std::string o = rv.get("tailmark/seg/" + std::to_string(p));
         if (want && o != "none")
             peer_seg_[p] = map_offer(o, &peer_seg_bytes_[p]);
-        rv.set("tailmark/direct/" + std::to_string(p) + "/" + me, peer_seg_[p] != nullptr ? "1" : "0");
+        const std::string h = rv.get("tailmark/heap/" + std::to_string(p));
+        if (peer_seg_[p] != nullptr && h != "none")
+            peer_heap_[p] = map_offer(h, &peer_heap_bytes_[p]);
+        rv.set("tailmark/direct/" + std::to_string(p) + "/" + me,
+               peer_seg_[p] == nullptr ? "0" : peer_heap_[p] == nullptr ? "1" : "2");
     }
     bool any = false;
     for (int p : local_) {
         if (p == rank_)
             continue;
-        direct_out_[p] = seg_ != nullptr && rv.get("tailmark/direct/" + me + "/" + std::to_string(p)) == "1";
+        const std::string d = seg_ != nullptr ? rv.get("tailmark/direct/" + me + "/" + std::to_string(p)) : "0";
+        direct_out_[p] = d == "1" || d == "2";
+        heap_out_[p] = d == "2" && heap_ != nullptr;
         any |= direct_out_[p];
     }
     if (fd >= 0)
@@ -375,6 +375,9 @@ Mesh::~Mesh() {
     for (size_t p = 0; p < peer_seg_.size(); p++)
         if (peer_seg_[p] != nullptr)
             munmap(const_cast<unsigned char*>(peer_seg_[p]), peer_seg_bytes_[p]);
+    for (size_t p = 0; p < peer_heap_.size(); p++)
+        if (peer_heap_[p] != nullptr)
+            munmap(const_cast<unsigned char*>(peer_heap_[p]), peer_heap_bytes_[p]);
     if (ch_ != nullptr) {
         if (slots_ != nullptr)
             tm_buf_free(ch_, slots_);

@@ -5,6 +5,8 @@
 // else needs configuring.
 #pragma once
 
+#include "tensor_heap.h"
+
 #include <tailmark/client.h>
 
 #include <chrono>
@@ -67,6 +69,13 @@ public:
     // A peer's segment, as this rank maps it (nullptr: none), and its size.
     const unsigned char* peer_seg(int peer) const { return peer_seg_[peer]; }
     size_t peer_seg_bytes(int peer) const { return peer_seg_bytes_[peer]; }
+    // A piece's bytes that lie in this process's TensorHeap, to a rank that
+    // maps it: their offset there (the peer reads them in place), else 0.
+    size_t heap_ref(int peer, const void* p, size_t len) const {
+        return heap_out_[peer] ? heap_->offset_of(p, len) : 0;
+    }
+    const unsigned char* peer_heap(int peer) const { return peer_heap_[peer]; }
+    size_t peer_heap_bytes(int peer) const { return peer_heap_bytes_[peer]; }
     // The abort note's own buffer (kNoteBytes), apart from the slots: a
     // broken engine sends it to every peer while its slots may all be out.
     static constexpr size_t kNoteBytes = 1024;
@@ -94,6 +103,10 @@ private:
     std::vector<bool> direct_out_;
     std::vector<const unsigned char*> peer_seg_;
     std::vector<size_t> peer_seg_bytes_;
+    const TensorHeap* heap_ = nullptr; // the process's, when its ranks share a host
+    std::vector<bool> heap_out_;       // the peer maps it
+    std::vector<const unsigned char*> peer_heap_;
+    std::vector<size_t> peer_heap_bytes_;
 };
 
 } // namespace tailmark::torch_backend

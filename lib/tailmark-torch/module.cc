@@ -2,6 +2,7 @@
 // tailmark/torch.py to register as the backend "tailmark".
 #include "engine.h"
 #include "process_group.h"
+#include "tensor_heap.h"
 
 #include <pybind11/chrono.h>
 #include <torch/csrc/utils/pybind.h>
@@ -36,6 +37,23 @@ PYBIND11_MODULE(_c, m) {
         py::arg("group"), py::arg("algorithm"),
         "all_reduce's algorithm on this group from now on: 'ring', 'rd' (recursive doubling), 'hier' "
         "(hierarchical: within each host, across hosts, within each host again) or 'auto' (by size)");
+    m.def(
+        "stats",
+        [](const c10::intrusive_ptr<c10d::ProcessGroup>& pg) {
+            auto* t = dynamic_cast<tailmark::torch_backend::ProcessGroupTailmark*>(pg.get());
+            if (t == nullptr)
+                throw py::type_error("tailmark: stats: not a tailmark process group");
+            const auto c = t->counts();
+            py::dict d;
+            d["pieces_in_place"] = c.in_place;
+            d["pieces_copied"] = c.copied;
+            const auto* heap = tailmark::torch_backend::TensorHeap::get(0);
+            d["heap_bytes"] = heap != nullptr ? heap->used() : 0;
+            return d;
+        },
+        py::arg("group"),
+        "This rank's pieces to ranks of its host: read by them in place in its tensor (pieces_in_place), or "
+        "copied into a shared slot first (pieces_copied); and the bytes of its tensors in its heap (heap_bytes)");
     m.def(
         "shutdown", [] { tailmark::torch_backend::Engine::shutdown_all(); },
         py::call_guard<py::gil_scoped_release>(),

@@ -19,6 +19,10 @@ namespace tailmark::torch_backend {
 struct OutPiece {
     const void* src; // copied into a send slot when the piece goes
     size_t len;
+    // src is the caller's tensor, which the op holds and does not write:
+    // where it lies in the TensorHeap, a rank of this host reads it there
+    // (no copy into a slot), until it releases the piece.
+    bool fixed = false;
 };
 
 struct InPiece {

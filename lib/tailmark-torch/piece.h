@@ -50,9 +50,11 @@ struct PieceHeader {
     uint64_t bytes;    // payload after the header
     int64_t tag;       // send/recv tag; 0 for collectives
     uint64_t ref;      // 0: the payload follows; else it is at offset ref - 1 of the sender's segment
-                       // (a rank of the same host: Mesh::direct), and the message is this header alone
+                       // (a rank of the same host: Mesh::direct), or with kHeapRef set, of its
+                       // TensorHeap (the tensor itself), and the message is this header alone
     uint64_t reserved[2];
 };
 static_assert(sizeof(PieceHeader) == 64);
+inline constexpr uint64_t kHeapRef = 1ull << 62; // in ref - 1: an offset in the sender's TensorHeap
 
 } // namespace tailmark::torch_backend

@@ -115,11 +115,13 @@ inline size_t split_at(size_t n, size_t parts, size_t c) {
 }
 
 // N elements of es bytes at base, as P pieces to send, or to copy into.
-inline std::vector<OutPiece> out_pieces(const unsigned char* base, size_t N, size_t es, size_t P) {
+// fixed: the caller's input, unwritten while the op runs (OutPiece::fixed).
+inline std::vector<OutPiece> out_pieces(const unsigned char* base, size_t N, size_t es, size_t P,
+                                        bool fixed = false) {
     std::vector<OutPiece> v;
     for (size_t k = 0; k < P; k++) {
         const size_t a = split_at(N, P, k), b = split_at(N, P, k + 1);
-        v.push_back({base + a * es, (b - a) * es});
+        v.push_back({base + a * es, (b - a) * es, fixed});
     }
     return v;
 }

@@ -79,7 +79,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTailmark::send(std::vector<at::Tensor
     op->what += " to rank " + std::to_string(dst);
     const size_t es = t.element_size(), N = static_cast<size_t>(t.numel());
     const size_t P = pieces_for(N, es);
-    op->outs.push_back(OutPart{dst, out_pieces(bytes(t), N, es, P)});
+    op->outs.push_back(OutPart{dst, out_pieces(bytes(t), N, es, P, true)});
     return run(std::move(op), c10d::OpType::SEND, {}, tensors);
 }
 

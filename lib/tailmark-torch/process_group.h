@@ -64,6 +64,9 @@ public:
     // which tailmark.torch.set_allreduce calls. Every rank must choose alike
     // (or get an error naming both algorithms' operations).
     void set_allreduce(AllreduceAlgo a) { allreduce_algo_.store(a, std::memory_order_relaxed); }
+    // Pieces to ranks of this host read in the caller's tensor, and copied
+    // into a slot (tailmark.torch.stats).
+    Engine::Counts counts() const { return engine_->counts(); }
     AllreduceAlgo allreduce_algo() const { return allreduce_algo_.load(std::memory_order_relaxed); }
 
     c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,

@@ -71,7 +71,7 @@ void ProcessGroupTailmark::exchange(Op& op, const std::vector<std::pair<const un
     for (int i = 1; i < n; i++) {
         const int p = (r + i) % n;
         const size_t ns = send[p].second / es, nr = recv[p].second / es;
-        op.outs.push_back(OutPart{p, out_pieces(send[p].first, ns, es, pieces_for(ns, es))});
+        op.outs.push_back(OutPart{p, out_pieces(send[p].first, ns, es, pieces_for(ns, es), true)});
         op.ins.push_back(InPart{p, in_pieces(recv[p].first, nr, es, pieces_for(nr, es))});
     }
 }

@@ -14,6 +14,12 @@
 #     piece is 4032 bytes, so 4099 elements are 3 to 9 of them in every
 #     dtype); without its last case, which leaves a message undelivered
 #     by design (5. wants none failed).
+#  3b. torchrun --nproc_per_node 4: heap.py: all_to_all_single and send
+#     exact, and each rank's pieces to the others read in place in its
+#     tensor when the tensor was made after the group (the TensorHeap), and
+#     copied into a slot when made before (tailmark.torch.stats, exact
+#     counts). Seen failing with TAILMARK_TORCH_HEAP_MB=0 (0 in place, 3
+#     copied).
 #  4. DDP at 4 ranks (ddp.py, torchrun) equals DDP over gloo on the same
 #     host within rtol 1e-6 (ddp_compare.py, as ddp.sh's 3 ranks).
 #  5. at SIGINT, the daemon: exit 0; its port sent nothing (port.tx == 0),
@@ -96,6 +102,14 @@ if [ "$RC" -eq 0 ]; then
 else
     tm_fail "4 ranks on one daemon, tailmark against gloo: torchrun exit $RC"
     grep -v '^\[' "$TM_WORK/gc4.out" | tail -n 20 | sed 's/^/    /'
+fi
+
+run heap4 4 "$TT_DIR/heap.py"
+if [ "$RC" -eq 0 ] && grep -q 'ok heap' "$TM_WORK/heap4.out"; then
+    tm_log "ok: 4 ranks on one daemon, pieces read in place: $(grep -m1 -o 'ok heap.*' "$TM_WORK/heap4.out")"
+else
+    tm_fail "4 ranks on one daemon, pieces read in place: torchrun exit $RC"
+    grep -v '^\[' "$TM_WORK/heap4.out" | tail -n 20 | sed 's/^/    /'
 fi
 
 ok=1

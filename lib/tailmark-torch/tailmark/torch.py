@@ -11,7 +11,10 @@ Optional: TAILMARK_TORCH_PORT (the first listener port tried, 7300),
 TAILMARK_TORCH_MSG (bytes per message, 1 MiB), TAILMARK_TORCH_RING
 (messages in flight per peer, 16), TAILMARK_ALLREDUCE (all_reduce's
 algorithm: ring, rd for recursive doubling, hier for hierarchical, or auto,
-by size and by how the ranks share their hosts' daemons: the default).
+by size and by how the ranks share their hosts' daemons: the default),
+TAILMARK_TORCH_HEAP_MB (where ranks share a host: the shared memory that
+holds this process's CPU tensors of 256 KiB and more, so that those ranks
+read them in place; 1024, 0 for none).
 """
 import atexit as _atexit
 
@@ -43,3 +46,14 @@ def set_allreduce(algorithm, group=None):
     TAILMARK_ALLREDUCE's value when the group was made). Every rank must set the same, between the same
     operations."""
     _c.set_allreduce(group if group is not None else _dist.distributed_c10d._get_default_group(), algorithm)
+
+
+def stats(group=None):
+    """This rank's pieces to ranks of its host on `group` so far:
+    {"pieces_in_place": read by them in this rank's tensor (no copy here),
+    "pieces_copied": copied into a shared slot first, "heap_bytes": the
+    bytes of this process's tensors in its heap now}. A tensor made after
+    the group, of 256 KiB or more, lives where they can read it
+    (TAILMARK_TORCH_HEAP_MB); all_to_all, all_to_all_single and send read it
+    in place."""
+    return _c.stats(group if group is not None else _dist.distributed_c10d._get_default_group())

@@ -1,0 +1,104 @@
+"""Pieces to ranks of the same host, read in place in the sender's tensor
+(TensorHeap, issue 39): all_to_all_single from a tensor made before the
+group (ordinary memory: each piece copied into a shared slot) and from one
+made after it (in the heap: read in place, no copy), then send/recv around
+the ring from the heap; then a forked child (a DataLoader worker) that
+allocates elsewhere. Every result exact; this rank's counts from
+tailmark.torch.stats exact too. Rank 0 prints "ok heap: ..." once every
+rank has passed.
+
+  heap.py      (torchrun --nproc_per_node 4, one daemon)
+  TT_HEAP_EXPECT=copied: the heap is off (TAILMARK_TORCH_HEAP_MB=0), so
+  every piece is copied; the default expectation then fails.
+"""
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import init  # noqa: E402
+
+E = 128 * 1024  # int32 elements a chunk: 512 KiB, one piece (a 1 MiB message carries 1048512 bytes)
+rank = int(os.environ["RANK"])
+
+
+def payload(r, n):
+    """Rank r's input: n chunks of E, every element tells its rank and place."""
+    return torch.arange(n * E, dtype=torch.int32) + r * 10**7
+
+
+before = payload(rank, int(os.environ["WORLD_SIZE"]))  # before the group: not in the heap
+rank, world = init("tailmark")
+import tailmark.torch as tt  # noqa: E402
+
+assert world == 4, world
+heap = os.environ.get("TT_HEAP_EXPECT", "in_place") == "in_place"
+fails = []
+
+
+def check(what, got, want):
+    if not torch.equal(got, want):
+        bad = (got != want).nonzero()
+        fails.append(f"{what}: {bad.numel()} elements differ, first at {bad[0].tolist()}")
+
+
+def counts(what, s0, in_place, copied):
+    s = tt.stats()
+    d = {k: s[k] - s0[k] for k in ("pieces_in_place", "pieces_copied")}
+    if d != {"pieces_in_place": in_place, "pieces_copied": copied}:
+        fails.append(f"{what}: {d}, not {in_place} in place and {copied} copied")
+    return s
+
+
+def a2a_expected():
+    return torch.cat([payload(s, world)[rank * E:(rank + 1) * E] for s in range(world)])
+
+
+# 1. From ordinary memory: 3 pieces (one per peer), each copied into a slot.
+s = tt.stats()
+out = torch.empty(world * E, dtype=torch.int32)
+dist.all_to_all_single(out, before)
+check("all_to_all_single from a tensor made before the group", out, a2a_expected())
+s = counts("all_to_all_single from a tensor made before the group", s, 0, world - 1)
+# 2. From a tensor made after the group: in the heap, read in place.
+x = payload(rank, world)
+out = torch.empty(world * E, dtype=torch.int32)
+dist.all_to_all_single(out, x)
+check("all_to_all_single from the heap", out, a2a_expected())
+s = counts("all_to_all_single from the heap", s, world - 1 if heap else 0, 0 if heap else world - 1)
+# 3. send/recv around the ring, from the heap: one piece each.
+y = payload(rank, 1)
+got = torch.empty(E, dtype=torch.int32)
+ops = [dist.P2POp(dist.isend, y, (rank + 1) % world), dist.P2POp(dist.irecv, got, (rank - 1) % world)]
+for w in dist.batch_isend_irecv(ops):
+    w.wait()
+check("recv from the heap", got, payload((rank - 1) % world, 1))
+s = counts("send from the heap", s, 1 if heap else 0, 0 if heap else 1)
+
+# 4. A forked child (a DataLoader worker) allocates elsewhere, and frees a
+# tensor it inherited from the heap without touching the books.
+h0 = tt.stats()["heap_bytes"]
+pid = os.fork()
+if pid == 0:
+    z = torch.ones(4 * E, dtype=torch.int32)
+    code = 0 if tt.stats()["heap_bytes"] == h0 else 1
+    del z, x
+    os._exit(code)
+_, status = os.waitpid(pid, 0)
+if status != 0:
+    fails.append(f"a forked child allocated in the heap, or failed (wait status {status})")
+z = torch.ones(4 * E, dtype=torch.int32)  # the rank's own: in the heap
+if tt.stats()["heap_bytes"] != h0 + (4 * E * 4 if heap else 0):
+    fails.append(f"heap_bytes {tt.stats()['heap_bytes']} after a 2 MiB tensor, from {h0}")
+
+ok = torch.tensor([0 if fails else 1], dtype=torch.int32)
+dist.all_reduce(ok)
+for f in fails:
+    print(f"rank {rank}: {f}", flush=True)
+if rank == 0 and ok.item() == world:
+    print(f"ok heap: {world} ranks, all_to_all_single and send exact; pieces per rank {s}", flush=True)
+dist.barrier()
+dist.destroy_process_group()
+sys.exit(0 if not fails and ok.item() == world else 1)
