@@ -29,7 +29,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTailmark::gather(std::vector<std::vec
                 op->ins.push_back(InPart{p, in_pieces(bytes(result[p]), N, es, P)});
     } else {
         TORCH_CHECK(outputs.empty(), "tailmark: gather: only the root has a gather_list");
-        op->outs.push_back(OutPart{root, out_pieces(bytes(t), N, es, P)});
+        op->outs.push_back(OutPart{root, out_pieces(bytes(t), N, es, P, true)});
     }
     // The future's value: the gathered list at the root, nothing elsewhere (as gloo's).
     return run(std::move(op), c10d::OpType::GATHER, std::move(result), inputs);
@@ -52,7 +52,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTailmark::scatter(std::vector<at::Ten
             std::memcpy(bytes(y), bytes(keep[r]), N * es);
         for (int p = 0; p < n; p++)
             if (p != r)
-                op->outs.push_back(OutPart{p, out_pieces(bytes(keep[p]), N, es, P)});
+                op->outs.push_back(OutPart{p, out_pieces(bytes(keep[p]), N, es, P, true)});
     } else {
         TORCH_CHECK(inputs.empty(), "tailmark: scatter: only the root has a scatter_list");
         op->ins.push_back(InPart{root, in_pieces(bytes(y), N, es, P)});

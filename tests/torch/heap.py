@@ -2,8 +2,8 @@
 (TensorHeap, issue 39): all_to_all_single from a tensor made before the
 group (ordinary memory: each piece copied into a shared slot) and from one
 made after it (in the heap: read in place, no copy), then send/recv around
-the ring from the heap; then a forked child (a DataLoader worker) that
-allocates elsewhere. Every result exact; this rank's counts from
+the ring, gather and scatter from the heap; then a forked child (a
+DataLoader worker) that allocates elsewhere. Every result exact; this rank's counts from
 tailmark.torch.stats exact too. Rank 0 prints "ok heap: ..." once every
 rank has passed.
 
@@ -77,7 +77,23 @@ for w in dist.batch_isend_irecv(ops):
 check("recv from the heap", got, payload((rank - 1) % world, 1))
 s = counts("send from the heap", s, 1 if heap else 0, 0 if heap else 1)
 
-# 4. A forked child (a DataLoader worker) allocates elsewhere, and frees a
+# 4. gather to rank 0 and scatter from it, from the heap: one piece from each
+# other rank; the root's scatter, one to each.
+g = payload(rank, 1)
+glist = [torch.empty(E, dtype=torch.int32) for _ in range(world)] if rank == 0 else None
+dist.gather(g, glist, dst=0)
+if rank == 0:
+    for q in range(world):
+        check(f"gather from rank {q}", glist[q], payload(q, 1))
+s = counts("gather from the heap", s, 0 if rank == 0 or not heap else 1, 1 if rank != 0 and not heap else 0)
+slist = [payload(100 + q, 1) for q in range(world)] if rank == 0 else None
+got = torch.empty(E, dtype=torch.int32)
+dist.scatter(got, slist, src=0)
+check("scatter from rank 0", got, payload(100 + rank, 1))
+s = counts("scatter from the heap", s, world - 1 if rank == 0 and heap else 0,
+           world - 1 if rank == 0 and not heap else 0)
+
+# 5. A forked child (a DataLoader worker) allocates elsewhere, and frees a
 # tensor it inherited from the heap without touching the books.
 h0 = tt.stats()["heap_bytes"]
 pid = os.fork()
@@ -98,7 +114,8 @@ dist.all_reduce(ok)
 for f in fails:
     print(f"rank {rank}: {f}", flush=True)
 if rank == 0 and ok.item() == world:
-    print(f"ok heap: {world} ranks, all_to_all_single and send exact; pieces per rank {s}", flush=True)
+    print(f"ok heap: {world} ranks, all_to_all_single, send, gather and scatter exact; rank 0's pieces {s}",
+          flush=True)
 dist.barrier()
 dist.destroy_process_group()
 sys.exit(0 if not fails and ok.item() == world else 1)

@@ -14,8 +14,8 @@
 #     piece is 4032 bytes, so 4099 elements are 3 to 9 of them in every
 #     dtype); without its last case, which leaves a message undelivered
 #     by design (5. wants none failed).
-#  3b. torchrun --nproc_per_node 4: heap.py: all_to_all_single and send
-#     exact, and each rank's pieces to the others read in place in its
+#  3b. torchrun --nproc_per_node 4: heap.py: all_to_all_single, send,
+#     gather and scatter exact, and each rank's pieces to the others read in place in its
 #     tensor when the tensor was made after the group (the TensorHeap), and
 #     copied into a slot when made before (tailmark.torch.stats, exact
 #     counts). Seen failing with TAILMARK_TORCH_HEAP_MB=0 (0 in place, 3

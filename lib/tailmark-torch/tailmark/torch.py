@@ -54,6 +54,6 @@ def stats(group=None):
     "pieces_copied": copied into a shared slot first, "heap_bytes": the
     bytes of this process's tensors in its heap now}. A tensor made after
     the group, of 256 KiB or more, lives where they can read it
-    (TAILMARK_TORCH_HEAP_MB); all_to_all, all_to_all_single and send read it
-    in place."""
+    (TAILMARK_TORCH_HEAP_MB); all_to_all, all_to_all_single, send, gather
+    and scatter read it in place."""
     return _c.stats(group if group is not None else _dist.distributed_c10d._get_default_group())
