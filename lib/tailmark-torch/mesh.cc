@@ -253,14 +253,16 @@ void Mesh::share_segments(const Rendezvous& rv) {
         seg_bytes_ = kSegHead + static_cast<size_t>(nslots_) * slot_bytes_;
         uint8_t token[16];
         seg_ = sealed_memfd("tailmark-torch-slots", seg_bytes_, &fd, token);
-        if (seg_ != nullptr)
+        if (seg_ != nullptr) {
             offer = std::to_string(getpid()) + ":" + std::to_string(fd) + ":" + std::to_string(seg_bytes_) + ":" +
                     hex(token, sizeof token);
-        // Large tensors in shared memory too (tensor_heap.h), read in place.
-        heap_ = TensorHeap::get(env_u64("TAILMARK_TORCH_HEAP_MB", 1024, 0, 1 << 20) << 20);
-        if (seg_ != nullptr && heap_ != nullptr)
-            heap_offer = std::to_string(getpid()) + ":" + std::to_string(heap_->fd()) + ":" +
-                         std::to_string(heap_->bytes()) + ":" + hex(heap_->token(), 16);
+            // Large tensors in shared memory too (tensor_heap.h), read in
+            // place: only beside a segment, which every piece's header needs.
+            heap_ = TensorHeap::get(env_u64("TAILMARK_TORCH_HEAP_MB", 1024, 0, 1 << 20) << 20);
+            if (heap_ != nullptr)
+                heap_offer = std::to_string(getpid()) + ":" + std::to_string(heap_->fd()) + ":" +
+                             std::to_string(heap_->bytes()) + ":" + hex(heap_->token(), 16);
+        }
     }
     rv.set("tailmark/seg/" + me, offer);
     rv.set("tailmark/heap/" + me, heap_offer);
