@@ -135,16 +135,18 @@ for p in json.load(open(sys.argv[1])).get("paths", []):
 PY
 }
 
-# link_drops I: packets R1's loss rule on link I dropped (0: no rule).
+# link_drops: per link, the packets R1's loss rule on it dropped (0: no
+# rule), from one listing of the chain.
 link_drops() {
     ip netns exec "$N1" nft -j list chain ip tm_mp tmfw | python3 -c "
 import json, sys
-n = 0
+n = [0] * $LINKS
 for e in json.load(sys.stdin)['nftables']:
     r = e.get('rule')
-    if r and any('match' in x and x['match'].get('right') == 'l$1a' for x in r['expr']):
-        n += sum(x['counter']['packets'] for x in r['expr'] if 'counter' in x)
-print(n)"
+    for i in range($LINKS):
+        if r and any('match' in x and x['match'].get('right') == f'l{i}a' for x in r['expr']):
+            n[i] += sum(x['counter']['packets'] for x in r['expr'] if 'counter' in x)
+print(' '.join(map(str, n)))"
 }
 # link_txs: per link, the data frames R1 sent by it so far: one read of
 # R1's sysfs for all of them (`ip netns exec` mounts the namespace's own), so
@@ -155,8 +157,8 @@ link_txs() {
 }
 # carried: per link, the data frames R1 sent by it plus those its rule dropped.
 carried() {
-    local tx=($(link_txs)) i
-    for ((i = 0; i < LINKS; i++)); do printf '%s ' $((tx[i] + $(link_drops $i))); done
+    local tx=($(link_txs)) dr=($(link_drops)) i
+    for ((i = 0; i < LINKS; i++)); do printf '%s ' $((tx[i] + dr[i])); done
 }
 # port_links TAG: the link of each of the session's ports, "l0:5 l1:3 ..." (paths per link).
 port_links() {
@@ -301,7 +303,8 @@ if only c && [ -z "${MP_MEASURE:-}" ]; then
     for ((i = 0; i < LINKS; i++)); do tot=$((tot + end[i] - base[i])); done
     l0=$((end[0] - base[0]))
     gp=$(tm_goodput c_recv)
-    tm_log "c: link 0 loses 2% ($(link_drops 0) dropped): it carried $l0 of $tot frames; goodput $gp Mbit/s of $CAP"
+    dr=($(link_drops))
+    tm_log "c: link 0 loses 2% (${dr[0]} dropped): it carried $l0 of $tot frames; goodput $gp Mbit/s of $CAP"
     tm_log "c: paths (path@link:sent/lost/share): $(paths_line c "$(links_of_paths c)")"
     recv_ok c $nc && sender_ok c $nc
     python3 -c "import sys; sys.exit(0 if $l0 < $tot / $LINKS else 1)" ||
