@@ -66,8 +66,16 @@ systemd-nspawn -q --register=no --keep-unit -D "$ROOT" -M "$MACHINE" --private-n
     --bind=/dev/hugepages --bind-ro=/sys/module --bind-ro="$TM_WORK/debs:/debs" \
     >"$TM_WORK/boot.log" 2>&1 </dev/null &
 NSPAWN=$!
+# The container's PID 1 is the child of nspawn that runs systemd: nspawn's
+# first child is a short-lived helper, and a LEADER taken while it lived
+# named a dead pid for good (CI on b93b20e: "the container did not boot in
+# 60 s" with the boot complete in boot.log, and "stat of /proc/3179/ns/user
+# failed" from the journal's nsenter).
 booted() {
-    [ -n "$LEADER" ] || LEADER=$(pgrep -P "$NSPAWN" | head -1)
+    if [ -z "$LEADER" ]; then
+        LEADER=$(pgrep -P "$NSPAWN" | while read -r p; do
+            [ "$(cat /proc/"$p"/comm 2>/dev/null)" = systemd ] && echo "$p"; done | head -n 1)
+    fi
     [ -n "$LEADER" ] || return 1
     local st
     st=$(nsenter -t "$LEADER" -a systemctl is-system-running 2>/dev/null)
