@@ -225,6 +225,11 @@ int Engine::forward_to(const Op& op, int pi, size_t j) const {
     return -1;
 }
 
+size_t Engine::heap_at(const OutPart& out, size_t j) const {
+    const OutPiece& piece = out.pieces[j];
+    return piece.fixed && piece.len != 0 ? mesh_->heap_ref(out.peer, piece.src, piece.len) : 0;
+}
+
 bool Engine::pump_out(Op& op, int pi) {
     OutPart& part = op.outs[pi];
     bool moved = false;
@@ -237,9 +242,9 @@ bool Engine::pump_out(Op& op, int pi) {
             if (free_slots_.empty())
                 break;
             s = take_slot(op, pi);
-            // The caller's tensor, where it lies in the TensorHeap: the
-            // peer reads it there, and the op holds it till the release.
-            const size_t at = piece.fixed && piece.len != 0 ? mesh_->heap_ref(part.peer, piece.src, piece.len) : 0;
+            // Bytes that stay put until the peer has taken them, where they
+            // lie in the TensorHeap: the peer reads them there.
+            const size_t at = heap_at(part, part.next);
             if (at != 0) {
                 reinterpret_cast<PieceHeader*>(mesh_->slot(s))->ref = 1 + (kHeapRef | at);
                 in_place_.fetch_add(1, std::memory_order_relaxed);
@@ -340,11 +345,17 @@ bool Engine::pump_in(Op& op, int pi) {
         // it, not into dst and then copied there (one pass over the bytes
         // fewer, and none at all over dst where the plan does not keep it).
         const int fwd = piece.len != 0 ? forward_to(op, pi, part.next) : -1;
-        if (fwd >= 0) {
+        // Unless the piece that forwards it is read in place (from dst, in
+        // the TensorHeap): then dst is what the peer reads, and the send
+        // slot carries the header alone. One pass over the bytes fewer
+        // again, on this rank's side and on its peer's.
+        if (fwd >= 0 && heap_at(op.outs[fwd], op.outs[fwd].next) == 0) {
             const int s = take_slot(op, fwd);
             take_forward(op.dtype, op.red, payload(s, op.outs[fwd].peer), piece.dst, piece.a, in, piece.len,
                          part.in_left, piece.keep);
             op.outs[fwd].pending_slot = s;
+            if (mesh_->direct(op.outs[fwd].peer))
+                copied_local_.fetch_add(1, std::memory_order_relaxed);
         } else if (piece.len != 0) {
             if (piece.a != nullptr)
                 reduce_into(op.dtype, op.red, piece.dst, piece.a, in, piece.len, part.in_left);

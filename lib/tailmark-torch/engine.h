@@ -73,6 +73,9 @@ private:
     // The out part whose next piece is what ins[part]'s piece j makes, when
     // that piece may be made straight into a slot now (else -1).
     int forward_to(const Op& op, int part, size_t j) const;
+    // Where piece j of out lies in this process's TensorHeap and its peer
+    // maps it: the offset the peer reads it at (else 0). OutPiece::fixed.
+    size_t heap_at(const OutPart& out, size_t j) const;
     bool pump_in(Op& op, int part);
     void check_health();
     void finish_done();

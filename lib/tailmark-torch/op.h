@@ -19,9 +19,12 @@ namespace tailmark::torch_backend {
 struct OutPiece {
     const void* src; // copied into a send slot when the piece goes
     size_t len;
-    // src is the caller's tensor, which the op holds and does not write:
-    // where it lies in the TensorHeap, a rank of this host reads it there
-    // (no copy into a slot), until it releases the piece.
+    // src's bytes, once the piece may go, are not written until the peer
+    // has taken it: the caller's input, which the op holds and does not
+    // write, or what a chain or ring forwards and overwrites (if ever) only
+    // with what comes round after the peer took it (plan.h: fixed_forward).
+    // Where they lie in the TensorHeap, a rank of this host reads them
+    // there (no copy into a slot), until it releases the piece.
     bool fixed = false;
 };
 
@@ -31,7 +34,8 @@ struct InPiece {
     size_t len;
     // false: the plan overwrites dst later and reads it only to send it on,
     // so when the result goes straight into the send slot of the piece that
-    // forwards it (Engine::pump_in), dst is not written at all.
+    // forwards it (Engine::pump_in), dst is not written at all (it is where
+    // that piece goes by reference instead: the peer reads dst).
     bool keep = true;
 };
 

@@ -125,6 +125,20 @@ inline std::vector<OutPiece> out_pieces(const unsigned char* base, size_t N, siz
     }
     return v;
 }
+// A part that a chain or ring forwards, marked OutPiece::fixed: every
+// piece's bytes, once written by the take it waits for (dep), are written
+// again, if ever, only by a take that the peer's own take of the piece led
+// to: the ring's gather half reaches this rank's chunk only through that
+// peer, a chain's way down only after its way up. So a peer of this host
+// may read them in place. Not recursive doubling: both ranks of a pair
+// send, then each combines into the bytes it sent, unordered with the
+// other's read of them.
+inline OutPart fixed_forward(OutPart part) {
+    for (auto& p : part.pieces)
+        p.fixed = true;
+    return part;
+}
+
 inline std::vector<InPiece> in_pieces(unsigned char* base, size_t N, size_t es, size_t P) {
     std::vector<InPiece> v;
     for (size_t k = 0; k < P; k++) {

@@ -115,7 +115,7 @@ int ProcessGroupTailmark::ring_all_reduce(Op& op, const std::vector<int>& ring, 
             in.pieces.push_back({base + off, s < n - 1 ? base + off : nullptr, len, s >= n - 2});
         }
     }
-    op.outs.push_back(std::move(out));
+    op.outs.push_back(fixed_forward(std::move(out)));
     op.ins.push_back(std::move(in));
     return in_at;
 }
@@ -151,7 +151,7 @@ void ProcessGroupTailmark::hier_all_reduce(Op& op, unsigned char* base, size_t N
         up_in = static_cast<int>(op.ins.size()) - 1;
     }
     if (li > 0) {
-        op.outs.push_back(OutPart{local[li - 1], out_pieces(base, N, es, P), up_in, 0});
+        op.outs.push_back(fixed_forward(OutPart{local[li - 1], out_pieces(base, N, es, P), up_in, 0}));
         up_out = static_cast<int>(op.outs.size()) - 1;
         InPart in{local[li - 1], in_pieces(base, N, es, P)};
         in.after_out = up_out; // a piece is overwritten once it went up
@@ -174,7 +174,7 @@ void ProcessGroupTailmark::hier_all_reduce(Op& op, unsigned char* base, size_t N
         } else {
             down.gate = down_in;
         }
-        op.outs.push_back(std::move(down));
+        op.outs.push_back(fixed_forward(std::move(down)));
     }
 }
 
@@ -225,7 +225,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTailmark::broadcast(std::vector<at::T
         if (pos != 0)
             op->ins.push_back(InPart{(r - 1 + n) % n, in_pieces(base, N, es, P)});
         if (pos != n - 1)
-            op->outs.push_back(OutPart{(r + 1) % n, out_pieces(base, N, es, P), pos != 0 ? 0 : -1, 0});
+            op->outs.push_back(fixed_forward(OutPart{(r + 1) % n, out_pieces(base, N, es, P), pos != 0 ? 0 : -1, 0}));
     }
     return run(std::move(op), c10d::OpType::BROADCAST, tensors, {});
 }
@@ -249,7 +249,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTailmark::reduce(std::vector<at::Tens
         const size_t P = pieces_for(N, es);
         const int pos = ((r - root - 1) % n + n) % n; // 0: the chain's head; n - 1: the root
         if (pos == 0) {
-            op->outs.push_back(OutPart{(r + 1) % n, out_pieces(base, N, es, P)});
+            op->outs.push_back(fixed_forward(OutPart{(r + 1) % n, out_pieces(base, N, es, P)}));
         } else {
             unsigned char* dst = base;
             if (pos != n - 1) {
@@ -263,7 +263,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTailmark::reduce(std::vector<at::Tens
             }
             op->ins.push_back(std::move(in));
             if (pos != n - 1)
-                op->outs.push_back(OutPart{(r + 1) % n, out_pieces(dst, N, es, P), 0, 0});
+                op->outs.push_back(fixed_forward(OutPart{(r + 1) % n, out_pieces(dst, N, es, P), 0, 0}));
         }
     }
     if (op->red == RedOp::Avg && r == root) {
@@ -290,7 +290,7 @@ void ProcessGroupTailmark::ring_all_gather(Op& op, const std::vector<unsigned ch
             in.pieces.push_back({chunks[cr] + a * es, nullptr, (b - a) * es});
         }
     }
-    op.outs.push_back(std::move(out));
+    op.outs.push_back(fixed_forward(std::move(out)));
     op.ins.push_back(std::move(in));
 }
 
@@ -372,7 +372,7 @@ void ProcessGroupTailmark::ring_reduce_scatter(Op& op, const std::vector<const u
             inp.pieces.push_back({partial[cr] + a * es, in[cr] + a * es, (b - a) * es, cr == r});
         }
     }
-    op.outs.push_back(std::move(out));
+    op.outs.push_back(fixed_forward(std::move(out)));
     op.ins.push_back(std::move(inp));
 }
 

@@ -2,10 +2,13 @@
 (TensorHeap, issue 39): all_to_all_single from a tensor made before the
 group (ordinary memory: each piece copied into a shared slot) and from one
 made after it (in the heap: read in place, no copy), then send/recv around
-the ring, gather and scatter from the heap; then a forked child (a
-DataLoader worker) that allocates elsewhere. Every result exact; this rank's counts from
-tailmark.torch.stats exact too. Rank 0 prints "ok heap: ..." once every
-rank has passed.
+the ring, gather and scatter from the heap; then the collectives that
+forward what they take (all_reduce's ring, broadcast's and reduce's chains,
+all_gather's and reduce_scatter's rings), whose forwarded pieces are read
+in place in the forwarding rank's tensor or scratch; then a forked child (a
+DataLoader worker) that allocates elsewhere. Every result exact; this
+rank's counts from tailmark.torch.stats exact too. Rank 0 prints "ok heap:
+..." once every rank has passed.
 
   heap.py      (torchrun --nproc_per_node 4, one daemon)
   TT_HEAP_EXPECT=copied: the heap is off (TAILMARK_TORCH_HEAP_MB=0), so
@@ -30,6 +33,7 @@ def payload(r, n):
 
 
 before = payload(rank, int(os.environ["WORLD_SIZE"]))  # before the group: not in the heap
+before_ar = payload(rank, int(os.environ["WORLD_SIZE"]))
 rank, world = init("tailmark")
 import tailmark.torch as tt  # noqa: E402
 
@@ -93,7 +97,47 @@ check("scatter from rank 0", got, payload(100 + rank, 1))
 s = counts("scatter from the heap", s, world - 1 if rank == 0 and heap else 0,
            world - 1 if rank == 0 and not heap else 0)
 
-# 5. A forked child (a DataLoader worker) allocates elsewhere, and frees a
+# 5. The collectives that forward what they take, E or 4E elements: one
+# piece a step. Each rank's every piece goes in place where its tensor (or
+# the op's scratch) is in the heap: 2(n-1) for all_reduce's ring, n-1 for
+# all_gather's and reduce_scatter's; one for the chains' ranks that send.
+sum_r = sum(range(world)) * 10**7
+
+
+def want_sum(n_chunks):
+    return world * torch.arange(n_chunks * E, dtype=torch.int32) + sum_r
+
+
+def pieces(what, s0, n):
+    return counts(what, s0, n if heap else 0, 0 if heap else n)
+
+
+dist.all_reduce(before_ar)  # ordinary memory: every piece through a slot, heap or not
+check("all_reduce of a tensor made before the group", before_ar, want_sum(world))
+s = counts("all_reduce of a tensor made before the group", s, 0, 2 * (world - 1))
+x = payload(rank, world)
+dist.all_reduce(x)
+check("all_reduce from the heap", x, want_sum(world))
+s = pieces("all_reduce from the heap", s, 2 * (world - 1))
+b = payload(rank, 1)
+dist.broadcast(b, src=0)  # the chain 0 -> 1 -> 2 -> 3
+check("broadcast from rank 0", b, payload(0, 1))
+s = pieces("broadcast from the heap", s, 1 if rank < world - 1 else 0)
+v = payload(rank, 1)
+dist.reduce(v, dst=0)  # the chain 1 -> 2 -> 3 -> 0, partial sums in scratch
+if rank == 0:
+    check("reduce to rank 0", v, want_sum(1))
+s = pieces("reduce from the heap", s, 0 if rank == 0 else 1)
+gout = torch.empty(world * E, dtype=torch.int32)
+dist.all_gather_into_tensor(gout, payload(rank, 1))
+check("all_gather_into_tensor", gout, torch.cat([payload(q, 1) for q in range(world)]))
+s = pieces("all_gather_into_tensor from the heap", s, world - 1)
+rs = torch.empty(E, dtype=torch.int32)
+dist.reduce_scatter_tensor(rs, payload(rank, world))
+check("reduce_scatter_tensor", rs, want_sum(world)[rank * E:(rank + 1) * E])
+s = pieces("reduce_scatter_tensor from the heap", s, world - 1)
+
+# 6. A forked child (a DataLoader worker) allocates elsewhere, and frees a
 # tensor it inherited from the heap without touching the books.
 h0 = tt.stats()["heap_bytes"]
 pid = os.fork()
@@ -114,7 +158,8 @@ dist.all_reduce(ok)
 for f in fails:
     print(f"rank {rank}: {f}", flush=True)
 if rank == 0 and ok.item() == world:
-    print(f"ok heap: {world} ranks, all_to_all_single, send, gather and scatter exact; rank 0's pieces {s}",
+    print(f"ok heap: {world} ranks, all_to_all_single, send, gather, scatter, all_reduce, broadcast, reduce, "
+          f"all_gather_into_tensor and reduce_scatter_tensor exact; rank 0's pieces {s}",
           flush=True)
 dist.barrier()
 dist.destroy_process_group()

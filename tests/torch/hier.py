@@ -8,7 +8,8 @@ leaves the host), hier 2(H-1)/H (only the first ranks' ring, H hosts), so
 hier/ring is (H-1)n / (H(n-1)): 0.857 at 4 hosts x 2 ranks, 0.571 at
 2 x 4. It must be below 0.93 (a hier that sent from every rank would be
 1.0 or more), and auto must be hier (within 3%). The results themselves
-are checked against gloo by gloo_compare.py.
+are checked exactly here (each rank's own integers), and against gloo
+by gloo_compare.py.
   hier.py TAILMARK_CTL [ELEMENTS [K]]"""
 import json
 import os
@@ -41,19 +42,25 @@ def main():
     hosts = [int(h.item()) for h in got]
     first = hosts.index(int(host.item())) == rank  # this host's first rank measures its daemon
     nhosts = len(set(hosts))
-    t = torch.ones(count, dtype=torch.float32)
+    # Each rank's own integer values (exact in float32): a rank whose bytes
+    # were read before they were written, or twice, shows in the sum.
+    base = (torch.arange(count) % 4096).to(torch.float32)
+    want = world * base + world * (world - 1) / 2
+    t = torch.empty(count, dtype=torch.float32)
     sent = {}
     for algo in ("ring", "hier", "auto"):
         tt.set_allreduce(algo)
         dist.barrier()
         before = port_tx_bytes(ctl) if first else 0
         for _ in range(k):
-            t.fill_(1.0)
+            torch.add(base, rank, out=t)
             dist.all_reduce(t)
         dist.barrier()
         sent[algo] = port_tx_bytes(ctl) - before if first else 0
-        if not torch.equal(t, torch.full((count,), float(world))):
-            print(f"FAIL: rank {rank}: all_reduce ({algo}) of ones is not {world} everywhere", flush=True)
+        if not torch.equal(t, want):
+            bad = (t != want).nonzero()
+            print(f"FAIL: rank {rank}: all_reduce ({algo}): {bad.numel()} elements are not the sum of the ranks' "
+                  f"values, first at {bad[0].tolist()}", flush=True)
             sys.exit(1)
     tt.set_allreduce("auto")
     if first:

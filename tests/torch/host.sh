@@ -15,7 +15,9 @@
 #     dtype); without its last case, which leaves a message undelivered
 #     by design (5. wants none failed).
 #  3b. torchrun --nproc_per_node 4: heap.py: all_to_all_single, send,
-#     gather and scatter exact, and each rank's pieces to the others read in place in its
+#     gather, scatter and the forwarding collectives (all_reduce's ring,
+#     broadcast, reduce, all_gather_into_tensor, reduce_scatter_tensor)
+#     exact, and each rank's pieces to the others read in place in its
 #     tensor when the tensor was made after the group (the TensorHeap), and
 #     copied into a slot when made before (tailmark.torch.stats, exact
 #     counts). Seen failing with TAILMARK_TORCH_HEAP_MB=0 (0 in place, 3
@@ -109,6 +111,8 @@ if [ "$RC" -eq 0 ] && grep -q 'ok heap' "$TM_WORK/heap4.out"; then
     tm_log "ok: 4 ranks on one daemon, pieces read in place: $(grep -m1 -o 'ok heap.*' "$TM_WORK/heap4.out")"
 else
     tm_fail "4 ranks on one daemon, pieces read in place: torchrun exit $RC"
+    # heap.py's findings first, from the ranks' logs (torchrun's summary follows)
+    grep -rhE '^rank [0-9]+: ' "$TM_WORK/heap4.logs" | head -n 20 | sed 's/^/    /'
     grep -v '^\[' "$TM_WORK/heap4.out" | tail -n 20 | sed 's/^/    /'
 fi
 
