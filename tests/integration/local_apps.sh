@@ -9,8 +9,7 @@
 #     CPU over 2 s: --mode service's lcores nap when idle (--idle-sleep-us'
 #     service default, 50 us; it shares the host's CPUs with the ranks it
 #     serves). Measured: 6-7% of a CPU; 100% when it polled (the default
-#     until 2026-12-06, and --idle-sleep-us 0 now). Its lcore's timer
-#     slack is 1 us, so a 50 us nap is 55 us, not 106.
+#     until 2026-12-06, and --idle-sleep-us 0 now).
 #  1. 5 MB of random bytes through tailmark-cat, by the daemon's address.
 #  2. the same by 127.0.0.1, 3 flows of 7 KiB messages, ring 4.
 #  3. the README's hello_send / hello_recv, by 127.0.0.1.
@@ -67,12 +66,6 @@ else
     tm_log "0: idle, the daemon took $((t1 - t0)) of $((2 * HZ)) clock ticks in 2 s (limit $limit)"
     [ $((t1 - t0)) -lt "$limit" ] ||
         tm_fail "0: the idle daemon took $((t1 - t0)) clock ticks of $((2 * HZ)) in 2 s: it polls while idle"
-    # 0b. Its naps are as long as asked: the lcore's timer slack is 1 us
-    # (engine::exact_naps), not the kernel's 50 us, which made each 50 us
-    # nap 106 us.
-    slack=$(cat "/proc/$DPID/timerslack_ns")
-    tm_log "0b: the lcore's timer slack: $slack ns"
-    [ "$slack" = 1000 ] || tm_fail "0b: the lcore's timer slack is $slack ns, not 1000: its naps run up to that much long"
 fi
 
 listens() { [ "$(grep -c "listens on port $1\$" "$TM_WORK/d.err")" -ge 1 ]; }

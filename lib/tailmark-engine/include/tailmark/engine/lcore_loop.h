@@ -20,8 +20,6 @@
 // no indirection per iteration.
 #pragma once
 
-#include <sys/prctl.h>
-
 #include <algorithm>
 #include <cstdint>
 
@@ -115,17 +113,10 @@ inline void run_roles_timed(L& l, uint64_t& prev) {
     prev = now;
 }
 
-// A nap as long as asked: the kernel lets a thread's timers fire up to its
-// timer slack late (50 us by default), so a 50 us nap slept 106 us here and
-// a 250 us one 313 us (2026-12-06), and each added that to the next
-// message's way through. 1 us: 55 and 264 us.
-inline void exact_naps() { prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL); }
-
 // Runs l's roles until Phase::Stop, applying the requests between rounds
 // (the application's ops to app(Request&)).
 template <class L, class AppOps>
 inline int run_lcore(L& l, AppOps&& app) {
-    exact_naps();
     uint64_t prev = rte_rdtsc();
     while (l.plane->phase_now() != Phase::Stop) {
         serve_requests(l.req, l.resp, app);
@@ -140,7 +131,6 @@ inline int run_lcore(L& l, AppOps&& app) {
 // between rounds: the control thread then needs no CPU of its own.
 template <class L, class AppOps, class Control>
 inline void run_main_lcore(L& l, AppOps&& app, uint64_t period, uint32_t idle_us, Control&& control) {
-    exact_naps();
     uint64_t next = 0;
     uint64_t prev = rte_rdtsc();
     while (l.plane->phase_now() != Phase::Stop) {
