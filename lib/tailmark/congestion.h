@@ -232,6 +232,7 @@ private:
     uint64_t win_gap_ = 0; // the longest time between two samples in this window
     uint64_t stall_end_ = 0; // the latest sample that ended a silence (a gap over stall_)
     double undo_bps_ = 0;    // the rate before a timeout's cut, until the next sample judges it
+    uint64_t gap_avg_ = 0;   // the usual time between two samples (cycles; gaps under stall_, 1/8 EWMA)
 
     CongestionConfig cfg_;
     unsigned shift_ = 11;
