@@ -72,10 +72,7 @@ NSPAWN=$!
 # 60 s" with the boot complete in boot.log, and "stat of /proc/3179/ns/user
 # failed" from the journal's nsenter).
 booted() {
-    if [ -z "$LEADER" ]; then
-        LEADER=$(pgrep -P "$NSPAWN" | while read -r p; do
-            [ "$(cat /proc/"$p"/comm 2>/dev/null)" = systemd ] && echo "$p"; done | head -n 1)
-    fi
+    [ -n "$LEADER" ] || LEADER=$(pgrep -P "$NSPAWN" -x systemd | head -n 1)
     [ -n "$LEADER" ] || return 1
     local st
     st=$(nsenter -t "$LEADER" -a systemctl is-system-running 2>/dev/null)
