@@ -27,12 +27,15 @@
 //   a loss in a window whose delay is not to be trusted: the rate holds
 //   slow start ends at the first sample with a queue over target/2, and
 //   the rate goes back to the one before the last doubling
-//   else (rate-limited):  slow start: rate *= 2; then rate += ai per ms;
+//   else (rate-limited):  slow start: rate *= 2; then rate += ai per ms, or
+//                         one frame per RTT (at most rate / 32 per RTT)
+//                         where that is more and no shaper is known;
 //                         behind a shaper (a cut for a queue found the rate
 //                         over 1.25x what the path held in the last 32 ms),
 //                         ai / 8 for 64 ms past what the path held, after
 //                         each cut
-// and a retransmission timeout halves it. A cut takes the rate no higher
+// and a retransmission timeout halves it (undone by the first sample after
+// it, if that sample says the silence was not the path's). A cut takes the rate no higher
 // than what the path delivered in the interval, or, when the feedback
 // stopped for over 1 ms in it (the receiver descheduled), than the best of
 // the last 10-20 ms. The smallest sample of an interval, not the mean: a
@@ -64,6 +67,11 @@ struct CongestionConfig {
     uint64_t target_us = 500;   // queueing delay tolerated above the base RTT
     uint64_t interval_us = 500; // the shortest control interval
     double ai_bps_per_ms = 5e6; // additive increase, per ms of time rate-limited without congestion
+    // The session's largest frame (bytes; 0: ai_bps_per_ms alone). Off a
+    // known shaper, the additive step is at least one frame per RTT, as
+    // Reno's and Swift's windows grow, and at most 1/kFrameShare of the
+    // rate per RTT (increase() says why).
+    uint32_t frame_bytes = 0;
     double beta = 0.4;          // decrease per unit of relative excess delay (congestion.md: why 0.4)
     double max_md = 0.5;        // the most one decrease takes
     double loss_md = 0.15;      // the decrease on a loss the delay confirms
@@ -215,6 +223,10 @@ private:
     // cut, then by the whole step until the next cut (increase).
     static constexpr uint64_t kProbeUs = 64000;
     static constexpr double kProbeSlow = 8;
+    // The frame-per-RTT step's cap, a share of the rate per RTT: a 100 or
+    // 200 Mbit/s path with a 0.5 ms RTT holds a few frames, and a frame
+    // per RTT added a quarter of the rate at a time.
+    static constexpr double kFrameShare = 32;
     bool probe_armed_ = false; // a cut since the last slow probe began
     // Only behind a shaper: a cut for a queue that found the rate over
     // kHiddenRatio x what the path held (a queue the bucket hid while the

@@ -155,7 +155,7 @@ bool Sender::install(SendFlow* f) {
     const SessionLink* link = f->spec.link;
     CcSlot* cs = cfg_.cc.enabled && f->spec.reliable && link != nullptr && !link->local_peer &&
                          f->spec.local_released == nullptr
-                     ? cc_for(link)
+                     ? cc_for(link, f->spec.tx.stride + f->spec.tx.overhead())
                      : nullptr;
     f->cc = cs != nullptr ? &cs->cc : nullptr;
     f->turn = cs != nullptr ? &cs->turn : nullptr;
@@ -169,8 +169,9 @@ bool Sender::install(SendFlow* f) {
 }
 
 // The session's controller, shared by its flows here; a fresh one for the
-// session's first flow (slots: one per flow at most, so one is free).
-Sender::CcSlot* Sender::cc_for(const SessionLink* link) {
+// session's first flow (slots: one per flow at most, so one is free), whose
+// frames (the largest: a stride's payload and its headers) set its step.
+Sender::CcSlot* Sender::cc_for(const SessionLink* link, uint32_t frame_bytes) {
     CcSlot* free_slot = nullptr;
     for (CcSlot& c : cc_) {
         if (c.users != 0 && c.link == link) {
@@ -186,7 +187,9 @@ Sender::CcSlot* Sender::cc_for(const SessionLink* link) {
     }
     free_slot->link = link;
     free_slot->users = 1;
-    free_slot->cc.init(cfg_.cc, stamp_shift_, 0);
+    CongestionConfig cc = cfg_.cc;
+    cc.frame_bytes = frame_bytes;
+    free_slot->cc.init(cc, stamp_shift_, 0);
     free_slot->turn.end();
     return free_slot;
 }

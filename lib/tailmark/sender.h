@@ -335,7 +335,7 @@ private:
     void pace(SendFlow& f, uint64_t now, uint32_t first, uint32_t k);
     void on_cc_event(CcEvent e);
     struct CcSlot;
-    CcSlot* cc_for(const SessionLink* link);
+    CcSlot* cc_for(const SessionLink* link, uint32_t frame_bytes);
     uint32_t new_data(uint32_t burst, uint32_t n, uint64_t now);
     bool accept(SendFlow& f, const Message& m, uint64_t cookie);
     template <bool recorded, bool batched>

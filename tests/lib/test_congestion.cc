@@ -2,6 +2,7 @@
 // 1 GHz "TSC" (one cycle = one nanosecond), so every figure below is exact.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "tailmark/congestion.h"
@@ -41,6 +42,17 @@ Congestion cut_by_timeout(const CongestionConfig& cfg = config()) {
     REQUIRE(cc.on_timeout(1 + 6000 * kUs, 5000 * kUs));
     REQUIRE(cc.rate_bps() == 100e6);
     return cc;
+}
+
+// Slow start ended by a sample with a queue over half the target (at
+// 200 us, 260 us of it over the 100 us base): the rate halved (no delivery
+// figure caps it: on_rtt carries none). Returns the rate.
+double leave_slow_start(Congestion& cc) {
+    cc.on_rtt(1, 100 * kUs);
+    cc.sent(1, 1000);
+    REQUIRE(cc.on_rtt(1 + 200 * kUs, 360 * kUs) == CcEvent::Decrease);
+    REQUIRE_FALSE(cc.slow_start());
+    return cc.rate_bps();
 }
 
 } // namespace
@@ -168,16 +180,19 @@ TEST_CASE("control law: additive increase per ms, only while the rate limits; lo
     CHECK(cc.rate_bps() == 100e6);
     CHECK_FALSE(cc.slow_start());
     // Sent little (application-limited): no increase. (Each interval below
-    // has two samples 100 us apart: one alone does not decide.)
+    // has two samples 100 us apart: one alone does not decide.) The first
+    // sample, of a packet sent since the cut with no queue, says the
+    // silence was not the path's: the cut is undone; slow start stays over.
     cc.sent(t, 100);
     CHECK(cc.on_rtt(t + 400 * kUs, 100 * kUs) == CcEvent::None);
     CHECK(cc.on_rtt(t + 500 * kUs, 100 * kUs) == CcEvent::None);
-    CHECK(cc.rate_bps() == 100e6);
+    CHECK(cc.rate_bps() == 200e6);
+    CHECK_FALSE(cc.slow_start());
     // Sent at the rate: + 10 Mbit/s per ms, for 0.5 ms.
-    cc.sent(t + 500 * kUs, 100e6 / 8 * 0.0005);
+    cc.sent(t + 500 * kUs, 200e6 / 8 * 0.0005);
     CHECK(cc.on_rtt(t + 900 * kUs, 100 * kUs) == CcEvent::None);
     CHECK(cc.on_rtt(t + 1000 * kUs, 100 * kUs) == CcEvent::Increase);
-    CHECK(cc.rate_bps() == Approx(105e6));
+    CHECK(cc.rate_bps() == Approx(205e6));
     // A loss with no queue (a lossy wire: one packet of 1 MB): not congestion.
     cc.sent(t + 1000 * kUs, 1e6);
     cc.on_loss(1500, t + 1000 * kUs);
@@ -190,6 +205,87 @@ TEST_CASE("control law: additive increase per ms, only while the rate limits; lo
     CHECK(cc.on_rtt(t + 1900 * kUs, 400 * kUs) == CcEvent::None);
     CHECK(cc.on_rtt(t + 2000 * kUs, 400 * kUs) == CcEvent::LossDecrease);
     CHECK(cc.rate_bps() == Approx(r * 0.85));
+}
+
+// Off a known shaper, a rate-limited window with no queue adds one frame per
+// RTT (the RTT at least the 500 us interval), at most a 32nd of the rate per
+// RTT, and never less than ai (10 Mbit/s per ms here). Each case: slow start
+// at 2R ends at R, then one window of 500 us sent at R.
+TEST_CASE("control law: off a shaper, the step is a frame per RTT, at most a 32nd of the rate", "[congestion]") {
+    struct Case {
+        uint32_t frame;
+        double rate, after;
+    };
+    for (const Case c : {
+             Case{1500, 100e6, 105e6},                  // ai (5 Mbit/s a window) over a 32nd (3.125)
+             Case{1500, 400e6, 400e6 * (1 + 1.0 / 32)}, // a 32nd (12.5) under the frame (12000 bits / 500 us: 24)
+             Case{1500, 1e9, 1e9 + 24e6},               // the frame
+             Case{9000, 1e9, 1e9 * (1 + 1.0 / 32)},     // a 32nd (31.25) under the frame (144)
+             Case{9000, 8e9, 8e9 + 144e6},              // the frame
+             Case{0, 1e9, 1e9 + 5e6},                   // no frame size: ai alone
+         }) {
+        CongestionConfig cfg = config();
+        cfg.frame_bytes = c.frame;
+        cfg.start_bps = 2 * c.rate;
+        Congestion cc = started(cfg);
+        REQUIRE(leave_slow_start(cc) == c.rate);
+        const uint64_t t = 1 + 200 * kUs;
+        cc.sent(t, c.rate / 8 * 0.0005);
+        CHECK(cc.on_rtt(t + 400 * kUs, 100 * kUs) == CcEvent::None);
+        INFO("frame " << c.frame << " B at " << c.rate / 1e6 << " Mbit/s");
+        CHECK(cc.on_rtt(t + 500 * kUs, 100 * kUs) == CcEvent::Increase);
+        CHECK(cc.rate_bps() == Approx(c.after));
+    }
+}
+
+// A cut for a queue in a window that sent below its rate (an application's
+// bursts with gaps) says nothing of a shaper: the step after it stays a
+// frame per RTT. (Read as a shaper, it was ai for 10 s: 2 x 2 ranks'
+// all_to_all over the wire, 256 KiB bursts, kept the slow step.) The echoes
+// carry stamps here, so the controller knows what the path held.
+TEST_CASE("control law: an application-limited window's cut is not a shaper", "[congestion]") {
+    CongestionConfig cfg = config();
+    cfg.frame_bytes = 9000;
+    cfg.ai_bps_per_ms = 1e6;
+    cfg.start_bps = 2e9;
+    const unsigned shift = Congestion::stamp_shift(kHz);
+    Congestion cc = started(cfg);
+    REQUIRE(leave_slow_start(cc) == 1e9);
+    // An echo at `now` of the packet sent at `at`, after `rtt` of path.
+    auto echo = [&](uint64_t now, uint64_t at, uint64_t rtt) {
+        return cc.on_echo(now, static_cast<uint16_t>(at >> shift), static_cast<uint32_t>(now - at - rtt));
+    };
+    // 40 ms of 20 KB a millisecond (160 Mbit/s, a sixth of the rate), echoed
+    // every 100 us with no queue: what the path held is known (32 ms), and
+    // nothing changes the rate.
+    uint64_t t = 1 + 1000 * kUs;
+    for (int ms = 0; ms < 40; ms++) {
+        cc.sent(t, 20000);
+        for (int k = 1; k <= 10; k++)
+            REQUIRE(echo(t + k * 100 * kUs, t, 100 * kUs) == CcEvent::None);
+        t += 1000 * kUs;
+    }
+    REQUIRE(cc.rate_bps() == 1e9);
+    // One more such burst meets a queue of 1 ms: cut.
+    cc.sent(t, 20000);
+    uint64_t now = t + 1100 * kUs;
+    while (echo(now, t, 1100 * kUs) == CcEvent::None && now < t + 3000 * kUs)
+        now += 100 * kUs;
+    REQUIRE(now < t + 3000 * kUs); // the cut, at `now`
+    const double r = cc.rate_bps();
+    CHECK(r < 1e9);
+    // Then a window sent at the rate, no queue: a 32nd of the rate per RTT
+    // (the smoothed one, which the queue took past the 500 us interval),
+    // not ai's 1 Mbit/s per ms.
+    t = now;
+    cc.sent(t, r / 8 * 0.001);
+    now = t + 100 * kUs;
+    while (echo(now, t, 100 * kUs) == CcEvent::None && now < t + 2000 * kUs)
+        now += 100 * kUs;
+    REQUIRE(now < t + 2000 * kUs);
+    const double rtt = static_cast<double>(std::max<uint64_t>(cc.srtt(), 500 * kUs));
+    INFO("window " << (now - t) / kUs << " us, srtt " << cc.srtt() / kUs << " us");
+    CHECK(cc.rate_bps() == Approx(r * (1 + static_cast<double>(now - t) / rtt / 32)));
 }
 
 TEST_CASE("control law: the flows of a session that time out together cut once", "[congestion]") {
@@ -436,10 +532,14 @@ TEST_CASE("control law: a timeout whose silence was a descheduled peer is undone
     CHECK(cc.rate_bps() == 200e6);
 
     // The same silence, but the first sample is of a packet sent after the
-    // cut: what was in flight before it is not known to have arrived.
+    // cut: with no queue (100 us, the base), the path carries what is sent
+    // now, and the cut is undone; with one over the target, it stands.
     Congestion c2 = cut_by_timeout(cfg);
     c2.on_rtt(1 + 7000 * kUs, 100 * kUs, 1 + 6900 * kUs);
-    CHECK(c2.rate_bps() == 100e6);
+    CHECK(c2.rate_bps() == 200e6);
+    Congestion c4 = cut_by_timeout(cfg);
+    c4.on_rtt(1 + 7000 * kUs, 700 * kUs, 1 + 6300 * kUs);
+    CHECK(c4.rate_bps() == 100e6);
 
     // A packet sent before the cut, but later than the silence explains:
     // sent at 10 us, echoed at 7 ms (6.99 ms) where the silence began with
