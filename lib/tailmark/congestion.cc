@@ -257,10 +257,10 @@ CcEvent Congestion::on_rtt(uint64_t now, uint64_t rtt, uint64_t sent) {
     // carries 93-95%. Or it echoes a packet sent since, with no queue: the
     // path carries what is sent now, and a loss in the silence is its
     // probes' to repair (their NACKs count as loss does), not the rate's.
-    // A peer slow to complete a message is such a silence: 2 x 2 ranks'
-    // 16 MiB all_to_all over veths (scripts/lib/torch_loop.sh) took 33-39
-    // halvings per daemon in 30 ops, not one packet lost (the af_packet
-    // rings dropped none; the probes found nothing missing), 2-4 undone,
+    // A late ACK is such a silence: 2 x 2 ranks' 16 MiB all_to_all over
+    // veths (scripts/lib/torch_loop.sh) took 33-39 halvings per daemon in
+    // 30 ops, not one packet lost (the af_packet rings dropped none; every
+    // probe found its message already whole at the receiver), 2-4 undone,
     // each sample after the silence 0.05-2 ms old after 10-96 ms of it;
     // undone too, 36-48 ms an op against 40-82.
     if (undo_bps_ != 0) {
