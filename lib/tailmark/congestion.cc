@@ -154,9 +154,7 @@ void Congestion::cut_to(uint64_t now, double bps, bool queue) {
     // one, such as an all_to_all's bursts with gaps between, delivered what
     // it sent and no more: its rate over what the path held says nothing).
     const double path = held_ > d ? held_ : d;
-    const double win_s = static_cast<double>(now - win_start_) / static_cast<double>(cfg_.tsc_hz);
-    const bool limited = static_cast<double>(win_sent_) * 8 >= rate_ * win_s * 0.5;
-    if (queue && !slow_start_ && held_ > 0 && limited && rate_ > kHiddenRatio * path) // slow start overshoots by design
+    if (queue && !slow_start_ && held_ > 0 && rate_limited(now) && rate_ > kHiddenRatio * path) // slow start overshoots by design
         shaper_until_ = now + us_to_cycles(kShaperUs, cfg_.tsc_hz);
     set_rate(bps);
     slow_start_ = false;
@@ -206,12 +204,9 @@ void Congestion::note_held(uint64_t now) {
 double Congestion::increase(uint64_t now, double dt) {
     double step = cfg_.ai_bps_per_ms * dt * 1000;
     if (cfg_.frame_bytes != 0 && now >= shaper_until_) {
-        const double rtt = static_cast<double>(srtt_ > interval_ ? srtt_ : interval_) / static_cast<double>(cfg_.tsc_hz);
-        double per_rtt = static_cast<double>(cfg_.frame_bytes) * 8 / rtt;
-        if (per_rtt > rate_ / kFrameShare)
-            per_rtt = rate_ / kFrameShare;
-        if (per_rtt * dt / rtt > step)
-            step = per_rtt * dt / rtt;
+        const double rtt = static_cast<double>(std::max(srtt_, interval_)) / static_cast<double>(cfg_.tsc_hz);
+        const double per_rtt = std::min(static_cast<double>(cfg_.frame_bytes) * 8 / rtt, rate_ / kFrameShare);
+        step = std::max(step, per_rtt * dt / rtt);
     }
     if (held_ <= 0 || rate_ < held_)
         return step;
@@ -222,6 +217,13 @@ double Congestion::increase(uint64_t now, double dt) {
     if (probe_since_ != 0 && now - probe_since_ < us_to_cycles(kProbeUs, cfg_.tsc_hz))
         step /= kProbeSlow;
     return step;
+}
+
+// The window sent at least half of rate x its length: the rate, not the
+// application, limited it (the increase's condition, and a shaper's).
+bool Congestion::rate_limited(uint64_t now) const {
+    const double s = static_cast<double>(now - win_start_) / static_cast<double>(cfg_.tsc_hz);
+    return static_cast<double>(win_sent_) * 8 >= rate_ * s * 0.5;
 }
 
 void Congestion::open_window(uint64_t now) {
@@ -390,7 +392,7 @@ CcEvent Congestion::update(uint64_t now) {
     } else if (win_loss_ && win_gap_ > stall_) {
         // A loss, and a delay that cannot say whether it was the queue's:
         // no more rate on that evidence (nor less: a wire's random loss).
-    } else if (static_cast<double>(win_sent_) * 8 >= rate_ * dt * 0.5) {
+    } else if (rate_limited(now)) {
         if (win_gap_ <= stall_)
             note_delivery(now, window_delivery(now));
         // Only while the rate limits: an application that sends less must not

@@ -192,6 +192,7 @@ private:
     void note_delivery(uint64_t now, double bps);
     void open_window(uint64_t now);
     double increase(uint64_t now, double dt);
+    bool rate_limited(uint64_t now) const;
     void note_held(uint64_t now);
 
     // The delivery rate, from the echoes alone: what the sender had sent
