@@ -33,7 +33,8 @@
 //                         behind a shaper (a cut for a queue found the rate
 //                         over 1.25x what the path held in the last 32 ms),
 //                         ai / 8 for 64 ms past what the path held, after
-//                         each cut
+//                         each cut; below what the path held (the knee), at
+//                         least a 25th of the knee per ms
 // and a retransmission timeout halves it (undone by the first sample after
 // it, if that sample says the silence was not the path's). A cut takes the rate no higher
 // than what the path delivered in the interval, or, when the feedback
@@ -228,6 +229,9 @@ private:
     // 200 Mbit/s path with a 0.5 ms RTT holds a few frames, and a frame
     // per RTT added a quarter of the rate at a time.
     static constexpr double kFrameShare = 32;
+    // Below the knee, the step is at least kKneeStep x the knee per second
+    // (a 25th of it per ms; increase() says why).
+    static constexpr double kKneeStep = 40;
     bool probe_armed_ = false; // a cut since the last slow probe began
     // Only behind a shaper: a cut for a queue that found the rate over
     // kHiddenRatio x what the path held (a queue the bucket hid while the
