@@ -133,6 +133,36 @@ if [ -z "${TM_ONLY:-}" ] || [[ " $TM_ONLY " == *" paused "* ]]; then
             "$(python3 -c "import json;s=json.load(open('$TM_WORK/paused_send.json'));print(f\"{s['reliability']['rto_expired']} timeouts meanwhile, {s['reliability']['probes']} probes\")")"
 fi
 
+# The receiver's socket ring overruns: its af_packet ring holds 64 frames
+# (framecnt=64), and it gets no CPU for 300 ms while its peer has up to 16
+# messages in flight: the kernel drops what does not fit. Those drops are
+# the port's (net_af_packet does not count them; drivers/port_stats.h reads
+# the socket's PACKET_STATISTICS): the receiver's port.missed is above zero,
+# and every frame the sender's port sent is one the receiver's port took
+# or missed, exact (nothing else is on the veth; the receiver leaves on its
+# peer's CLOSE, the sender's last frame). Every message completes once.
+if [ -z "${TM_ONLY:-}" ] || [[ " $TM_ONLY " == *" overrun "* ]]; then
+    tm_start overrun_recv 130 ns "$NB" -- "${VDEV_B%%,framecnt=*},framecnt=64" -l 1 -- --mode recv --src-ip $IP_B \
+        "${COMMON[@]}"
+    rpid=$TM_PID
+    tm_start overrun_send 130 ns "$NA" -- $VDEV_A -l 0 -- --mode send --src-ip $IP_A --dst-ip $IP_B "${COMMON[@]}"
+    spid=$TM_PID
+    sleep 1
+    dpid=$(pgrep -P "$rpid") # the daemon, under tm_start's `timeout`
+    kill -STOP "$dpid"
+    sleep 0.3
+    kill -CONT "$dpid"
+    wait "$spid"
+    SEND_RC=$?
+    wait "$rpid"
+    RECV_RC=$?
+    delivered overrun &&
+        tm_check_pair overrun_send overrun_recv "r['port']['missed'] > 0" \
+            "s['port']['tx'] == r['port']['rx'] + r['port']['missed']" &&
+        tm_log "ok: the receiver's 64-frame ring overran while it was stopped for 300 ms: $N messages completed once" \
+            "each and verified; $(python3 -c "import json;s=json.load(open('$TM_WORK/overrun_send.json'));r=json.load(open('$TM_WORK/overrun_recv.json'));print(f\"port: sent {s['port']['tx']}, received {r['port']['rx']}, missed {r['port']['missed']}; retransmitted {s['reliability']['retx_pkts']}\")")"
+fi
+
 # The kernel drops 2% both ways, independently of tailmark: sender and
 # receiver are joined through a bridge in a third namespace, and netdev
 # ingress chains on the bridge's two ports drop at random. (Not on the

@@ -8,6 +8,7 @@
 #include <rte_malloc.h>
 
 #include "bench.h"
+#include "drivers/port_stats.h"
 #include "run/runtime.h"
 #include "service/service.h"
 
@@ -140,7 +141,7 @@ void RunSummary::ports(Results& r) const {
         const drivers::Port& p = k == 0 ? *rt_.tx_port() : *rails[k - 1];
         Results::Rail x;
         x.port = p.id();
-        if (rte_eth_stats_get(p.id(), &st) == 0) {
+        if (drivers::port_stats(p.id(), &st) == 0) {
             r.port_tx += st.opackets;
             r.port_rx += st.ipackets;
             r.port_missed += st.imissed;
@@ -152,7 +153,7 @@ void RunSummary::ports(Results& r) const {
     }
     for (const Sender* s : rt_.senders())
         r.rail_dropped += s->rail_dropped();
-    if (rt_.rx_port() != nullptr && rt_.rx_port() != rt_.tx_port() && rte_eth_stats_get(rt_.rx_port()->id(), &st) == 0) {
+    if (rt_.rx_port() != nullptr && rt_.rx_port() != rt_.tx_port() && drivers::port_stats(rt_.rx_port()->id(), &st) == 0) {
         r.port_rx = st.ipackets;
         r.port_missed = st.imissed;
     }

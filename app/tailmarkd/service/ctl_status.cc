@@ -1,4 +1,5 @@
 // tailmark-ctl's STATUS: the snapshot (status.h) and its answer.
+#include "drivers/port_stats.h"
 #include "internal.h"
 
 namespace tailmark::app {
@@ -36,7 +37,7 @@ StatusSnapshot Service::status_snapshot(uint64_t now) const {
             p.speed_mbps = link.link_speed == RTE_ETH_SPEED_NUM_UNKNOWN ? 0 : link.link_speed;
         }
         rte_eth_stats es{};
-        if (rte_eth_stats_get(id, &es) == 0) {
+        if (drivers::port_stats(id, &es) == 0) {
             p.rx_packets = es.ipackets;
             p.tx_packets = es.opackets;
             p.rx_bytes = es.ibytes;

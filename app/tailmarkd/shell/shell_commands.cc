@@ -21,6 +21,7 @@
 #include <rte_ring.h>
 #include <rte_ring_elem.h>
 
+#include "drivers/port_stats.h"
 #include "shell_commands_internal.h"
 #include "shell_internal.h"
 
@@ -85,7 +86,7 @@ void print_forward_stats(cmdline* cl) {
         if (ports[k] < 0)
             continue;
         rte_eth_stats s{};
-        rte_eth_stats_get(static_cast<uint16_t>(ports[k]), &s);
+        drivers::port_stats(static_cast<uint16_t>(ports[k]), &s);
         const bool is_rx = ports[k] == rt().rx_port_id(), is_tx = ports[k] == rt().tx_port_id();
         const uint64_t rx_drop = s.imissed + (is_rx ? r.drops_total : 0);
         const uint64_t tx_drop = s.oerrors + (is_tx ? r.tx_dropped : 0);

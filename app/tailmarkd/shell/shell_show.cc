@@ -14,6 +14,7 @@
 #include <rte_ethdev.h>
 #include <rte_lcore.h>
 
+#include "drivers/port_stats.h"
 #include "shell_commands_internal.h"
 
 namespace tailmark::app::shell_cmd {
@@ -51,7 +52,7 @@ uint32_t completed_unconsumed(const FlowCtx& f, uint32_t consumed, uint32_t sent
 
 void print_port_stats(cmdline* cl, uint16_t p) {
     rte_eth_stats s;
-    if (rte_eth_stats_get(p, &s) != 0) {
+    if (drivers::port_stats(p, &s) != 0) {
         OUT("error: port %u: no statistics\n", p);
         return;
     }
@@ -95,7 +96,7 @@ void cmd_port_stats_parsed(void* res, cmdline* cl, void*) {
             continue;
         if (!clear) {
             print_port_stats(cl, id);
-        } else if (rte_eth_stats_reset(id) == 0) {
+        } else if (drivers::port_stats_reset(id) == 0) {
             OUT("  NIC statistics for port %u cleared\n", id);
         } else {
             OUT("error: port %u: statistics could not be cleared\n", id);
