@@ -108,25 +108,32 @@ for c in "${cases[@]}"; do
             "$(python3 -c "import json;s=json.load(open('$TM_WORK/${name}_send.json'));r=json.load(open('$TM_WORK/${name}_recv.json'));print(f\"retransmitted {s['reliability']['retx_pkts']} packets ({s['reliability']['probes']} probes), NACKs {r['reliability']['nacks_tx']}, drops at the receiver {r['drops_total']}\")")"
 done
 
+# stopped NAME SECONDS VDEV: a pair (the receiver on VDEV) whose receiver
+# gets no CPU for SECONDS (SIGSTOP, then SIGCONT) from 1 s into the transfer.
+stopped() {
+    local name=$1 secs=$2 vdev=$3 rpid spid dpid
+    tm_start "${name}_recv" 130 ns "$NB" -- "$vdev" -l 1 -- --mode recv --src-ip $IP_B "${COMMON[@]}"
+    rpid=$TM_PID
+    tm_start "${name}_send" 130 ns "$NA" -- $VDEV_A -l 0 -- --mode send --src-ip $IP_A --dst-ip $IP_B "${COMMON[@]}"
+    spid=$TM_PID
+    sleep 1
+    dpid=$(pgrep -P "$rpid") # the daemon, under tm_start's `timeout`
+    kill -STOP "$dpid"
+    sleep "$secs"
+    kill -CONT "$dpid"
+    wait "$spid"
+    SEND_RC=$?
+    wait "$rpid"
+    RECV_RC=$?
+}
+
 # A receiver that gets no CPU for 4 s (SIGSTOP, then SIGCONT), as a daemon
 # whose CPU an application takes may: its peer's timers expire meanwhile,
 # and yet no flow fails (the default --retry-limit gives a peer the session's
 # --peer-timeout-ms, 5 s, before its flows do; with the old limit of 8 the
 # flows failed after 2-3 s) and every message arrives once, exact.
 if [ -z "${TM_ONLY:-}" ] || [[ " $TM_ONLY " == *" paused "* ]]; then
-    tm_start paused_recv 130 ns "$NB" -- $VDEV_B -l 1 -- --mode recv --src-ip $IP_B "${COMMON[@]}"
-    rpid=$TM_PID
-    tm_start paused_send 130 ns "$NA" -- $VDEV_A -l 0 -- --mode send --src-ip $IP_A --dst-ip $IP_B "${COMMON[@]}"
-    spid=$TM_PID
-    sleep 1
-    dpid=$(pgrep -P "$rpid") # the daemon, under tm_start's `timeout`
-    kill -STOP "$dpid"
-    sleep 4
-    kill -CONT "$dpid"
-    wait "$spid"
-    SEND_RC=$?
-    wait "$rpid"
-    RECV_RC=$?
+    stopped paused 4 "$VDEV_B"
     delivered paused &&
         tm_check paused_send "d['reliability']['rto_expired'] > 0" &&
         tm_log "ok: the receiver stopped for 4 s mid-transfer: $N messages completed once each and verified;" \
@@ -142,20 +149,7 @@ fi
 # or missed, exact (nothing else is on the veth; the receiver leaves on its
 # peer's CLOSE, the sender's last frame). Every message completes once.
 if [ -z "${TM_ONLY:-}" ] || [[ " $TM_ONLY " == *" overrun "* ]]; then
-    tm_start overrun_recv 130 ns "$NB" -- "${VDEV_B%%,framecnt=*},framecnt=64" -l 1 -- --mode recv --src-ip $IP_B \
-        "${COMMON[@]}"
-    rpid=$TM_PID
-    tm_start overrun_send 130 ns "$NA" -- $VDEV_A -l 0 -- --mode send --src-ip $IP_A --dst-ip $IP_B "${COMMON[@]}"
-    spid=$TM_PID
-    sleep 1
-    dpid=$(pgrep -P "$rpid") # the daemon, under tm_start's `timeout`
-    kill -STOP "$dpid"
-    sleep 0.3
-    kill -CONT "$dpid"
-    wait "$spid"
-    SEND_RC=$?
-    wait "$rpid"
-    RECV_RC=$?
+    stopped overrun 0.3 "${VDEV_B%%,framecnt=*},framecnt=64"
     delivered overrun &&
         tm_check_pair overrun_send overrun_recv "r['port']['missed'] > 0" \
             "s['port']['tx'] == r['port']['rx'] + r['port']['missed']" &&
