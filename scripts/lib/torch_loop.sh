@@ -42,7 +42,7 @@ for ((r = 0; r < TT_NODES; r++)); do
 import json, sys
 d = json.load(open(sys.argv[1]))
 rel = {k: v for k, v in d["reliability"].items() if v}
-print(f"daemon {sys.argv[2]}: cpu {sys.argv[3]} s; port tx {d['port']['tx']} rx {d['port']['rx']}; reliability {rel}; "
+print(f"daemon {sys.argv[2]}: cpu {sys.argv[3]} s; port tx {d['port']['tx']} rx {d['port']['rx']} missed {d['port']['missed']}; reliability {rel}; "
       f"congestion {d.get('congestion', {})}")
 PY
 done
