@@ -57,31 +57,34 @@ void read_drops(unsigned ifindex, uint64_t* drops) {
     closedir(d);
 }
 
-} // namespace
-
-uint64_t af_packet_drops(uint16_t port) {
+// The port's kernel drops so far (0 but for net_af_packet): what its
+// sockets hold now, added to what earlier reads took from them. `restart`:
+// counted from zero after this read.
+uint64_t kernel_drops(uint16_t port, bool restart) {
     unsigned ifindex = 0;
     if (port >= RTE_MAX_ETHPORTS || !is_af_packet(port, &ifindex))
         return 0;
     std::lock_guard<std::mutex> lk(g_mu);
     read_drops(ifindex, &g_drops[port]);
-    return g_drops[port];
+    const uint64_t n = g_drops[port];
+    if (restart)
+        g_drops[port] = 0;
+    return n;
 }
+
+} // namespace
 
 int port_stats(uint16_t port, rte_eth_stats* st) {
     const int rc = rte_eth_stats_get(port, st);
     if (rc == 0)
-        st->imissed += af_packet_drops(port);
+        st->imissed += kernel_drops(port, false);
     return rc;
 }
 
 int port_stats_reset(uint16_t port) {
     const int rc = rte_eth_stats_reset(port);
-    if (rc == 0 && port < RTE_MAX_ETHPORTS) {
-        af_packet_drops(port); // what the sockets hold now is before the reset
-        std::lock_guard<std::mutex> lk(g_mu);
-        g_drops[port] = 0;
-    }
+    if (rc == 0)
+        kernel_drops(port, true); // what the sockets hold now is before the reset
     return rc;
 }
 

@@ -26,8 +26,4 @@ int port_stats(uint16_t port, rte_eth_stats* st);
 // rte_eth_stats_reset(port), and the kernel drops counted from zero again.
 int port_stats_reset(uint16_t port);
 
-// The kernel drops of a net_af_packet port read so far and since (0 for any
-// other PMD): what port_stats adds to imissed.
-uint64_t af_packet_drops(uint16_t port);
-
 } // namespace tailmark::drivers
