@@ -594,6 +594,38 @@ int tm_channel::wait(int timeout_ms) {
     return rc;
 }
 
+// A send completion of any flow, or (s != 0) one receive flow's next
+// message, or a session's end (which comes through the socket: news_, as
+// tm_wait takes it). Other flows' messages neither return nor wake us
+// (kWantSent): a message this app will take only later leaves it asleep.
+int tm_channel::wait_sent(tm_session s, uint16_t flow, int timeout_ms) {
+    const tailmark::client::RecvRing* ring = nullptr;
+    uint64_t want = tailmark::channel::kWantSent;
+    if (s != 0) {
+        Session* p = find(s);
+        if (p == nullptr)
+            return err.set(ENOENT, "tm_wait_sent: no session %u on this channel", s);
+        if (p->kind != Session::Kind::Accepted || flow >= p->recv.size())
+            return err.set(EINVAL, "tm_wait_sent: session %u has no receive flow %u", s, flow);
+        ring = &p->recv[flow];
+        want |= tailmark::channel::tm_want_flow(s, flow);
+    }
+    if (int rc = pump(); rc < 0)
+        return rc;
+    auto sent = [this] {
+        for (const FlowRef& f : send_order_)
+            if (!f.s->send[f.flow].cq.empty())
+                return true;
+        return false;
+    };
+    const int rc = bell_.wait(sock_.fd(), timeout_ms,
+                              [&] { return news_ || sent() || (ring != nullptr && ring->ready()); },
+                              [this] { return pump(); }, err, want);
+    if (rc == 1)
+        news_ = false;
+    return rc;
+}
+
 // One receive flow: its next message, or its session's end. Other flows'
 // messages neither return nor wake us (tm_doorbell.want); news_ stays for
 // tm_wait.

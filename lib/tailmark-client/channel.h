@@ -42,6 +42,7 @@ struct tm_channel {
     int release(const tm_message* msg);
     int wait(int timeout_ms);
     int wait_flow(tm_session s, uint16_t flow, int timeout_ms);
+    int wait_sent(tm_session s, uint16_t flow, int timeout_ms);
     void bye();
 
     // 0 while the channel works; else the error every call answers with:

@@ -184,6 +184,10 @@ int tm_wait_flow(tm_channel* ch, tm_session s, uint16_t flow, int timeout_ms) {
     return guarded(ch, [&] { return ch->wait_flow(s, flow, timeout_ms); });
 }
 
+int tm_wait_sent(tm_channel* ch, tm_session s, uint16_t flow, int timeout_ms) {
+    return guarded(ch, [&] { return ch->wait_sent(s, flow, timeout_ms); });
+}
+
 const char* tm_end_reason_name(int reason) {
     switch (reason) {
     case 0: return "alive";

@@ -435,6 +435,22 @@ void Engine::finish_done() {
     }
 }
 
+// Not tm_wait, a level over every flow: a peer already on its next op
+// sends that op's pieces, which stay in the ring until this rank's caller
+// posts the op, and tm_wait returned at once for them, every time, while
+// this op waited for its deliveries. The thread spun, taking a CPU from
+// the daemon and the other ranks.
+void Engine::idle_wait() {
+    tm_session s = 0;
+    for (int p = 0; p < size_ && s == 0; p++) {
+        if (p == rank_)
+            continue;
+        if (const auto [op, k] = serving(active_, &Op::ins, p); op != nullptr && in_ready(*op, op->ins[k]))
+            s = mesh_->in(p);
+    }
+    tm_wait_sent(ch_, s, 0, 1);
+}
+
 void Engine::check_health() {
     const auto now = Clock::now();
     if (now < next_health_)
@@ -492,7 +508,7 @@ void Engine::run() {
         if (!moved) {
             check_health();
             if (!broken_local_ && !active_.empty())
-                tm_wait(ch_, 1);
+                idle_wait();
         }
     }
 }

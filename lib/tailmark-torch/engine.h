@@ -77,6 +77,9 @@ private:
     // maps it: the offset the peer reads it at (else 0). OutPiece::fixed.
     size_t heap_at(const OutPart& out, size_t j) const;
     bool pump_in(Op& op, int part);
+    // Nothing moved: sleep until a completion, or the next piece of the
+    // first stream whose op can take it (1 ms at most).
+    void idle_wait();
     void check_health();
     void finish_done();
     void brk(const std::string& why);

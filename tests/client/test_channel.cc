@@ -58,6 +58,28 @@ Recv accept77(Attached& a, uint16_t nflows, tm_session_info* info = nullptr) {
     return r;
 }
 
+// What the daemon would read in the doorbell's `want` once the app sleeps
+// in wait() (the fake daemon's thread reads it then), with checks that the
+// wait timed out after its whole 30 ms and left `sleeping` at 0.
+template <class Wait>
+uint64_t want_while_asleep(Attached& a, Wait&& wait) {
+    std::atomic<uint64_t> want{0};
+    std::thread daemon([&] {
+        std::atomic_ref<uint32_t> sleeping(a.doorbell()->sleeping);
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (sleeping.load() == 0)
+            if (std::chrono::steady_clock::now() > until)
+                return;
+        want = std::atomic_ref<uint64_t>(a.doorbell()->want).load();
+    });
+    const auto t0 = std::chrono::steady_clock::now();
+    CHECK(wait(30) == 0);
+    CHECK(std::chrono::steady_clock::now() - t0 >= std::chrono::milliseconds(30));
+    daemon.join();
+    CHECK(a.doorbell()->sleeping == 0);
+    return want.load();
+}
+
 } // namespace
 
 TEST_CASE("channel: attach over the fake daemon", "[channel]") {
@@ -404,21 +426,8 @@ TEST_CASE("channel: tm_wait_flow waits for its flow alone, and names it in the d
     tmtest::complete(r.flow(1), 0, bytes("flow one"));
     CHECK(tm_wait(a.ch, 0) == 1); // a level over every flow
 
-    std::atomic<uint64_t> want{0};
-    std::thread daemon([&] { // what the daemon reads while the app sleeps
-        std::atomic_ref<uint32_t> sleeping(a.doorbell()->sleeping);
-        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-        while (sleeping.load() == 0)
-            if (std::chrono::steady_clock::now() > until)
-                return;
-        want = std::atomic_ref<uint64_t>(a.doorbell()->want).load();
-    });
-    const auto t0 = std::chrono::steady_clock::now();
-    CHECK(tm_wait_flow(a.ch, 77, 0, 30) == 0); // flow 1's message does not end the wait
-    CHECK(std::chrono::steady_clock::now() - t0 >= std::chrono::milliseconds(30));
-    daemon.join();
-    CHECK(want.load() == abi::tm_want_flow(77, 0));
-    CHECK(a.doorbell()->sleeping == 0);
+    // Flow 1's message does not end the wait.
+    CHECK(want_while_asleep(a, [&](int ms) { return tm_wait_flow(a.ch, 77, 0, ms); }) == abi::tm_want_flow(77, 0));
 
     CHECK(tm_wait_flow(a.ch, 77, 1, 0) == 1);
     tmtest::complete(r.flow(0), 0, bytes("flow zero"));
@@ -441,6 +450,49 @@ TEST_CASE("channel: tm_wait_flow waits for its flow alone, and names it in the d
     a.d.ended(77, abi::TM_END_PEER_CLOSED);
     CHECK(tm_wait_flow(a.ch, 77, 0, 2000) == 1);
     CHECK(tm_session_state(a.ch, 77) == TM_END_PEER_CLOSED);
+}
+
+// An engine that waits for its sends to be delivered while a peer's piece
+// of the next round sits in a ring (tailmark.torch) waits for completions,
+// and for the one flow it can take now: tm_wait returned at once for that
+// piece, every time, and the engine spun.
+TEST_CASE("channel: tm_wait_sent waits for a completion or its flow, not another flow's message", "[channel]") {
+    Attached a = tmtest::attach_fake();
+    REQUIRE(a.rc == 0);
+    SendSide s = SendSide::make(1, 4, 8);
+    connect42(a, s);
+    Recv r = accept77(a, 2);
+    tmtest::complete(r.flow(1), 0, bytes("next round"));
+    CHECK(tm_wait(a.ch, 0) == 1); // a level over every flow
+
+    // Flow 1's message ends neither form: completions alone, or with flow 0.
+    CHECK(want_while_asleep(a, [&](int ms) { return tm_wait_sent(a.ch, 0, 0, ms); }) == abi::kWantSent);
+    CHECK(want_while_asleep(a, [&](int ms) { return tm_wait_sent(a.ch, 77, 0, ms); }) ==
+          (abi::kWantSent | abi::tm_want_flow(77, 0)));
+    CHECK(tm_wait_sent(a.ch, 77, 1, 0) == 1); // its flow's message
+
+    // A completion ends either form.
+    REQUIRE(s.push_cqe(0, abi::tm_cqe{9, 0, abi::TM_DELIVERED, 0, 0}));
+    CHECK(tm_wait_sent(a.ch, 0, 0, 1000) == 1);
+    CHECK(tm_wait_sent(a.ch, 77, 0, 1000) == 1);
+    tm_completion c{};
+    REQUIRE(tm_poll_completions(a.ch, &c, 1) == 1);
+    CHECK(c.cookie == 9);
+    CHECK(tm_wait_sent(a.ch, 0, 0, 10) == 0);
+
+    // Flow 0's message ends the wait that names it, not completions alone.
+    tmtest::complete(r.flow(0), 0, bytes("this round"));
+    CHECK(tm_wait_sent(a.ch, 77, 0, 1000) == 1);
+    CHECK(tm_wait_sent(a.ch, 0, 0, 0) == 0);
+
+    // What is not an accepted session's receive flow is refused; a
+    // session's end ends it, once.
+    CHECK(tm_wait_sent(a.ch, 77, 2, 0) == -EINVAL);
+    CHECK(tm_wait_sent(a.ch, 42, 0, 0) == -EINVAL);
+    CHECK(tm_wait_sent(a.ch, 78, 0, 0) == -ENOENT);
+    a.d.ended(77, abi::TM_END_PEER_CLOSED);
+    CHECK(tm_wait_sent(a.ch, 0, 0, 2000) == 1);
+    CHECK(tm_wait_sent(a.ch, 0, 0, 10) == 0);
 }
 
 TEST_CASE("channel: a full wake pipe is drained whole, and the next wait sleeps again", "[channel]") {

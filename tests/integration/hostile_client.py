@@ -22,7 +22,8 @@ suite then checks that the daemon is still alive and serving.
   steal SOCK PORT        another app's port: LISTEN (EBUSY), UNLISTEN
                          (ENOENT), and its sessions still go to the owner
   want SOCK PORT         tm_doorbell.want: asleep for another session's
-                         flow, not woken by ours; any nonsense there wakes
+                         flow, or for completions, not woken by our
+                         message; any nonsense there wakes
 """
 import errno
 import fcntl
@@ -238,25 +239,30 @@ def sleep_rounds(app, port, rounds):
 
 
 WANT_FLOW = 1 << 63
+WANT_SENT = 1 << 62
 
 
 def cmd_want(path, port):
-    """tm_doorbell.want (channel ABI minor 2), the app's word in the daemon's
-    wake-ups: two sessions to ourselves, a message in the first only. Asleep
-    wanting the second's flow 0, the daemon leaves us asleep (it woke us on
-    every round for the first's message before: tm_wait_flow's reason to
-    be); wanting the first's, or nonsense (a flow out of range, no such
-    session, no flag), it wakes us, and nothing worse."""
+    """tm_doorbell.want (channel ABI minor 2 and 3), the app's word in the
+    daemon's wake-ups: two sessions to ourselves, a message in the first
+    only. Asleep wanting the second's flow 0, the daemon leaves us asleep
+    (it woke us on every round for the first's message before: tm_wait_flow's
+    reason to be); so it does wanting completions (kWantSent, tm_wait_sent),
+    alone or with the second's flow, until we release the message and its
+    completion comes. Wanting the first's flow, or nonsense (a flow out of
+    range, no such session, no flag), it wakes us, and nothing worse."""
     app = App(path, b"want")
     expect(app.listen(port)[0] == OK, "LISTEN %d" % port)
     sids = []
     conns = []
+    accepted = []
     for _ in range(2):
         c = app.connect(port)
         a = app.ch.event(ACCEPTED)
         if not expect(c is not None and c[0] == CONNECTED and a is not None, "a session to ourselves"):
             return
         conns.append(c)
+        accepted.append(a)
         sids.append(struct.unpack_from("<I", a[2], 16)[0])
     app.arena[0:64] = b"w" * 64
     submit(app, conns[0], 0, 64, 1)
@@ -273,10 +279,20 @@ def cmd_want(path, port):
 
     expect(woken(0, 5), "want 0 (any): woken for the message in session %d" % sids[0])
     expect(not woken(WANT_FLOW | sids[1] << 16, 0.5), "asleep 0.5 s wanting session %d's flow 0, which has none" % sids[1])
+    expect(not woken(WANT_SENT, 0.5), "asleep 0.5 s wanting completions, with none (a message in session %d)" % sids[0])
+    expect(not woken(WANT_SENT | WANT_FLOW | sids[1] << 16, 0.5),
+           "asleep 0.5 s wanting completions or session %d's flow 0" % sids[1])
     expect(woken(WANT_FLOW | sids[0] << 16, 5), "woken wanting session %d's flow 0" % sids[0])
+    expect(woken(WANT_SENT | WANT_FLOW | sids[0] << 16, 5), "woken wanting completions or session %d's flow 0" % sids[0])
     expect(woken(WANT_FLOW | sids[1] << 16 | 7, 5), "a flow out of range: woken")
     expect(woken(WANT_FLOW | 0xFFFF << 16, 5), "no such session: woken")
-    expect(woken((1 << 63) - 1, 5), "no flag: anything, woken")
+    expect(woken(WANT_SENT | WANT_FLOW | 0xFFFF << 16, 5), "completions or no such session: woken")
+    expect(woken((1 << 62) - 1, 5), "no flag: anything, woken")
+    # Released (flow 0's cursor, after the ring's 64-byte header), the
+    # message is delivered: its completion wakes an app that wants those.
+    recv = mmap.mmap(accepted[0][3][0], struct.unpack_from("<Q", accepted[0][2], 40)[0])
+    struct.pack_into("<I", recv, 64, 1)
+    expect(woken(WANT_SENT, 5), "woken wanting completions, once the message was released (delivered)")
     app.ch.close()
 
 

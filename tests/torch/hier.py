@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import zlib
 
 import torch
@@ -25,6 +26,10 @@ from common import init
 
 
 def port_tx_bytes(ctl):
+    # The daemon answers STATUS from a snapshot up to 50 ms old (channel_abi.h):
+    # a read within 50 ms of the one before got that one's figures again (0 B
+    # for 2 all_reduces of 4 MiB, once they took under 50 ms).
+    time.sleep(0.1)
     out = subprocess.run([ctl, "--socket", os.environ["TAILMARK_SOCKET"], "--json", "ports"],
                          capture_output=True, text=True, check=True, timeout=30).stdout
     return sum(int(p["tx_bytes"]) for p in json.loads(out) if p["role"] in ("data", "rail"))

@@ -373,38 +373,53 @@ void Service::reap(uint64_t now) {
     }
 }
 
-// Sleeping applications with something to take are woken, once per sleep.
+namespace {
+// What a sleeping app may be woken for: a completion on any of its send
+// flows; a message on any of its receive flows; the next message of one.
+bool has_completion(const SvcApp& a) {
+    for (const SvcSession* ss : a.sessions)
+        for (const SvcSendFlow* f : ss->send)
+            if (__atomic_load_n(&f->cq->head, __ATOMIC_ACQUIRE) != __atomic_load_n(&f->cq->tail, __ATOMIC_ACQUIRE))
+                return true;
+    return false;
+}
+
+bool has_message(const SvcApp& a) {
+    for (const SvcSession* ss : a.sessions)
+        if (!ss->gone)
+            for (CompletionRing* r : ss->recv)
+                if (r->poll(r->released()) != nullptr)
+                    return true;
+    return false;
+}
+
+// A flow we cannot find (the app's word is bounds-checked) wakes it, as
+// anything would.
+bool flow_ready(const SvcApp& a, uint32_t sid, uint16_t flow) {
+    for (const SvcSession* ss : a.sessions)
+        if (ss->sid == sid && !ss->connector)
+            return ss->gone || flow >= ss->recv.size() || ss->recv[flow]->poll(ss->recv[flow]->released()) != nullptr;
+    return true;
+}
+} // namespace
+
+// Sleeping applications with something to take are woken, once per sleep:
+// for anything (want 0), or for what their word names (channel_abi.h).
 void Service::wake(uint64_t now) {
     (void)now;
     for (auto& ap : apps_) {
         SvcApp& a = *ap;
         if (a.dead || a.bell == nullptr || __atomic_load_n(&a.bell->sleeping, __ATOMIC_SEQ_CST) == 0)
             continue;
-        // What it waits for (the app's word: bounds-checked, and a flow we
-        // cannot find wakes it, as anything would).
         const uint64_t want = __atomic_load_n(&a.bell->want, __ATOMIC_RELAXED);
-        bool ready = false;
-        if (want & channel::kWantFlow) {
-            const auto sid = static_cast<uint32_t>((want & ~channel::kWantFlow) >> 16);
-            const auto flow = static_cast<uint16_t>(want & 0xffff);
-            ready = true;
-            for (SvcSession* ss : a.sessions)
-                if (ss->sid == sid && !ss->connector) {
-                    if (!ss->gone && flow < ss->recv.size())
-                        ready = ss->recv[flow]->poll(ss->recv[flow]->released()) != nullptr;
-                    break;
-                }
+        bool ready;
+        if ((want & (channel::kWantFlow | channel::kWantSent)) == 0) {
+            ready = has_completion(a) || has_message(a);
         } else {
-            for (SvcSession* ss : a.sessions) {
-                for (SvcSendFlow* f : ss->send)
-                    ready = ready || __atomic_load_n(&f->cq->head, __ATOMIC_ACQUIRE) !=
-                                         __atomic_load_n(&f->cq->tail, __ATOMIC_ACQUIRE);
-                if (!ss->gone)
-                    for (CompletionRing* r : ss->recv)
-                        ready = ready || r->poll(r->released()) != nullptr;
-                if (ready)
-                    break;
-            }
+            ready = (want & channel::kWantSent) != 0 && has_completion(a);
+            if (!ready && (want & channel::kWantFlow) != 0)
+                ready = flow_ready(a, static_cast<uint32_t>((want & ~(channel::kWantFlow | channel::kWantSent)) >> 16),
+                                   static_cast<uint16_t>(want & 0xffff));
         }
         if (ready && __atomic_exchange_n(&a.bell->sleeping, 0u, __ATOMIC_SEQ_CST) != 0) {
             // Our own non-blocking end: a full pipe (the app never drains it,

@@ -62,8 +62,10 @@ namespace tailmark::channel {
 // 2: the wake fd is the daemon's pipe, in WELCOME (1: the app's eventfd, in HELLO).
 inline constexpr uint32_t kChannelAbi = 2;
 // 1: TM_MSG_STATUS (0: ABI 2 as it began). 2: tm_doorbell.want (a wait on
-// one receive flow; 0 there is what every older client leaves).
-inline constexpr uint32_t kChannelAbiMinor = 2;
+// one receive flow; 0 there is what every older client leaves). 3:
+// tm_doorbell.want's kWantSent (a wait on send completions, and at most one
+// receive flow).
+inline constexpr uint32_t kChannelAbiMinor = 3;
 inline constexpr uint32_t kMaxMsg = 512;   // the largest socket message
 inline constexpr uint32_t kSecretLen = 16; // a session secret, as bytes
 inline constexpr uint32_t kHelloTimeoutMs = 3000; // a connection's HELLO, from its accept
@@ -326,6 +328,15 @@ static inline struct tm_send_layout tm_send_rings(uint32_t sq_size, uint32_t cq_
 // daemon older than minor 2 ignores it (more wake-ups, nothing lost), and
 // one that cannot find the flow wakes the app. A session's end always
 // wakes it through the socket.
+//
+// kWantSent (minor 3), alone or with a flow's word: wake once any send
+// flow of the app has a completion (or that flow its next message). An app
+// that waits for its sends to be delivered while a message it will take
+// only later sits in a ring (a peer already on its next operation) sleeps,
+// instead of being woken for that message on every round. A daemon of
+// minor 2 reads kWantSent alone as 0 (it wakes the app for anything, as
+// before), and with a flow as that flow alone: a completion then ends the
+// app's wait only at its timeout.
 struct tm_doorbell {
     alignas(64) uint32_t sleeping;
     uint32_t reserved;
@@ -333,6 +344,7 @@ struct tm_doorbell {
     alignas(64) uint64_t wakes; // wake-ups the daemon wrote (diagnostics)
 };
 inline constexpr uint64_t kWantFlow = 1ull << 63;
+inline constexpr uint64_t kWantSent = 1ull << 62;
 inline constexpr uint64_t tm_want_flow(uint32_t session, uint16_t flow) {
     return kWantFlow | static_cast<uint64_t>(session) << 16 | flow;
 }

@@ -210,6 +210,15 @@ int tm_wait(tm_channel *ch, int timeout_ms);
  * a message). -ENOENT: no such session; -EINVAL: not an accepted session,
  * or no such flow. */
 int tm_wait_flow(tm_channel *ch, tm_session s, uint16_t flow, int timeout_ms);
+/* Until a send completion of any flow is ready, or (s != 0) the next
+ * message of receive flow `flow` of accepted session s, or a session has
+ * ended (counted once, as tm_wait counts it): 1; 0 when timeout_ms passed
+ * (-1: no limit). Messages of other flows neither return it nor wake it, so
+ * an application waiting for its sends to be delivered while a message it
+ * will take only later sits in a ring (a peer already on its next round)
+ * sleeps: tm_wait would return at once, every time. s == 0 (never a
+ * session's id): completions alone. -ENOENT, -EINVAL: as tm_wait_flow. */
+int tm_wait_sent(tm_channel *ch, tm_session s, uint16_t flow, int timeout_ms);
 
 #if defined(__GNUC__)
 #pragma GCC visibility pop

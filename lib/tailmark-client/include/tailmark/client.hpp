@@ -225,6 +225,11 @@ public:
     int recv_any(Message& m) { return tm_recv_any(ch_, m.native()); }
     int release(const Message& m) { return tm_release(ch_, m.native()); }
     int wait(int timeout_ms) { return tm_wait(ch_, timeout_ms); }
+    // tm_wait_sent: a send completion, or (s != 0) that receive flow's next
+    // message, or a session's end; other flows' messages do not wake it.
+    int wait_sent(int timeout_ms, tm_session s = 0, uint16_t flow = 0) {
+        return tm_wait_sent(ch_, s, flow, timeout_ms);
+    }
 
 private:
     tm_channel* ch_ = nullptr;
