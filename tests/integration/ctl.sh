@@ -64,7 +64,7 @@ ask idle status --json &&
     js idle "d['schema'] == 1" \
         "d['daemon']['pid'] == $daemon_pid" \
         "d['daemon']['mode'] == 'service'" \
-        "(d['daemon']['abi'], d['daemon']['abi_minor']) == (2, 2)" \
+        "(d['daemon']['abi'], d['daemon']['abi_minor']) == (2, 3)" \
         "d['daemon']['control_socket'] == '$sock'" \
         "d['daemon']['local_ip'] == '198.18.0.1' and d['daemon']['udp_port'] == 47474 and d['daemon']['mtu'] == 1500" \
         "d['daemon']['zero_copy'] is True" \
@@ -74,7 +74,7 @@ ask idle status --json &&
         "sum(d['drops']['by_reason'].values()) == 0 and 'crc_mismatch' in d['drops']['by_reason']" \
         "d['service']['attached'] == 0 and d['service']['refused_peer'] == 0"
 "$ctl" --socket "$sock" >"$TM_WORK/idle.txt" 2>&1 || tm_fail "status (text) exited $?"
-for re in "^tailmarkd 0.1.0, pid $daemon_pid, --mode service, up [0-9]+ s: 198.18.0.1 udp 47474, MTU 1500, zero copy; socket $sock \\(channel ABI 2.2\\)\$" \
+for re in "^tailmarkd 0.1.0, pid $daemon_pid, --mode service, up [0-9]+ s: 198.18.0.1 udp 47474, MTU 1500, zero copy; socket $sock \\(channel ABI 2.3\\)\$" \
     '^  0    net_ring0 +net_ring +data +up' '^apps \(0\)$' '^sessions \(0\)$' '^drops: total 0, tx_dropped 0$'; do
     grep -qE -- "$re" "$TM_WORK/idle.txt" || { tm_fail "status (text): no line matching $re"; cat "$TM_WORK/idle.txt"; }
 done
