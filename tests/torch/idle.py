@@ -31,6 +31,7 @@ peer = 1 - rank
 x = torch.arange(4096, dtype=torch.int64) + 10**6 * rank
 y = torch.zeros(4096, dtype=torch.int64)
 bad = []
+dist.barrier()  # both ranks start together: rank 0's wait is HOLD less its 0.2 s
 if rank == 1:
     w = dist.isend(x, 0)
     time.sleep(HOLD)  # rank 0's send waits for this receive
