@@ -562,13 +562,21 @@ int tm_channel::recv_any(tm_message* msg) {
     return 0;
 }
 
-int tm_channel::release(const tm_message* msg) {
-    Session* p = find(msg->session);
+tm_channel::Session* tm_channel::recv_session(tm_session s, uint16_t flow, const char* call, int* rc) {
+    Session* p = find(s);
     if (p == nullptr)
-        return err.set(ENOENT, "tm_release: no session %u on this channel", msg->session);
-    if (p->kind != Session::Kind::Accepted || msg->flow >= p->recv.size())
-        return err.set(EINVAL, "tm_release: session %u has no receive flow %u", msg->session, msg->flow);
-    return p->recv[msg->flow].release(msg->msg_id, err);
+        *rc = err.set(ENOENT, "%s: no session %u on this channel", call, s);
+    else if (p->kind != Session::Kind::Accepted || flow >= p->recv.size())
+        *rc = err.set(EINVAL, "%s: session %u has no receive flow %u", call, s, flow);
+    else
+        return p;
+    return nullptr;
+}
+
+int tm_channel::release(const tm_message* msg) {
+    int rc = 0;
+    Session* p = recv_session(msg->session, msg->flow, "tm_release", &rc);
+    return p == nullptr ? rc : p->recv[msg->flow].release(msg->msg_id, err);
 }
 
 // --- waiting ---------------------------------------------------------------
@@ -579,6 +587,10 @@ bool tm_channel::ready() {
     for (const FlowRef& f : recv_order_)
         if (f.s->recv[f.flow].ready())
             return true;
+    return completions_ready();
+}
+
+bool tm_channel::completions_ready() const {
     for (const FlowRef& f : send_order_)
         if (!f.s->send[f.flow].cq.empty())
             return true;
@@ -602,24 +614,17 @@ int tm_channel::wait_sent(tm_session s, uint16_t flow, int timeout_ms) {
     const tailmark::client::RecvRing* ring = nullptr;
     uint64_t want = tailmark::channel::kWantSent;
     if (s != 0) {
-        Session* p = find(s);
+        int rc = 0;
+        Session* p = recv_session(s, flow, "tm_wait_sent", &rc);
         if (p == nullptr)
-            return err.set(ENOENT, "tm_wait_sent: no session %u on this channel", s);
-        if (p->kind != Session::Kind::Accepted || flow >= p->recv.size())
-            return err.set(EINVAL, "tm_wait_sent: session %u has no receive flow %u", s, flow);
+            return rc;
         ring = &p->recv[flow];
         want |= tailmark::channel::tm_want_flow(s, flow);
     }
     if (int rc = pump(); rc < 0)
         return rc;
-    auto sent = [this] {
-        for (const FlowRef& f : send_order_)
-            if (!f.s->send[f.flow].cq.empty())
-                return true;
-        return false;
-    };
     const int rc = bell_.wait(sock_.fd(), timeout_ms,
-                              [&] { return news_ || sent() || (ring != nullptr && ring->ready()); },
+                              [&] { return news_ || completions_ready() || (ring != nullptr && ring->ready()); },
                               [this] { return pump(); }, err, want);
     if (rc == 1)
         news_ = false;
@@ -630,12 +635,11 @@ int tm_channel::wait_sent(tm_session s, uint16_t flow, int timeout_ms) {
 // messages neither return nor wake us (tm_doorbell.want); news_ stays for
 // tm_wait.
 int tm_channel::wait_flow(tm_session s, uint16_t flow, int timeout_ms) {
-    Session* p = find(s);
+    int rc = 0;
+    Session* p = recv_session(s, flow, "tm_wait_flow", &rc);
     if (p == nullptr)
-        return err.set(ENOENT, "tm_wait_flow: no session %u on this channel", s);
-    if (p->kind != Session::Kind::Accepted || flow >= p->recv.size())
-        return err.set(EINVAL, "tm_wait_flow: session %u has no receive flow %u", s, flow);
-    if (int rc = pump(); rc < 0)
+        return rc;
+    if ((rc = pump()) < 0)
         return rc;
     // pump() may end the session, never drop it: p stays valid until tm_close.
     const tailmark::client::RecvRing& ring = p->recv[flow];

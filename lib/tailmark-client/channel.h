@@ -85,7 +85,12 @@ private:
     int handle_events();
     int request_ok(void* m, size_t len, const char* what);
     bool ready();
+    bool completions_ready() const; // a send completion waits in some flow's ring
     Session* find(tm_session s);
+    // The accepted session s, if it has receive flow `flow`; else nullptr,
+    // with *rc the error (ENOENT: no such session; EINVAL: not accepted, or
+    // no such flow), its message naming `call`.
+    Session* recv_session(tm_session s, uint16_t flow, const char* call, int* rc);
     int open_accepted(PendingAccept& p, tm_session_info* info);
     void add(std::unique_ptr<Session> s);
     void erase(Session* s);
