@@ -404,7 +404,8 @@ DropReason Sender::apply(SendFlow& f, const Control& c, uint64_t now, bool wire)
     if (f.paths != nullptr)
         path_feedback(f, c, now);
     if (c.nack) {
-        // Only what is news in it: no loss counted twice, no packets resent twice.
+        // Only what is news in it: no loss counted twice (the session's nor a
+        // path's), no packets resent twice.
         const Nack n = f.nacks.news(c.n, c.hold_ns != kNoEcho, c.echo, now, stamp_shift_);
         if (n.nranges == 0) {
             bump(ctr_.nacks_early);
@@ -414,6 +415,8 @@ DropReason Sender::apply(SendFlow& f, const Control& c, uint64_t now, bool wire)
             f.nacks.took(n, now);
             if (f.cc != nullptr)
                 f.cc->on_loss(nacked_bytes(f, n), nacked_sent(f, n, now));
+            if (f.paths != nullptr)
+                paths_lost(f, n, now);
         }
         bump(ctr_.nacks_rx);
     } else {
@@ -572,28 +575,13 @@ void Sender::carried(SendFlow& f, uint32_t msg_id, uint32_t first, uint32_t k, u
 }
 
 // An authentic ACK's or NACK's news of the paths: the echo's RTT sample,
-// the NACKed packets' loss (each by the path it last went by), and whether
-// a dead path's probe arrived (its message acknowledged while the packet's
-// record still names the probed path: not NACKed and sent again elsewhere).
+// and whether a dead path's probe arrived (its message acknowledged while
+// the packet's record still names the probed path: not NACKed and sent
+// again elsewhere).
 void Sender::path_feedback(SendFlow& f, const Control& c, uint64_t now) {
     TxPaths& paths = *f.paths;
     if (c.hold_ns != kNoEcho)
         paths.on_echo(now, c.echo, c.hold_ns);
-    if (c.nack) {
-        const Nack& n = c.n;
-        const OutMsg& o = f.out[n.msg_id & f.mask];
-        const bool cutting = f.active && !f.unrecorded && n.msg_id == f.sent;
-        if (o.msg_id == n.msg_id && !before(n.msg_id, f.released) && (before(n.msg_id, f.sent) || cutting)) {
-            const uint32_t limit = cutting ? f.next_pkt : o.pkt_count;
-            const uint8_t* rec = f.path_rec(n.msg_id);
-            for (uint32_t r = 0; r < n.nranges && r < kMaxNackRanges; r++) {
-                const uint32_t first = n.ranges[r].first;
-                const uint32_t end = n.ranges[r].count == 0 ? limit : std::min(limit, first + n.ranges[r].count);
-                for (uint32_t i = first; i < end; i++)
-                    paths.on_lost(now, rec[i], 1);
-            }
-        }
-    }
     if (paths.probing()) {
         for (uint32_t p = 0; p < paths.count(); p++) {
             const TxPaths::Probe& pr = paths.probe(p);
@@ -605,6 +593,26 @@ void Sender::path_feedback(SendFlow& f, const Control& c, uint64_t now) {
             const bool arrived = o.msg_id != pr.msg_id || f.path_rec(pr.msg_id)[pr.pkt] == p;
             paths.probe_done(now, p, arrived);
         }
+    }
+}
+
+// The loss a NACK's news (NackFilter) names, each packet by the path it
+// last went by. Only news: a repeat of the receiver's, asked before the
+// retransmission could reach it, counted the same packets again, and in
+// multipath.sh case a (CI 2026-12-07, f2ba8dd) its tails (the rest of a
+// 1 MiB message each) found 15 of 16 paths dead.
+void Sender::paths_lost(SendFlow& f, const Nack& n, uint64_t now) {
+    const OutMsg& o = f.out[n.msg_id & f.mask];
+    const bool cutting = f.active && !f.unrecorded && n.msg_id == f.sent;
+    if (o.msg_id != n.msg_id || before(n.msg_id, f.released) || !(before(n.msg_id, f.sent) || cutting))
+        return;
+    const uint32_t limit = cutting ? f.next_pkt : o.pkt_count;
+    const uint8_t* rec = f.path_rec(n.msg_id);
+    for (uint32_t r = 0; r < n.nranges && r < kMaxNackRanges; r++) {
+        const uint32_t first = n.ranges[r].first;
+        const uint32_t end = n.ranges[r].count == 0 ? limit : std::min(limit, first + n.ranges[r].count);
+        for (uint32_t i = first; i < end; i++)
+            f.paths->on_lost(now, rec[i], 1);
     }
 }
 

@@ -379,6 +379,7 @@ private:
     void split_rails(uint32_t n, uint64_t now);
     bool rails_ready(uint64_t now);
     void path_feedback(SendFlow& f, const Control& c, uint64_t now);
+    void paths_lost(SendFlow& f, const Nack& n, uint64_t now);
     TxPaths* paths_for(const SessionLink* link, const SendFlow& f);
 
     SenderConfig cfg_;

@@ -2545,6 +2545,62 @@ TEST_CASE("spraying: a path that loses 2% stays under its equal share even when 
     CHECK_FALSE(s.view(1).dead);
 }
 
+// tests/integration/multipath.sh case a, in CI 2026-12-07 (f2ba8dd): 15 of
+// 16 paths found dead and the session at 0.2 Mbit/s. The receiver asks
+// again for a gap every NACK delay (200 us, doubling), faster than a round
+// trip through the links' queues, and each repeat (a tail's too: the rest of
+// a 1 MiB message) counted its packets lost again, by whichever path had
+// carried them, though the NackFilter kept them from being resent.
+TEST_CASE("spraying: a gap the receiver asks for again before the retransmission could reach it counts once "
+          "against its path",
+          "[sender]") {
+    Spray s(4);
+    const uint64_t t = 1000 * kMs;
+    s.send(t);
+    // Path 1's packets of the message are lost; the receiver's newest placed
+    // packet (its echo) is the message's last one that is not path 1's.
+    std::vector<uint16_t> lost;
+    uint16_t echo = 0;
+    for (const Pkt& k : s.first) {
+        if (s.path(k.sport) == 1)
+            lost.push_back(k.h.pkt_idx);
+        else
+            echo = k.ip_id;
+    }
+    REQUIRE(lost.size() >= 8);
+    auto nack = [&]() {
+        Control c = s.r.nack(s.id, {}, s.id, s.id);
+        for (size_t i = 0; i < lost.size() && i < kMaxNackRanges; i++)
+            c.n.ranges[c.n.nranges++] = {lost[i], 1};
+        c.echo = echo;
+        c.hold_ns = 0;
+        return c;
+    };
+    const uint32_t asked = std::min<uint32_t>(static_cast<uint32_t>(lost.size()), kMaxNackRanges);
+    // The first NACK, served; then its repeats, each echoing the same packet
+    // (nothing newer placed), every 500 us over 10 ms of a retransmission
+    // stuck in a queue (within the filter's memory, nack_filter.h: half the
+    // stamp's circle).
+    REQUIRE(s.r.s->on_control(nack(), t + 100000) == R::None);
+    s.r.s->poll(t + 100010);
+    CHECK(take(s.r.port).size() == asked);
+    for (uint32_t rep = 1; rep <= 20; rep++) {
+        const uint64_t at = t + 100000 + rep * 500000;
+        REQUIRE(s.r.s->on_control(nack(), at) == R::None);
+        s.r.s->poll(at + 10);
+        CHECK(take(s.r.port).empty());
+    }
+    CHECK(s.r.s->counters().nacks_early == 20);
+    uint64_t lost_all = 0;
+    for (uint32_t p = 0; p < 4; p++) {
+        INFO("path " << p << ": sent " << s.view(p).sent << ", lost " << s.view(p).lost);
+        CHECK_FALSE(s.view(p).dead);
+        lost_all += s.view(p).lost;
+    }
+    CHECK(s.view(1).lost == asked); // each packet once, by the path that lost it
+    CHECK(lost_all == asked);
+}
+
 TEST_CASE("spraying: a dead path (all it carries lost) gets nothing but a probe now and then, and lives again "
           "once one gets through",
           "[sender]") {
