@@ -67,7 +67,7 @@ tt_mesh() {
     # loaded br_netfilter (Docker does), every frame it forwards went
     # through iptables' hooks too, the sender's CPU paying (its veth_xmit
     # runs the bridge). That was 16% of a daemon's samples in a 1 MiB
-    # all_to_all at 2 x 2 ranks, MTU 1500 (2026-12-07, 3820774), and each
+    # all_to_all at 2 x 2 ranks, MTU 1500 (2026-12-07, ad4d1a5), and each
     # daemon's CPU time went from 1.02-1.13 s to 0.80-0.98 (4 MiB, 40 ops).
     # Without the module the sysctls do not exist, nor anything to turn off.
     for t in iptables ip6tables arptables; do
