@@ -103,6 +103,11 @@ struct NackRange {
     uint16_t count; // 0: to the end of the group
 };
 
+// One past the range's last packet among the first `limit` of its group.
+inline uint32_t range_end(const NackRange& r, uint32_t limit) {
+    return r.count == 0 || r.first + uint32_t(r.count) > limit ? limit : r.first + uint32_t(r.count);
+}
+
 inline constexpr uint32_t kMaxNackRanges = 32;
 inline constexpr uint32_t kMacLen = 8;
 inline constexpr uint32_t kAckFixedLen = 32;

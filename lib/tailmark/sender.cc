@@ -347,6 +347,19 @@ uint32_t Sender::take_completions(SendCompletion* out, uint32_t max) {
 
 // --- control intake -------------------------------------------------------------
 
+// The packets of msg_id that have gone out, which a NACK of it may name: the
+// whole group once it is sent, those cut so far while it is being cut; 0
+// once it is released, not yet sent, or its record holds another message.
+uint32_t Sender::sent_pkts(const SendFlow& f, uint32_t msg_id) const {
+    const bool cutting = f.active && !f.unrecorded && msg_id == f.sent;
+    if (before(msg_id, f.released) || !(before(msg_id, f.sent) || cutting))
+        return 0;
+    const OutMsg& o = f.out[msg_id & f.mask];
+    if (o.msg_id != msg_id)
+        return 0;
+    return cutting ? f.next_pkt : o.pkt_count;
+}
+
 namespace {
 // The frames a NACK asks for, in bytes, for congestion control's loss
 // figure (a range of count 0 runs to its group's end).
@@ -602,18 +615,13 @@ void Sender::path_feedback(SendFlow& f, const Control& c, uint64_t now) {
 // multipath.sh case a (CI 2026-12-07, f2ba8dd) its tails (the rest of a
 // 1 MiB message each) found 15 of 16 paths dead.
 void Sender::paths_lost(SendFlow& f, const Nack& n, uint64_t now) {
-    const OutMsg& o = f.out[n.msg_id & f.mask];
-    const bool cutting = f.active && !f.unrecorded && n.msg_id == f.sent;
-    if (o.msg_id != n.msg_id || before(n.msg_id, f.released) || !(before(n.msg_id, f.sent) || cutting))
+    const uint32_t limit = sent_pkts(f, n.msg_id);
+    if (limit == 0)
         return;
-    const uint32_t limit = cutting ? f.next_pkt : o.pkt_count;
     const uint8_t* rec = f.path_rec(n.msg_id);
-    for (uint32_t r = 0; r < n.nranges && r < kMaxNackRanges; r++) {
-        const uint32_t first = n.ranges[r].first;
-        const uint32_t end = n.ranges[r].count == 0 ? limit : std::min(limit, first + n.ranges[r].count);
-        for (uint32_t i = first; i < end; i++)
+    for (uint32_t r = 0; r < n.nranges && r < kMaxNackRanges; r++)
+        for (uint32_t i = n.ranges[r].first, end = range_end(n.ranges[r], limit); i < end; i++)
             f.paths->on_lost(now, rec[i], 1);
-    }
 }
 
 uint32_t Sender::path_views(PathView* out, uint32_t max) const {

@@ -380,6 +380,7 @@ private:
     bool rails_ready(uint64_t now);
     void path_feedback(SendFlow& f, const Control& c, uint64_t now);
     void paths_lost(SendFlow& f, const Nack& n, uint64_t now);
+    uint32_t sent_pkts(const SendFlow& f, uint32_t msg_id) const;
     TxPaths* paths_for(const SessionLink* link, const SendFlow& f);
 
     SenderConfig cfg_;

@@ -104,14 +104,13 @@ bool Sender::start_job(uint64_t now) {
         job_head_ = (job_head_ + 1) % size;
         job_count_--;
         SendFlow* f = table_[job_.flow];
-        const bool cutting = f != nullptr && f->active && !f->unrecorded && job_.msg_id == f->sent;
         bool ok = f != nullptr && f->failed == FailReason::None && job_.nranges != 0 &&
-                  job_.nranges <= kMaxNackRanges && !before(job_.msg_id, f->released) &&
-                  (before(job_.msg_id, f->sent) || cutting);
+                  job_.nranges <= kMaxNackRanges;
         if (ok) {
-            const OutMsg& o = f->out[job_.msg_id & f->mask];
-            ok = o.msg_id == job_.msg_id;
+            job_limit_ = sent_pkts(*f, job_.msg_id);
+            ok = job_limit_ != 0;
             if (ok) {
+                const OutMsg& o = f->out[job_.msg_id & f->mask];
                 job_msg_.msg_id = o.msg_id;
                 job_msg_.bytes = {o.data, o.chain ? 0 : o.len};
                 job_msg_.chain = o.chain;
@@ -120,15 +119,13 @@ bool Sender::start_job(uint64_t now) {
                 job_msg_.plan = plan_group(o.len, f->spec.tx.stride);
                 job_msg_.crc32c = o.crc32c;
                 job_msg_.crc_pending = false; // only a LAST carries it, and the LAST of a message being cut is not out
-                job_limit_ = cutting ? f->next_pkt : o.pkt_count;
                 // The first range with packets in the group (sent ones).
                 for (job_r_ = 0; job_r_ < job_.nranges; job_r_++) {
                     const NackRange& r = job_.ranges[job_r_];
                     if (r.first >= job_limit_)
                         continue;
                     job_pos_ = r.first;
-                    job_end_ = r.count == 0 || r.first + uint32_t(r.count) > job_limit_ ? job_limit_
-                                                                                          : r.first + r.count;
+                    job_end_ = range_end(r, job_limit_);
                     break;
                 }
                 ok = job_r_ < job_.nranges;
@@ -246,7 +243,7 @@ uint32_t Sender::serve_jobs(uint32_t burst, uint32_t n, uint64_t now) {
                 if (r.first >= count)
                     continue;
                 job_pos_ = r.first;
-                job_end_ = r.count == 0 || r.first + uint32_t(r.count) > count ? count : r.first + r.count;
+                job_end_ = range_end(r, count);
                 job_on_ = true;
                 break;
             }
